@@ -1,0 +1,198 @@
+"""The ``lakelog`` command line: tables, show, files, expire, compact."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Optional, TextIO
+
+__all__ = ["main"]
+
+
+class ProgressBar:
+    """A one-line text progress bar on a terminal stream (redrawn in place, throttled)."""
+
+    def __init__(self, label: str, stream: TextIO = sys.stderr, width: int = 30) -> None:
+        self.label, self.stream, self.width = label, stream, width
+        self._last = 0.0
+        self._start = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self._last < 0.1:
+            return
+        self._last = now
+        frac = done / total if total else 1.0
+        filled = int(frac * self.width)
+        bar = "#" * filled + "-" * (self.width - filled)
+        self.stream.write(f"\r{self.label} [{bar}] {done}/{total} buckets {now - self._start:5.1f}s")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def _catalog(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from lakelog.connector.catalog import Catalog
+
+    if not args.warehouse:
+        sys.exit("lakelog: give --warehouse or set LAKELOG_WAREHOUSE")
+    return Catalog(args.warehouse)
+
+
+def _table_arg(args: argparse.Namespace) -> str:
+    name = args.table_opt or args.table
+    if not name:
+        sys.exit("lakelog: name the table (db.table)")
+    return str(name)
+
+
+def _fmt_time(millis: Optional[int]) -> str:
+    if millis is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(millis / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def cmd_tables(args: argparse.Namespace) -> int:
+    cat = _catalog(args)
+    dbs = [args.database] if args.database else cat.list_databases()
+    for db in dbs:
+        for t in cat.list_tables(db):
+            print(f"{db}.{t}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    t = _catalog(args).get_table(_table_arg(args))
+    print(f"table {t.identifier}  ({t.path})")
+    print("schema:")
+    for f in t.schema:
+        marks = []
+        if f.name in t.primary_keys:
+            marks.append("primary key")
+        if f.name in t.partition_keys:
+            marks.append("partition")
+        null = "" if f.nullable else " NOT NULL"
+        print(f"  {f.name}: {f.type}{null}" + (f"  [{', '.join(marks)}]" if marks else ""))
+    print("options:")
+    for k, v in sorted(t.options.items()):
+        print(f"  {k} = {v}")
+    snaps = t.snapshots()
+    print(f"snapshots ({len(snaps)}):")
+    print(f"  {'id':>5}  {'kind':8} {'time':19}  {'records':>10}  {'delta':>8}  commit")
+    for s in snaps:
+        print(
+            f"  {s.id:>5}  {s.commit_kind:8} {_fmt_time(s.time_millis)}  {s.total_record_count or 0:>10}"
+            f"  {s.delta_record_count or 0:>8}  {s.commit_user[:8]}:{s.commit_identifier}"
+        )
+    tags = t.tags()
+    if tags:
+        print("tags:")
+        for name, sid in sorted(tags.items()):
+            print(f"  {name} -> snapshot {sid}")
+    return 0
+
+
+def cmd_files(args: argparse.Namespace) -> int:
+    t = _catalog(args).get_table(_table_arg(args))
+    files = t.files(args.snapshot).to_pylist()
+    if args.json:
+        print(json.dumps(files, indent=2))
+        return 0
+    current = None
+    for f in files:
+        group = (f["partition"], f["bucket"])
+        if group != current:
+            current = group
+            print(f"{f['partition'] or '(unpartitioned)'}  bucket-{f['bucket']}")
+        print(
+            f"  L{f['level']}  {f['file_name']}  rows={f['row_count']}  size={f['file_size']}"
+            f"  seq=[{f['min_sequence_number']}, {f['max_sequence_number']}]"
+        )
+    print(f"{len(files)} file(s)")
+    return 0
+
+
+def cmd_expire(args: argparse.Namespace) -> int:
+    t = _catalog(args).get_table(_table_arg(args))
+    kwargs = {}
+    if args.retain_min is not None:
+        kwargs["retain_min"] = args.retain_min
+    if args.retain_max is not None:
+        kwargs["retain_max"] = args.retain_max
+    if args.older_than_seconds is not None:
+        kwargs["older_than_millis"] = int((time.time() - args.older_than_seconds) * 1000)
+    ids = t.expire_snapshots(**kwargs)
+    print(f"expired {len(ids)} snapshot(s)" + (f": {ids[0]}..{ids[-1]}" if ids else ""))
+    if args.orphans:
+        removed = t.remove_orphan_files(older_than_seconds=args.orphan_age_seconds)
+        print(f"removed {len(removed)} orphan file(s)")
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    t = _catalog(args).get_table(_table_arg(args))
+    bar = ProgressBar(f"compacting {t.identifier}") if sys.stderr.isatty() or args.progress else None
+    sid = t.compact(full=True, progress=bar)
+    print(f"compaction committed snapshot {sid}" if sid else "nothing to compact")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lakelog", description="lakelog tables on a local warehouse")
+    p.add_argument(
+        "--warehouse", default=os.environ.get("LAKELOG_WAREHOUSE"), help="warehouse path or file:// URI"
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def with_table(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("table", nargs="?", help="db.table")
+        sp.add_argument("--table", dest="table_opt", help="db.table")
+        sp.add_argument("--warehouse", default=argparse.SUPPRESS)
+
+    s = sub.add_parser("tables", help="list tables")
+    s.add_argument("database", nargs="?")
+    s.add_argument("--warehouse", default=argparse.SUPPRESS)
+    s.set_defaults(func=cmd_tables)
+    s = sub.add_parser("show", help="schema, options and snapshots of a table")
+    with_table(s)
+    s.set_defaults(func=cmd_show)
+    s = sub.add_parser("files", help="live data files per bucket and level")
+    with_table(s)
+    s.add_argument("--snapshot", type=int)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_files)
+    s = sub.add_parser("expire", help="expire snapshots by the table's retention options")
+    with_table(s)
+    s.add_argument("--retain-min", type=int)
+    s.add_argument("--retain-max", type=int)
+    s.add_argument("--older-than-seconds", type=float)
+    s.add_argument("--orphans", action="store_true", help="also remove orphan files")
+    s.add_argument("--orphan-age-seconds", type=float, default=86400.0)
+    s.set_defaults(func=cmd_expire)
+    s = sub.add_parser("compact", help="full compaction of every bucket")
+    with_table(s)
+    s.add_argument(
+        "--progress", action="store_true", help="show the progress bar even when not on a terminal"
+    )
+    s.set_defaults(func=cmd_compact)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from lakelog.connector.errors import LakelogError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except LakelogError as e:
+        print(f"lakelog: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

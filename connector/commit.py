@@ -1,0 +1,184 @@
+"""The committer: publishes snapshots atomically, with optimistic concurrency and idempotence.
+
+A commit writes its delta manifest once, then loops: read the latest snapshot, check conflicts,
+write manifest lists, and try to create ``snapshot-<latest + 1>``. Creation never overwrites, so
+exactly one of several racing committers wins each id and the others retry on the new base.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+from lakelog.connector.errors import CommitConflictError
+from lakelog.connector.manifest import ManifestEntry, ManifestFileMeta, merge_entries
+from lakelog.connector.snapshot import Snapshot
+from lakelog.connector.store import TableStore
+from lakelog.connector.write import CommitMessage
+
+__all__ = ["TableCommit", "BATCH_COMMIT_IDENTIFIER", "CommitKind"]
+
+log = logging.getLogger(__name__)
+
+BATCH_COMMIT_IDENTIFIER = 9223372036854775807  # Long.MAX_VALUE, as Paimon's batch writers use
+WRITER_VERSION = "lakelog-0.1.0"
+_MAX_RETRIES = 200
+
+
+class CommitKind:
+    APPEND = "APPEND"
+    COMPACT = "COMPACT"
+    OVERWRITE = "OVERWRITE"
+
+
+@dataclass
+class _Delta:
+    entries: list[ManifestEntry]
+    changelog: list[ManifestEntry]
+    kind: str
+
+
+class TableCommit:
+    """Commits messages from writers as snapshots of ``store``'s table."""
+
+    def __init__(self, store: TableStore, commit_user: Optional[str] = None) -> None:
+        self.store = store
+        self.commit_user = commit_user or str(uuid.uuid4())
+
+    def commit(
+        self,
+        messages: Sequence[CommitMessage],
+        commit_identifier: int = BATCH_COMMIT_IDENTIFIER,
+        *,
+        properties: Optional[dict[str, str]] = None,
+    ) -> Optional[int]:
+        """Publish ``messages``; return the id of the last snapshot made, or None if there was
+        nothing to commit.
+
+        New files go into an APPEND snapshot; compaction results (``compact_before`` /
+        ``compact_after``) into a COMPACT snapshot after it, as Paimon does. A commit whose
+        (commit user, identifier) is already in the table is skipped and returns that snapshot id.
+        """
+        done = self._find_committed(commit_identifier)
+        if done is not None:
+            log.info(
+                "commit %s of %s already in snapshot %s; skipped", commit_identifier, self.commit_user, done
+            )
+            return done
+        appends, compacts = _split(messages)
+        last: Optional[int] = None
+        if appends.entries or appends.changelog:
+            last = self._commit_delta(appends, commit_identifier, properties)
+        if compacts.entries or compacts.changelog:
+            last = self._commit_delta(compacts, commit_identifier, properties)
+        return last
+
+    def _find_committed(self, identifier: int) -> Optional[int]:
+        if identifier == BATCH_COMMIT_IDENTIFIER:
+            return None  # batch commits carry no order, so they are never deduplicated
+        sm = self.store.snapshot_manager
+        latest = sm.latest_id()
+        earliest = sm.earliest_id()
+        if latest is None or earliest is None:
+            return None
+        for sid in range(latest, earliest - 1, -1):
+            try:
+                s = sm.snapshot(sid)
+            except Exception:  # expired concurrently
+                break
+            if s.commit_user == self.commit_user:
+                if s.commit_identifier == identifier:
+                    return sid
+                if s.commit_identifier < identifier:
+                    return None  # identifiers of one user only grow: ours is not committed
+        return None
+
+    def _commit_delta(self, delta: _Delta, identifier: int, properties: Optional[dict[str, str]]) -> int:
+        store = self.store
+        ptypes = store.partition_types
+        delta_metas = store.manifest_file.write(delta.entries, ptypes) if delta.entries else []
+        changelog_metas = store.manifest_file.write(delta.changelog, ptypes) if delta.changelog else []
+        deleted = [e for e in delta.entries if e.kind == 1]
+        added_rows = sum(e.file.row_count for e in delta.entries if e.kind == 0)
+        deleted_rows = sum(e.file.row_count for e in deleted)
+        for attempt in range(_MAX_RETRIES):
+            latest = store.snapshot_manager.latest()
+            if deleted:
+                self._check_deletes_are_live(latest, deleted)
+            base_metas = self._base_manifests(latest)
+            base_name, base_size = store.manifest_list.write(base_metas)
+            delta_name, delta_size = store.manifest_list.write(delta_metas)
+            cl_name, cl_size = store.manifest_list.write(changelog_metas) if changelog_metas else (None, None)
+            new_id = (latest.id + 1) if latest else 1
+            total = (latest.total_record_count or 0) if latest else 0
+            snapshot = Snapshot(
+                id=new_id,
+                schema_id=store.schema.id,
+                base_manifest_list=base_name,
+                delta_manifest_list=delta_name,
+                changelog_manifest_list=cl_name,
+                commit_user=self.commit_user,
+                commit_identifier=identifier,
+                commit_kind=delta.kind,
+                time_millis=int(time.time() * 1000),
+                total_record_count=total + added_rows - deleted_rows,
+                delta_record_count=added_rows - deleted_rows,
+                changelog_record_count=sum(e.file.row_count for e in delta.changelog)
+                if delta.changelog
+                else None,
+                base_manifest_list_size=base_size,
+                delta_manifest_list_size=delta_size,
+                changelog_manifest_list_size=cl_size,
+                properties=properties,
+                writer_version=WRITER_VERSION,
+            )
+            if store.snapshot_manager.try_commit(snapshot):
+                return new_id
+            # Lost the race for this id: drop our manifest lists and retry on the new latest.
+            for name in (base_name, delta_name, cl_name):
+                if name:
+                    store.file_io.delete(store.manifest_dir + "/" + name)
+            time.sleep(min(0.001 * (2 ** min(attempt, 8)), 0.2))
+        raise CommitConflictError(f"gave up committing to {store.path} after {_MAX_RETRIES} attempts")
+
+    def _check_deletes_are_live(self, latest: Optional[Snapshot], deleted: list[ManifestEntry]) -> None:
+        live = {(e.partition, e.bucket, e.file.file_name) for e in self.store.live_entries(latest)}
+        gone = [e.file.file_name for e in deleted if (e.partition, e.bucket, e.file.file_name) not in live]
+        if gone:
+            raise CommitConflictError(
+                f"commit to {self.store.path} would delete file(s) {gone[:5]} that are no longer in the "
+                f"latest snapshot {latest.id if latest else None} (another commit, probably a compaction, "
+                "removed them); redo the compaction on the new snapshot"
+            )
+
+    def _base_manifests(self, latest: Optional[Snapshot]) -> list[ManifestFileMeta]:
+        """The previous snapshot's base and delta manifests, merged when there are too many."""
+        if latest is None:
+            return []
+        store = self.store
+        metas = store.manifest_metas(latest)
+        opts = store.options
+        if len(metas) < opts.manifest_merge_min_count:
+            return metas
+        live = merge_entries(store.entries_of(metas))
+        return store.manifest_file.write(live, store.partition_types) if live else []
+
+
+def _split(messages: Sequence[CommitMessage]) -> tuple[_Delta, _Delta]:
+    appends = _Delta([], [], CommitKind.APPEND)
+    compacts = _Delta([], [], CommitKind.COMPACT)
+    for m in messages:
+        for f in m.new_files:
+            appends.entries.append(ManifestEntry(0, m.partition, m.bucket, m.total_buckets, f))
+        for f in m.changelog_files:
+            target = compacts if (m.compact_before or m.compact_after) and not m.new_files else appends
+            target.changelog.append(ManifestEntry(0, m.partition, m.bucket, m.total_buckets, f))
+        for f in m.compact_before:
+            compacts.entries.append(ManifestEntry(1, m.partition, m.bucket, m.total_buckets, f))
+        for f in m.compact_after:
+            compacts.entries.append(ManifestEntry(0, m.partition, m.bucket, m.total_buckets, f))
+    return appends, compacts

@@ -1,0 +1,86 @@
+"""The exception tree of lakelog: one root, a shallow tree, built-in mixins where callers expect them."""
+
+from __future__ import annotations
+
+__all__ = [
+    "LakelogError",
+    "OptionError",
+    "SchemaError",
+    "CatalogError",
+    "DatabaseNotFoundError",
+    "TableNotFoundError",
+    "TableAlreadyExistsError",
+    "DatabaseAlreadyExistsError",
+    "DatabaseNotEmptyError",
+    "TagError",
+    "CorruptFileError",
+    "MissingFileError",
+    "CommitConflictError",
+    "InvalidInputError",
+    "PathEscapeError",
+    "SnapshotNotFoundError",
+]
+
+
+class LakelogError(Exception):
+    """Root of every error lakelog raises on purpose."""
+
+
+class OptionError(LakelogError, ValueError):
+    """An unknown, malformed or immutable table option."""
+
+
+class SchemaError(LakelogError, ValueError):
+    """Data or a schema change does not fit the table's schema (names the column)."""
+
+
+class InvalidInputError(LakelogError, ValueError):
+    """Rows that cannot be written as given (for example a null in a primary-key column)."""
+
+
+class CatalogError(LakelogError):
+    """A catalog operation failed."""
+
+
+class DatabaseNotFoundError(CatalogError, KeyError):
+    pass
+
+
+class DatabaseAlreadyExistsError(CatalogError):
+    pass
+
+
+class DatabaseNotEmptyError(CatalogError):
+    """A database still holds tables."""
+
+
+class TableNotFoundError(CatalogError, KeyError):
+    pass
+
+
+class TableAlreadyExistsError(CatalogError):
+    pass
+
+
+class PathEscapeError(CatalogError, ValueError):
+    """An identifier or path would leave the warehouse."""
+
+
+class TagError(LakelogError, KeyError):
+    pass
+
+
+class SnapshotNotFoundError(LakelogError, KeyError):
+    pass
+
+
+class CorruptFileError(LakelogError):
+    """A metadata or data file exists but cannot be decoded (names the file)."""
+
+
+class MissingFileError(LakelogError, FileNotFoundError):
+    """A file that a snapshot references is missing (names the file)."""
+
+
+class CommitConflictError(LakelogError):
+    """A commit cannot be applied on top of the table's latest snapshot."""

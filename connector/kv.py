@@ -1,0 +1,143 @@
+"""Key-value rows of primary-key tables: system columns, row kinds, and the vectorised merge.
+
+A primary-key data file holds ``_KEY_<k>`` for each trimmed primary-key field, ``_SEQUENCE_NUMBER``,
+``_VALUE_KIND`` and then every table column. Within one file each key appears once and rows are
+sorted by key. Merging several sorted runs keeps, for every key, the row with the highest sequence
+number (the deduplicate merge engine); a winning ``-U``/``-D`` row removes the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "KEY_PREFIX",
+    "SEQUENCE_NUMBER",
+    "VALUE_KIND",
+    "RowKind",
+    "key_column",
+    "sort_indices",
+    "group_ends",
+    "deduplicate_sorted",
+    "merge_runs",
+    "drop_retractions",
+]
+
+KEY_PREFIX = "_KEY_"
+SEQUENCE_NUMBER = "_SEQUENCE_NUMBER"
+VALUE_KIND = "_VALUE_KIND"
+
+
+class RowKind:
+    """Paimon's row kinds, as stored in ``_VALUE_KIND`` and printed in audit logs."""
+
+    INSERT = 0
+    UPDATE_BEFORE = 1
+    UPDATE_AFTER = 2
+    DELETE = 3
+    SHORT = ("+I", "-U", "+U", "-D")
+
+
+def key_column(name: str) -> str:
+    return KEY_PREFIX + name
+
+
+def _is_numpy_sortable(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t)
+
+
+def sort_indices(table: pa.Table, keys: Sequence[str], *, then: Sequence[str] = ()) -> np.ndarray:
+    """Stable ascending sort order of ``table`` by ``keys`` and then by ``then``.
+
+    A single non-null integer-like key (the common case) sorts through numpy; anything else through
+    ``pyarrow.compute.sort_indices``, which is stable and orders nulls last.
+    """
+    cols = list(keys) + list(then)
+    if all(_is_numpy_sortable(table.schema.field(c).type) and table.column(c).null_count == 0 for c in cols):
+        arrays = [_as_int64(table.column(c)) for c in cols]
+        if len(arrays) == 1:
+            return np.argsort(arrays[0], kind="stable")
+        return np.lexsort(tuple(reversed(arrays)))
+    order = pc.sort_indices(table, sort_keys=[(c, "ascending") for c in cols])
+    return order.to_numpy()
+
+
+def _as_int64(col: pa.ChunkedArray) -> np.ndarray:
+    arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    t = arr.type
+    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t):
+        arr = arr.view(pa.int64() if t.bit_width == 64 else pa.int32())
+    return np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _column_changes(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """``out[i]`` is True when row ``i`` and row ``i + 1`` differ in this column (nulls compare equal)."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    n = len(arr)
+    if n < 2:
+        return np.zeros(max(n - 1, 0), dtype=bool)
+    a, b = arr.slice(0, n - 1), arr.slice(1)
+    if pa.types.is_dictionary(arr.type):
+        a, b = a.cast(arr.type.value_type), b.cast(arr.type.value_type)
+    neq = pc.not_equal(a, b)
+    # null-aware: differ if exactly one side is null; equal if both null
+    a_null = pc.is_null(a)
+    b_null = pc.is_null(b)
+    differ = pc.or_kleene(pc.fill_null(neq, False), pc.xor(a_null, b_null))
+    return np.asarray(differ.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def group_ends(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
+    """Boolean mask of the last row of each run of equal keys in a key-sorted table."""
+    n = table.num_rows
+    last = np.ones(n, dtype=bool)
+    if n < 2:
+        return last
+    change = np.zeros(n - 1, dtype=bool)
+    for k in keys:
+        change |= _column_changes(table.column(k))
+    last[:-1] = change
+    return last
+
+
+def deduplicate_sorted(table: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """Keep the last row of each key in a table sorted by key then sequence."""
+    if table.num_rows < 2:
+        return table
+    mask = group_ends(table, keys)
+    if mask.all():
+        return table
+    return table.filter(pa.array(mask))
+
+
+def merge_runs(runs: Sequence[pa.Table], keys: Sequence[str], *, drop_deletes: bool = True) -> pa.Table:
+    """Merge sorted runs of one bucket with the deduplicate engine.
+
+    ``runs`` hold ``keys``, ``_SEQUENCE_NUMBER`` and ``_VALUE_KIND``. The result is sorted by key,
+    holds one row per key (the highest sequence number wins) and, with ``drop_deletes``, no row
+    whose winning kind is ``-U`` or ``-D``.
+    """
+    tables = [r for r in runs if r.num_rows]
+    if not tables:
+        return runs[0].slice(0, 0) if runs else pa.table({})
+    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
+    if len(tables) > 1:
+        order = sort_indices(table, keys, then=[SEQUENCE_NUMBER])
+        table = table.take(pa.array(order))
+        table = deduplicate_sorted(table, keys)
+    if drop_deletes:
+        table = drop_retractions(table)
+    return table
+
+
+def drop_retractions(table: pa.Table) -> pa.Table:
+    """Remove rows whose ``_VALUE_KIND`` is ``-U`` or ``-D``."""
+    kinds = table.column(VALUE_KIND)
+    keep = pc.is_in(kinds, value_set=pa.array([RowKind.INSERT, RowKind.UPDATE_AFTER], kinds.type))
+    if pc.all(keep).as_py() is not False:
+        return table
+    return table.filter(keep)

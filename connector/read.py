@@ -1,0 +1,145 @@
+"""Reading splits: merge-on-read of primary-key buckets, projection, exact filtering, schema evolution.
+
+A primary-key bucket holds sorted runs on several levels. The files are cut into *sections*: groups
+whose key ranges overlap. A section of one file without retractions is read as it is; a larger
+section is merged (newest sequence number wins). Sections are independent, so a streaming read
+holds one section at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Optional
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.connector.binary_row import deserialize_row
+from lakelog.connector.data_file import read_data_file
+from lakelog.connector.kv import SEQUENCE_NUMBER, VALUE_KIND, key_column, merge_runs
+from lakelog.connector.manifest import DataFileMeta
+from lakelog.connector.scan import Split, referenced_columns
+from lakelog.connector.schema import TableSchema, evolve_table, physical_names
+from lakelog.connector.store import TableStore
+
+__all__ = ["SplitRead", "sections"]
+
+_READ_THREADS = 4
+
+
+def sections(files: Sequence[DataFileMeta], key_of: Any) -> list[list[DataFileMeta]]:
+    """Group files whose [min_key, max_key] ranges overlap (transitively), in key order."""
+    items = sorted(((key_of(f.min_key), key_of(f.max_key), f) for f in files), key=lambda t: t[0])
+    out: list[list[DataFileMeta]] = []
+    current_max: Any = None
+    for lo, hi, f in items:
+        if out and lo <= current_max:
+            out[-1].append(f)
+            if hi > current_max:
+                current_max = hi
+        else:
+            out.append([f])
+            current_max = hi
+    return out
+
+
+class SplitRead:
+    """Reads splits of one table with an optional projection and filter."""
+
+    def __init__(
+        self,
+        store: TableStore,
+        *,
+        columns: Optional[Sequence[str]] = None,
+        filter: Optional[pc.Expression] = None,
+    ) -> None:
+        self.store = store
+        self.schema: TableSchema = store.schema
+        full = self.schema.arrow_schema()
+        if columns is not None:
+            from lakelog.connector.errors import SchemaError
+
+            unknown = [c for c in columns if full.get_field_index(c) < 0]
+            if unknown:
+                raise SchemaError(f"unknown column(s) {unknown}; the table has {full.names}")
+        self.columns = list(columns) if columns is not None else list(full.names)
+        self.filter = filter
+        filter_cols = referenced_columns(filter, full.names)
+        # Columns read from files: the projection plus whatever the filter needs, in schema order.
+        need = set(self.columns) | set(filter_cols)
+        self.read_columns = [n for n in full.names if n in need]
+        self.output_schema = pa.schema([full.field(c) for c in self.columns])
+        self.key_names = [key_column(k) for k in store.key_names]
+        self._key_types = store.key_types
+        self._schemas: dict[int, TableSchema] = {self.schema.id: self.schema}
+
+    # ---- files ------------------------------------------------------------------------------------
+    def _file_schema(self, schema_id: int) -> TableSchema:
+        s = self._schemas.get(schema_id)
+        if s is None:
+            s = self.store.schema_manager.schema(schema_id)
+            self._schemas[schema_id] = s
+        return s
+
+    def read_file(self, split: Split, f: DataFileMeta, *, system: bool) -> pa.Table:
+        """One data file's rows: system columns (when ``system``) and the read columns, evolved
+        to the current schema."""
+        path = self.store.data_file_path(split.partition, split.bucket, f.file_name, f.external_path)
+        sys_cols = self.key_names + [SEQUENCE_NUMBER, VALUE_KIND] if system else []
+        if f.schema_id == self.schema.id:
+            return read_data_file(path, sys_cols + self.read_columns)
+        file_schema = self._file_schema(f.schema_id)
+        mapping = physical_names(file_schema, self.schema, self.read_columns)
+        phys = [p for p in (mapping[c] for c in self.read_columns) if p is not None]
+        data = read_data_file(path, sys_cols + phys)
+        values = evolve_table(data.select(phys), file_schema, self.schema, self.read_columns)
+        for i, c in enumerate(sys_cols):
+            values = values.add_column(i, data.schema.field(c), data.column(c))
+        return values
+
+    # ---- splits -----------------------------------------------------------------------------------
+    def read_split(self, split: Split) -> Iterator[pa.Table]:
+        """Tables of the split's rows (one per section), projected and filtered."""
+        if not self.store.is_primary_key_table:
+            files = sorted(split.files, key=lambda f: f.min_sequence_number)
+            for f in files:
+                yield self._finish(self.read_file(split, f, system=False))
+            return
+        key_types = self._key_types
+        for sec in sections(split.files, lambda b: deserialize_row(b, key_types)):
+            if len(sec) == 1 and sec[0].delete_row_count == 0:
+                yield self._finish(self.read_file(split, sec[0], system=False))
+                continue
+            runs = [self.read_file(split, f, system=True) for f in sec]
+            yield self._finish(merge_runs(runs, self.key_names))
+
+    def _finish(self, t: pa.Table) -> pa.Table:
+        if self.filter is not None and t.num_rows:
+            t = t.filter(self.filter)
+        t = t.select(self.columns)
+        return t.cast(self.output_schema) if t.schema != self.output_schema else t
+
+    def read_splits(self, splits: Sequence[Split]) -> pa.Table:
+        """All rows of ``splits`` as one table (splits read in parallel)."""
+        if not splits:
+            return self.output_schema.empty_table()
+        if len(splits) == 1:
+            parts = list(self.read_split(splits[0]))
+        else:
+            with ThreadPoolExecutor(max_workers=min(_READ_THREADS, len(splits))) as pool:
+                parts = [t for ts in pool.map(lambda s: list(self.read_split(s)), splits) for t in ts]
+        parts = [p for p in parts if p.num_rows] or [self.output_schema.empty_table()]
+        return pa.concat_tables(parts)
+
+    def to_reader(
+        self, splits: Sequence[Split], *, max_chunksize: Optional[int] = None
+    ) -> pa.RecordBatchReader:
+        """A streaming reader: one split section in memory at a time."""
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for s in splits:
+                for t in self.read_split(s):
+                    yield from t.to_batches(max_chunksize=max_chunksize)
+
+        return pa.RecordBatchReader.from_batches(self.output_schema, batches())

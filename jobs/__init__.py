@@ -1,0 +1,1 @@
+"""lakelog.jobs (PyFlink side; arrives with the connector issue)."""

@@ -1,0 +1,1 @@
+"""lakelog.operators (PyFlink side; arrives with the connector issue)."""

@@ -1,0 +1,154 @@
+"""End-to-end behaviour of the embedded table API."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import lakelog
+from lakelog.connector.errors import InvalidInputError, SchemaError, SnapshotNotFoundError
+
+from .conftest import ORDERS, rows
+
+
+def orders(dt: str, ids: list[int], name: str = "x", amount: float = 1.0) -> pa.Table:
+    n = len(ids)
+    return pa.table(
+        {"dt": [dt] * n, "id": ids, "name": [f"{name}{i}" for i in ids], "amount": [amount] * n},
+        schema=ORDERS,
+    )
+
+
+@pytest.fixture()
+def pk_table(catalog: lakelog.Catalog) -> lakelog.Table:
+    return catalog.create_table(
+        "shop.orders", ORDERS, primary_key=["dt", "id"], partition_by=["dt"], options={"bucket": "3"}
+    )
+
+
+def test_upsert_delete_and_latest_wins(pk_table: lakelog.Table) -> None:
+    s1 = pk_table.write(orders("d1", [1, 2, 3]))
+    s2 = pk_table.write(orders("d1", [2, 4], name="y", amount=2.0))
+    s3 = pk_table.delete(pa.table({"dt": ["d1"], "id": [1]}))
+    assert (s1, s2, s3) == (1, 2, 3)
+    got = rows(pk_table.to_arrow(), "id")
+    assert [(r["id"], r["name"]) for r in got] == [(2, "y2"), (3, "x3"), (4, "y4")]
+    # duplicates inside one batch: the last one wins
+    pk_table.write(pa.concat_tables([orders("d1", [7], name="a"), orders("d1", [7], name="b")]))
+    assert pk_table.to_arrow(filter=pc.field("id") == 7).column("name").to_pylist() == ["b7"]
+
+
+def test_time_travel_by_id_time_and_tag(pk_table: lakelog.Table) -> None:
+    s1 = pk_table.write(orders("d1", [1, 2]))
+    pk_table.create_tag("first")
+    t1 = pk_table.snapshot(s1).time_millis
+    pk_table.write(orders("d2", [3]))
+    assert pk_table.to_arrow(snapshot_id=s1).num_rows == 2
+    assert pk_table.to_arrow(tag="first").num_rows == 2
+    assert pk_table.to_arrow(timestamp=t1).num_rows == 2
+    assert pk_table.to_arrow().num_rows == 3
+    assert pk_table.tags() == {"first": s1}
+    pk_table.delete_tag("first")
+    assert pk_table.tags() == {}
+    with pytest.raises(SnapshotNotFoundError):
+        pk_table.to_arrow(snapshot_id=99)
+
+
+def test_projection_and_filters(pk_table: lakelog.Table) -> None:
+    pk_table.write(pa.concat_tables([orders("d1", list(range(100))), orders("d2", list(range(50)))]))
+    t = pk_table.to_arrow(columns=["id"], filter=(pc.field("dt") == "d2") & (pc.field("id") >= 45))
+    assert t.schema.names == ["id"]
+    assert sorted(t.column("id").to_pylist()) == [45, 46, 47, 48, 49]
+    # a value filter must see the merged row, not an older version
+    pk_table.write(orders("d1", [5], name="new"))
+    got = pk_table.to_arrow(filter=(pc.field("name") == "x5") & (pc.field("dt") == "d1"))
+    assert got.num_rows == 0
+
+
+def test_changes_audit_log(pk_table: lakelog.Table) -> None:
+    s1 = pk_table.write(orders("d1", [1, 2, 3]))
+    pk_table.write(orders("d1", [2], name="changed"))
+    pk_table.write(orders("d1", [3]))  # identical rewrite: no change
+    pk_table.delete(pa.table({"dt": ["d1"], "id": [1]}))
+    pk_table.write(orders("d2", [9]))
+    ch = pk_table.changes(s1)
+    assert ch.column_names[0] == "rowkind"
+    got = [(r["rowkind"], r["dt"], r["id"], r["name"]) for r in ch.to_pylist()]
+    assert got == [
+        ("-D", "d1", 1, "x1"),
+        ("-U", "d1", 2, "x2"),
+        ("+U", "d1", 2, "changed2"),
+        ("+I", "d2", 9, "x9"),
+    ]
+    full = pk_table.changes(0)
+    assert set(full.column("rowkind").to_pylist()) == {"+I"}
+    assert full.num_rows == pk_table.to_arrow().num_rows
+
+
+def test_compaction_keeps_content(pk_table: lakelog.Table) -> None:
+    for i in range(4):
+        pk_table.write(orders("d1", list(range(i, 20, 2)), name=f"v{i}"))
+    pk_table.delete(pa.table({"dt": ["d1"] * 3, "id": [0, 1, 2]}))
+    before = rows(pk_table.to_arrow(), "id")
+    sid = pk_table.compact(full=True)
+    assert pk_table.snapshot(sid).commit_kind == "COMPACT"
+    assert rows(pk_table.to_arrow(), "id") == before
+    files = pk_table.files().to_pylist()
+    assert {f["level"] for f in files} == {5}
+    assert all(f["delete_row_count"] == 0 for f in files)
+    assert pk_table.compact(full=True) is None  # nothing left to do
+
+
+def test_batch_writer_commits_once_and_aborts_on_error(pk_table: lakelog.Table) -> None:
+    with pk_table.writer() as w:
+        w.write(orders("d1", [1]))
+        w.write(orders("d1", [2]))
+        w.delete(pa.table({"dt": ["d1"], "id": [1]}))
+    assert len(pk_table.snapshots()) == 1
+    assert pk_table.to_arrow().column("id").to_pylist() == [2]
+    with pytest.raises(RuntimeError), pk_table.writer() as w:
+        w.write(orders("d1", [3]))
+        raise RuntimeError("boom")
+    assert len(pk_table.snapshots()) == 1
+
+
+def test_append_table_unaware_and_fixed_bucket(catalog: lakelog.Catalog) -> None:
+    a = catalog.create_table("db.log", ORDERS, partition_by=["dt"])
+    a.write(orders("d1", [1, 1, 2]))
+    a.write(orders("d1", [1]))
+    assert a.to_arrow().num_rows == 4
+    with pytest.raises(InvalidInputError):
+        a.delete(pa.table({"dt": ["d1"], "id": [1]}))
+    b = catalog.create_table("db.log2", ORDERS, options={"bucket": "2", "bucket-key": "id"})
+    b.write(orders("d1", list(range(10))))
+    assert sorted(b.to_arrow().column("id").to_pylist()) == list(range(10))
+    assert {f["bucket"] for f in b.files().to_pylist()} == {0, 1}
+    b.write(orders("d1", list(range(10))))
+    b.compact()
+    assert b.to_arrow().num_rows == 20
+
+
+def test_bad_input_is_named_and_nothing_is_written(pk_table: lakelog.Table) -> None:
+    bad = pa.table({"dt": ["d1", None], "id": [1, 2]})
+    with pytest.raises((InvalidInputError, SchemaError), match="dt"):
+        pk_table.write(bad)
+    with pytest.raises(SchemaError, match="nope"):
+        pk_table.write(pa.table({"dt": ["d1"], "id": [1], "nope": [1]}))
+    with pytest.raises(SchemaError, match="amount"):
+        pk_table.write(pa.table({"dt": ["d1"], "id": [1], "amount": ["not a number"]}))
+    assert pk_table.snapshots() == []
+
+
+def test_pandas_duckdb_and_reader(pk_table: lakelog.Table) -> None:
+    import pandas as pd
+
+    pk_table.write(pd.DataFrame({"dt": ["d1", "d1"], "id": [1, 2], "name": ["a", "b"], "amount": [1.5, 2.5]}))
+    df = pk_table.to_pandas()
+    assert sorted(df["id"].tolist()) == [1, 2]
+    rel = pk_table.to_duckdb()
+    assert rel.aggregate("sum(amount)").fetchall()[0][0] == 4.0
+    assert rel.count("*").fetchall()[0][0] == 2  # the relation can run again
+    reader = pk_table.to_reader()
+    assert isinstance(reader, pa.RecordBatchReader)
+    assert reader.read_all().num_rows == 2
