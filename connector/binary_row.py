@@ -285,6 +285,9 @@ def to_binary_row(values: Sequence[Any], types: Sequence[DataType]) -> bytes:
         raise InvalidInputError(f"BinaryRow: {len(values)} values for {len(types)} fields")
     writer = _RowWriter(len(types))
     for pos, (value, data_type) in enumerate(zip(values, types)):
+        if value is None and data_type.root in _NESTED_ROOTS:
+            writer.set_null_bit(pos)  # a null nested field (e.g. the stats of a list column)
+            continue
         _check_supported(data_type, pos)
         if value is None:
             _write_null(writer, pos, data_type)
@@ -388,11 +391,11 @@ def from_binary_row(data: bytes, types: Sequence[DataType], what: str | None = N
         raise CorruptFileError(f"{label}: {len(view)} bytes are too short for a row of {len(types)} fields")
     values: list[Any] = []
     for pos, data_type in enumerate(types):
-        _check_supported(data_type, pos)
         index = pos + _HEADER_BITS
         if view[index // 8] & (1 << (index % 8)):
             values.append(None)
             continue
+        _check_supported(data_type, pos)
         try:
             values.append(_read_field(view, header, pos, data_type))
         except LakelogError:

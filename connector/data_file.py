@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ import pyarrow.parquet as pq
 
 from lakelog.connector.binary_row import serialize_row
 from lakelog.connector.errors import CorruptFileError, MissingFileError
-from lakelog.connector.manifest import DataFileMeta, SimpleStats
+from lakelog.connector.manifest import DataFileMeta, SimpleStats, local_now_millis
 from lakelog.connector.types import DataType
 
 __all__ = ["DataFileWriter", "read_data_file", "new_data_file_name", "STRING_STATS_TRUNCATE"]
@@ -156,7 +155,7 @@ class DataFileWriter:
             schema_id=self.schema_id,
             level=level,
             extra_files=[],
-            creation_time_millis=int(time.time() * 1000),
+            creation_time_millis=local_now_millis(),
             delete_row_count=delete_rows,
             embedded_file_index=None,
             file_source=file_source,

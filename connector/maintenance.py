@@ -84,7 +84,7 @@ def expire_snapshots(
     threshold = (
         older_than_millis
         if older_than_millis is not None
-        else int(time.time() * 1000) - opts.snapshot_time_retained
+        else int(time.time() * 1000) - opts.snapshot_time_retained.millis
     )
     latest, earliest = sm.latest_id(), sm.earliest_id()
     if latest is None or earliest is None:

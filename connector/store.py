@@ -66,8 +66,6 @@ class TableStore:
         self.tag_manager = TagManager(self.file_io, path)
         self.consumer_manager = ConsumerManager(self.file_io, path)
         self.manifest_dir = os.path.join(path, "manifest")
-        self.manifest_file = ManifestFile(self.file_io, self.manifest_dir)
-        self.manifest_list = ManifestList(self.file_io, self.manifest_dir)
         self._cache = _ManifestCache()
         loaded = schema if schema is not None else self.schema_manager.latest()
         if loaded is None:
@@ -75,6 +73,18 @@ class TableStore:
 
             raise TableNotFoundError(f"no table at {path} (no schema/schema-0)")
         self.schema: TableSchema = loaded
+        self._open_manifests()
+
+    def _open_manifests(self) -> None:
+        opts = self.schema.core_options
+        compression = opts.get(CoreOptions.MANIFEST_COMPRESSION)
+        self.manifest_file = ManifestFile(
+            self.file_io,
+            self.manifest_dir,
+            target_file_size=int(opts.manifest_target_file_size),
+            compression=compression,
+        )
+        self.manifest_list = ManifestList(self.file_io, self.manifest_dir, compression=compression)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
@@ -114,12 +124,14 @@ class TableStore:
         other = TableStore.__new__(TableStore)
         other.__dict__.update(self.__dict__)
         other.schema = schema
+        other._open_manifests()
         return other
 
     def refresh_schema(self) -> None:
         latest = self.schema_manager.latest()
         if latest is not None:
             self.schema = latest
+            self._open_manifests()
 
     # ---- paths ------------------------------------------------------------------------------
     def partition_values(self, partition: bytes) -> tuple[Any, ...]:
