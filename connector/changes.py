@@ -4,7 +4,8 @@ For primary-key tables the change is the exact difference between the merged sta
 snapshots, restricted to the buckets that the snapshots in between wrote to: a key that appears
 gives +I, one that disappears gives -D, and one whose row differs gives -U (old) then +U (new).
 Append tables only ever add rows: their change is every row of the files that APPEND snapshots
-in between added.
+in between added (from snapshot 0: every row, even when the early snapshots have expired).
+Values compare null-aware, and a NaN rewritten as NaN is no change.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakelog.connector.errors import SnapshotNotFoundError
 from lakelog.connector.kv import RowKind, sort_indices
@@ -38,8 +40,11 @@ def _rows_differ(a: pa.Array, b: pa.Array) -> np.ndarray:
     idx[1::2] = np.arange(n) + n
     inter = both.take(pa.array(idx))
     try:
-        changes = _column_changes(inter)
-        return changes[0::2]
+        changes = _column_changes(inter)[0::2]
+        if pa.types.is_floating(a.type) and n:  # NaN == NaN here: rewriting a NaN is no change
+            both_nan = pc.and_(pc.is_nan(a), pc.is_nan(b))
+            changes &= ~np.asarray(pc.fill_null(both_nan, False).to_numpy(zero_copy_only=False), dtype=bool)
+        return changes
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
         la, lb = a.to_pylist(), b.to_pylist()  # nested types: compare as Python values
         return np.array([x != y for x, y in zip(la, lb)], dtype=bool)
@@ -82,11 +87,19 @@ def diff_snapshots(store: TableStore, from_id: int, to_id: Optional[int] = None)
         raise ValueError(f"from_snapshot_id {from_id} must be between 0 and {to_snap.id}")
     from_snap = sm.snapshot(from_id) if from_id > 0 else None
     if not store.is_primary_key_table:
+        if from_id == 0:  # everything up to to_snap, even when its history has expired
+            return _all_rows(store, to_snap)
         return _appended_rows(store, from_id, to_snap.id)
     keep = _touched_buckets(store, from_id, to_snap.id)
     old = _state(store, from_snap, keep)
     new = _state(store, to_snap, keep)
     return _diff(old, new, list(store.schema.primary_keys))
+
+
+def _all_rows(store: TableStore, snap: Snapshot) -> pa.Table:
+    read = SplitRead(store)
+    t = read.read_splits(plan_splits(store, snap)).cast(read.output_schema)
+    return _with_kind(t, np.zeros(t.num_rows, dtype=np.int64))
 
 
 def _appended_rows(store: TableStore, from_id: int, to_id: int) -> pa.Table:

@@ -14,11 +14,16 @@ from typing import Optional, TextIO
 __all__ = ["main"]
 
 
+class UsageError(Exception):
+    """A command line that cannot run (missing warehouse or table): exit status 2."""
+
+
 class ProgressBar:
     """A one-line text progress bar on a terminal stream (redrawn in place, throttled)."""
 
-    def __init__(self, label: str, stream: TextIO = sys.stderr, width: int = 30) -> None:
-        self.label, self.stream, self.width = label, stream, width
+    def __init__(self, label: str, stream: Optional[TextIO] = None, width: int = 30) -> None:
+        # resolved now, not at import: sys.stderr may have been replaced since (tests, notebooks)
+        self.label, self.stream, self.width = label, stream or sys.stderr, width
         self._last = 0.0
         self._start = time.monotonic()
 
@@ -38,16 +43,19 @@ class ProgressBar:
 
 def _catalog(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from lakelog.connector.catalog import Catalog
+    from lakelog.connector.fileio import local_path
 
     if not args.warehouse:
-        sys.exit("lakelog: give --warehouse or set LAKELOG_WAREHOUSE")
+        raise UsageError("give --warehouse or set LAKELOG_WAREHOUSE")
+    if not os.path.isdir(local_path(args.warehouse)):  # a typo must not create a new warehouse
+        raise UsageError(f"warehouse {args.warehouse} does not exist")
     return Catalog(args.warehouse)
 
 
 def _table_arg(args: argparse.Namespace) -> str:
     name = args.table_opt or args.table
     if not name:
-        sys.exit("lakelog: name the table (db.table)")
+        raise UsageError("name the table (db.table)")
     return str(name)
 
 
@@ -124,6 +132,8 @@ def cmd_expire(args: argparse.Namespace) -> int:
         kwargs["retain_min"] = args.retain_min
     if args.retain_max is not None:
         kwargs["retain_max"] = args.retain_max
+        if args.retain_min is None:  # "--retain-max 3" alone: the table's minimum must not exceed it
+            kwargs["retain_min"] = min(args.retain_max, t.store.options.snapshot_num_retained_min)
     if args.older_than_seconds is not None:
         kwargs["older_than_millis"] = int((time.time() - args.older_than_seconds) * 1000)
     ids = t.expire_snapshots(**kwargs)
@@ -169,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("expire", help="expire snapshots by the table's retention options")
     with_table(s)
     s.add_argument("--retain-min", type=int)
-    s.add_argument("--retain-max", type=int)
+    s.add_argument("--retain-max", type=int, help="alone, it also caps the minimum kept")
     s.add_argument("--older-than-seconds", type=float)
     s.add_argument("--orphans", action="store_true", help="also remove orphan files")
     s.add_argument("--orphan-age-seconds", type=float, default=86400.0)
@@ -189,8 +199,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except LakelogError as e:
-        print(f"lakelog: {e}", file=sys.stderr)
+    except (LakelogError, UsageError, ValueError) as e:
+        # KeyError-based errors would print their message quoted: use the message itself
+        msg = e.args[0] if len(e.args) == 1 and isinstance(e.args[0], str) else str(e)
+        print(f"lakelog: {msg}", file=sys.stderr)
         return 2
 
 

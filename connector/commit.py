@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from lakelog.connector.errors import CommitConflictError
-from lakelog.connector.manifest import ManifestEntry, ManifestFileMeta, merge_entries
+from lakelog.connector.manifest import DataFileMeta, ManifestEntry, ManifestFileMeta, merge_entries
 from lakelog.connector.snapshot import Snapshot
 from lakelog.connector.store import TableStore
 from lakelog.connector.write import CommitMessage
@@ -172,13 +172,12 @@ def _split(messages: Sequence[CommitMessage]) -> tuple[_Delta, _Delta]:
     appends = _Delta([], [], CommitKind.APPEND)
     compacts = _Delta([], [], CommitKind.COMPACT)
     for m in messages:
-        for f in m.new_files:
-            appends.entries.append(ManifestEntry(0, m.partition, m.bucket, m.total_buckets, f))
-        for f in m.changelog_files:
-            target = compacts if (m.compact_before or m.compact_after) and not m.new_files else appends
-            target.changelog.append(ManifestEntry(0, m.partition, m.bucket, m.total_buckets, f))
-        for f in m.compact_before:
-            compacts.entries.append(ManifestEntry(1, m.partition, m.bucket, m.total_buckets, f))
-        for f in m.compact_after:
-            compacts.entries.append(ManifestEntry(0, m.partition, m.bucket, m.total_buckets, f))
+        def entry(kind: int, f: DataFileMeta, m: CommitMessage = m) -> ManifestEntry:
+            return ManifestEntry(kind, m.partition, m.bucket, m.total_buckets, f)
+
+        appends.entries += [entry(0, f) for f in m.new_files]
+        appends.changelog += [entry(0, f) for f in m.changelog_files]
+        compacts.entries += [entry(1, f) for f in m.compact_before]
+        compacts.entries += [entry(0, f) for f in m.compact_after]
+        compacts.changelog += [entry(0, f) for f in m.compact_changelog_files]
     return appends, compacts

@@ -1,54 +1,52 @@
-"""Full compaction: rewrite each bucket into one sorted run at the top level.
+"""Compaction of LSM buckets: universal (Paimon's picker) and full.
 
-Sections (groups of files with overlapping keys) are merged one at a time and their output is
-gathered into files of about ``target-file-size``, so memory holds one section plus one output
-file. The result commits as a COMPACT snapshot, conflict-checked against concurrent commits.
+A compaction unit is merged section by section through the bounded-memory streaming merge and
+written through a rolling writer, so memory holds about one chunk per input run plus one output
+chunk, whatever the bucket size. Results commit as COMPACT snapshots, conflict-checked against
+concurrent commits.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Optional
 
 import pyarrow as pa
 
 from lakelog.connector.binary_row import deserialize_row
+from lakelog.connector.changelog import state_change, write_changelog
 from lakelog.connector.commit import TableCommit
 from lakelog.connector.data_file import DataFileWriter
-from lakelog.connector.kv import SEQUENCE_NUMBER, VALUE_KIND, key_column, merge_runs
+from lakelog.connector.kv import SEQUENCE_NUMBER, VALUE_KIND, key_column
+from lakelog.connector.lsm import CompactUnit, Levels, UniversalCompaction, full_unit
 from lakelog.connector.manifest import DataFileMeta
+from lakelog.connector.options import ChangelogProducer
 from lakelog.connector.read import SplitRead, sections
 from lakelog.connector.scan import Split, plan_splits
-from lakelog.connector.store import TableStore
+from lakelog.connector.sort_merge import merge_streams
+from lakelog.connector.store import TableStore, file_schema, merge_function_for
 from lakelog.connector.write import CommitMessage
 
-__all__ = ["compact_table", "compact_split", "max_level"]
+__all__ = ["compact_table", "compact_split", "BucketCompactor", "CompactResult", "num_levels", "max_level", "data_writer"]
 
 Progress = Callable[[int, int], None]
 
 
-def max_level(store: TableStore) -> int:
+def num_levels(store: TableStore) -> int:
     opts = store.options
-    levels = opts.num_levels or (opts.num_sorted_run_compaction_trigger + 1)
-    return levels - 1
+    return opts.num_levels or (opts.num_sorted_run_compaction_trigger + 1)
 
 
-def _needs_compaction(store: TableStore, split: Split, top: int) -> bool:
-    if len(split.files) == 0:
-        return False
-    if store.is_primary_key_table:
-        if len(split.files) == 1:
-            f = split.files[0]
-            return f.level != top or f.delete_row_count != 0 or f.schema_id != store.schema.id
-        return True
-    return len(split.files) > 1
+def max_level(store: TableStore) -> int:
+    return num_levels(store) - 1
 
 
-def _writer(store: TableStore, split: Split) -> DataFileWriter:
+def data_writer(store: TableStore, partition: bytes, bucket: int) -> DataFileWriter:
     opts = store.options
     schema = store.schema
     return DataFileWriter(
-        bucket_dir=store.bucket_dir(split.partition, split.bucket),
+        bucket_dir=store.bucket_dir(partition, bucket),
         schema_id=schema.id,
         key_columns=[key_column(k) for k in store.key_names],
         key_types=store.key_types,
@@ -56,58 +54,183 @@ def _writer(store: TableStore, split: Split) -> DataFileWriter:
         value_types=[f.type for f in schema.fields],
         compression=opts.file_compression,
         compression_level=opts.file_compression_zstd_level if opts.file_compression == "zstd" else None,
-        target_file_size=opts.target_file_size,
+        target_file_size=opts.target_file_size_for(bool(schema.primary_keys)),
+        file_schema=file_schema(store),
     )
 
 
-def compact_split(store: TableStore, split: Split) -> CommitMessage:
-    """Rewrite one bucket into a single sorted run at the top level (PK) or into large files (append)."""
-    top = max_level(store)
-    read = SplitRead(store)
-    writer = _writer(store, split)
-    target = store.options.target_file_size
-    out_files: list[DataFileMeta] = []
-    pending: list[pa.Table] = []
-    pending_bytes = 0
-    level = top if store.is_primary_key_table else 0
 
-    def flush() -> None:
-        nonlocal pending, pending_bytes
-        if pending:
-            out_files.extend(writer.write(pa.concat_tables(pending), level=level, file_source=1))
-        pending, pending_bytes = [], 0
+@dataclass
+class CompactResult:
+    """Files a compaction removed (``before``) and wrote (``after``), plus changelog files."""
 
+    before: list[DataFileMeta] = field(default_factory=list)
+    after: list[DataFileMeta] = field(default_factory=list)
+    changelog: list[DataFileMeta] = field(default_factory=list)
+    # written by one compaction and consumed by a later one before any commit: never committed
+    intermediate: list[DataFileMeta] = field(default_factory=list)
+
+    def extend(self, other: CompactResult) -> None:
+        """Chain ``other`` (which ran after this) into one result for a single commit."""
+        produced = {f.file_name for f in self.after}
+        chained = {f.file_name for f in other.before if f.file_name in produced}
+        committed = {f.file_name for f in self.before}  # an upgraded file keeps its committed name
+        self.intermediate += [f for f in self.after if f.file_name in chained and f.file_name not in committed]
+        self.after = [f for f in self.after if f.file_name not in chained]
+        self.before += [f for f in other.before if f.file_name not in chained]
+        self.after += other.after
+        self.changelog += other.changelog
+
+    def is_empty(self) -> bool:
+        return not (self.before or self.after or self.changelog)
+
+
+class BucketCompactor:
+    """Compacts one bucket's LSM tree (``levels``), keeping ``levels`` up to date."""
+
+    def __init__(self, store: TableStore, partition: bytes, bucket: int, levels: Levels) -> None:
+        self.store = store
+        self.partition = partition
+        self.bucket = bucket
+        self.levels = levels
+        opts = store.options
+        self.picker = UniversalCompaction(
+            opts.compaction_max_size_amplification_percent,
+            opts.compaction_size_ratio,
+            opts.num_sorted_run_compaction_trigger,
+        )
+        self.merge = merge_function_for(store)
+        self.primary_key = store.is_primary_key_table
+
+    # ---- picking --------------------------------------------------------------------------------
+    def pick(self, *, full: bool = False) -> Optional[CompactUnit]:
+        runs = self.levels.sorted_runs()
+        if not runs:
+            return None
+        top = self.levels.max_level
+        if full:
+            if len(runs) == 1 and all(f.level == top and f.delete_row_count == 0 for f in runs[0].files):
+                return None  # already one clean run at the top
+            return full_unit(top, runs)
+        return self.picker.pick(self.levels.num_levels, runs)
+
+    def pick_level0(self) -> Optional[CompactUnit]:
+        """Push every level-0 file up (lookup changelog producer): all level-0 runs plus the
+        first run above them, written into that run's level (the top level if none)."""
+        runs = self.levels.sorted_runs()
+        if not self.levels.level0:
+            return None
+        n0 = len(self.levels.level0)
+        if n0 < len(runs):
+            nxt = runs[n0]
+            return CompactUnit(nxt.level, [f for r in runs[: n0 + 1] for f in r.files])
+        return full_unit(self.levels.max_level, runs)
+
+    # ---- running --------------------------------------------------------------------------------
+    def run(self, unit: CompactUnit) -> CompactResult:
+        levels = self.levels
+        out_level = unit.output_level
+        drop_deletes = out_level != 0 and out_level >= levels.non_empty_highest_level()
+        produce_full_changelog = (
+            self.primary_key
+            and unit.full
+            and self.store.options.changelog_producer == ChangelogProducer.FULL_COMPACTION
+        )
+        changelog: list[DataFileMeta] = []
+        if produce_full_changelog:
+            changelog = self._full_compaction_changelog(unit)
+        if len(unit.files) == 1 and not produce_full_changelog:
+            f = unit.files[0]
+            if f.level != out_level and (not drop_deletes or f.delete_row_count == 0):
+                upgraded = f.upgrade(out_level)  # metadata only: the file moves up a level
+                levels.update([f], [upgraded])
+                return CompactResult([f], [upgraded], changelog)
+        after = self._rewrite(unit.files, out_level, drop_deletes)
+        levels.update(unit.files, after)
+        return CompactResult(list(unit.files), after, changelog)
+
+    def _split(self, files: list[DataFileMeta]) -> Split:
+        return Split(0, self.partition, self.bucket, self.store.options.bucket, files)
+
+    def _rewrite(self, files: list[DataFileMeta], level: int, drop_deletes: bool) -> list[DataFileMeta]:
+        store = self.store
+        read = SplitRead(store)
+        split = self._split(files)
+        writer = data_writer(store, self.partition, self.bucket).rolling(level=level, file_source=1)
+        try:
+            if self.primary_key:
+                keys = [key_column(k) for k in store.key_names]
+                cols = keys + [SEQUENCE_NUMBER, VALUE_KIND] + read.read_columns
+                key_types = store.key_types
+                for sec in sections(files, lambda b: deserialize_row(b, key_types)):
+                    streams = [read.iter_file(split, f, system=True) for f in sec]
+                    for merged in merge_streams(streams, keys, merge=self.merge, drop_deletes=drop_deletes):
+                        writer.write(merged.select(cols))
+            else:
+                for f in sorted(files, key=lambda f: f.min_sequence_number):
+                    for chunk in read.iter_file(split, f, system=False):
+                        writer.write(chunk)
+            out = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        if not self.primary_key:
+            start = min(f.min_sequence_number for f in files)
+            for m in out:
+                m.min_sequence_number, m.max_sequence_number = start, start + m.row_count - 1
+                start += m.row_count
+        return out
+
+    def _full_compaction_changelog(self, unit: CompactUnit) -> list[DataFileMeta]:
+        """Diff of the old top level against the full compaction's result, for rewritten keys."""
+        top = self.levels.max_level
+        old_top = [f for f in unit.files if f.level == top]
+        rewritten = [f for f in unit.files if f.level != top]
+        if not rewritten:
+            return []
+        store = self.store
+        read = SplitRead(store, columns=store.key_names)
+        keys = read.read_splits([self._split(rewritten)]) if rewritten else None
+        # keys removed by a delete in the rewritten files also count: read keys without merging
+        key_parts = [
+            read.read_file(self._split([f]), f, system=True).select(
+                [key_column(k) for k in store.key_names]
+            ).rename_columns(store.key_names)
+            for f in rewritten
+        ]
+        all_keys = pa.concat_tables(key_parts) if key_parts else keys
+        assert all_keys is not None
+        seq = max(f.max_sequence_number for f in unit.files)
+        kv = state_change(store, self.partition, self.bucket, old_top, unit.files, all_keys.group_by(
+            store.key_names).aggregate([]), seq)
+        return write_changelog(store, self.partition, self.bucket, kv)
+
+
+def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Optional[CommitMessage]:
+    """Compact one bucket as of ``split`` (its files in some snapshot); None when nothing to do.
+
+    Primary-key buckets: a full compaction into one sorted run at the top level, or with
+    ``full=False`` what universal compaction picks. Append buckets: small files are rewritten
+    into files of about the target size.
+    """
     if store.is_primary_key_table:
-        keys = [key_column(k) for k in store.key_names]
-        key_types = store.key_types
-        for sec in sections(split.files, lambda b: deserialize_row(b, key_types)):
-            runs = [read.read_file(split, f, system=True) for f in sec]
-            merged = merge_runs(runs, keys)  # top level: deletes are dropped for good
-            merged = merged.select(keys + [SEQUENCE_NUMBER, VALUE_KIND] + read.read_columns)
-            pending.append(merged)
-            pending_bytes += merged.nbytes
-            if pending_bytes / 3 >= target:
-                flush()
+        levels = Levels.of(split.files, num_levels(store))
+        comp = BucketCompactor(store, split.partition, split.bucket, levels)
+        unit = comp.pick(full=full)
     else:
-        first_seq = min(f.min_sequence_number for f in split.files)
-        for f in sorted(split.files, key=lambda f: f.min_sequence_number):
-            t = read.read_file(split, f, system=False)
-            pending.append(t)
-            pending_bytes += t.nbytes
-            if pending_bytes / 3 >= target:
-                flush()
-    flush()
-    if not store.is_primary_key_table:
-        start = first_seq
-        for m in out_files:
-            m.min_sequence_number, m.max_sequence_number = start, start + m.row_count - 1
-            start += m.row_count
+        levels = Levels.of([f.upgrade(0) if f.level else f for f in split.files], num_levels(store))
+        comp = BucketCompactor(store, split.partition, split.bucket, levels)
+        unit = CompactUnit(0, list(levels.level0)) if len(split.files) > 1 else None
+    if unit is None:
+        return None
+    res = comp.run(unit)
     return CommitMessage(
         partition=split.partition,
         bucket=split.bucket,
         total_buckets=split.total_buckets,
-        compact_before=list(split.files),
-        compact_after=out_files,
+        compact_before=res.before,
+        compact_after=res.after,
+        compact_changelog_files=res.changelog,
     )
 
 
@@ -118,25 +241,27 @@ def compact_table(
     progress: Optional[Progress] = None,
     commit_user: Optional[str] = None,
 ) -> Optional[int]:
-    """Compact every bucket that needs it and commit once; return the snapshot id (None if nothing to do)."""
-    del full  # only full compaction exists so far; universal compaction arrives with the LSM engine
+    """Compact every bucket that needs it (all of them with ``full``) and commit once as a
+    COMPACT snapshot; return its id, or None when there was nothing to do."""
     snap = store.snapshot_manager.latest()
     if snap is None:
         return None
-    top = max_level(store)
-    todo = [s for s in plan_splits(store, snap) if _needs_compaction(store, s, top)]
+    splits = plan_splits(store, snap)
     messages: list[CommitMessage] = []
-    for i, split in enumerate(todo):
-        messages.append(compact_split(store, split))
-        if progress is not None:
-            progress(i + 1, len(todo))
-    if not messages:
-        return None
-    commit = TableCommit(store, commit_user)
     try:
-        return commit.commit(messages)
+        for i, split in enumerate(splits):
+            msg = compact_split(store, split, full=full)
+            if msg is not None:
+                messages.append(msg)
+            if progress is not None:
+                progress(i + 1, len(splits))
+        if not messages:
+            return None
+        return TableCommit(store, commit_user).commit(messages)
     except BaseException:
         for m in messages:
-            for f in m.compact_after:
-                store.file_io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))
+            live = {f.file_name for f in m.compact_before}
+            for f in m.compact_after + m.compact_changelog_files:
+                if f.file_name not in live:  # an upgraded file stays: it is the same, live file
+                    store.file_io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))
         raise

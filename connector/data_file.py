@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -17,7 +17,14 @@ from lakelog.connector.errors import CorruptFileError, MissingFileError
 from lakelog.connector.manifest import DataFileMeta, SimpleStats, local_now_millis
 from lakelog.connector.types import DataType
 
-__all__ = ["DataFileWriter", "read_data_file", "new_data_file_name", "STRING_STATS_TRUNCATE"]
+__all__ = [
+    "DataFileWriter",
+    "RollingFileWriter",
+    "read_data_file",
+    "iter_data_file",
+    "new_data_file_name",
+    "STRING_STATS_TRUNCATE",
+]
 
 STRING_STATS_TRUNCATE = 16  # Paimon's default metadata.stats-mode is truncate(16)
 _NESTED_ROOTS = frozenset({"ARRAY", "MAP", "MULTISET", "ROW"})
@@ -52,29 +59,50 @@ def _truncate_max(v: Any) -> Any:
     return v
 
 
+class _ColumnStats:
+    """Min, max and null count of columns, accumulated chunk by chunk."""
+
+    def __init__(self, types: Sequence[DataType]) -> None:
+        self.types = list(types)
+        n = len(self.types)
+        self.lo: list[Any] = [None] * n
+        self.hi: list[Any] = [None] * n
+        self.nulls = [0] * n
+        self.unknown = [t.root in _NESTED_ROOTS for t in self.types]
+
+    def update(self, columns: Sequence[pa.ChunkedArray | pa.Array]) -> None:
+        for i, col in enumerate(columns):
+            self.nulls[i] += col.null_count
+            if self.unknown[i] or col.null_count == len(col):
+                continue
+            mm = pc.min_max(col)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            if (isinstance(lo, float) and lo != lo) or (isinstance(hi, float) and hi != hi):
+                self.unknown[i] = True  # NaN: no usable bound
+                self.lo[i] = self.hi[i] = None
+                continue
+            if self.lo[i] is None or lo < self.lo[i]:
+                self.lo[i] = lo
+            if self.hi[i] is None or hi > self.hi[i]:
+                self.hi[i] = hi
+
+    def to_stats(self) -> SimpleStats:
+        mins = [None if u else _truncate_min(v) for v, u in zip(self.lo, self.unknown)]
+        maxs = [None if u else _truncate_max(v) for v, u in zip(self.hi, self.unknown)]
+        nulls: list[Optional[int]] = list(self.nulls)
+        return SimpleStats(serialize_row(mins, self.types), serialize_row(maxs, self.types), nulls)
+
+
 def column_stats(columns: Sequence[pa.ChunkedArray], types: Sequence[DataType]) -> SimpleStats:
     """Min, max (truncated for long strings) and null count of each column, as Paimon stores them."""
-    mins: list[Any] = []
-    maxs: list[Any] = []
-    nulls: list[Optional[int]] = []
-    for col, t in zip(columns, types):
-        nulls.append(col.null_count)
-        if t.root in _NESTED_ROOTS or col.null_count == len(col):
-            mins.append(None)
-            maxs.append(None)
-            continue
-        mm = pc.min_max(col)
-        lo, hi = mm["min"].as_py(), mm["max"].as_py()
-        if isinstance(lo, float) and lo != lo or isinstance(hi, float) and hi != hi:  # NaN: no usable bound
-            lo = hi = None
-        mins.append(_truncate_min(lo))
-        maxs.append(_truncate_max(hi))
-    return SimpleStats(serialize_row(mins, types), serialize_row(maxs, types), nulls)
+    acc = _ColumnStats(types)
+    acc.update(columns)
+    return acc.to_stats()
 
 
 @dataclass
 class DataFileWriter:
-    """Writes sorted Arrow tables of one bucket into rolling Parquet files and describes them.
+    """How to write the data files of one bucket: directory, schema, compression, target size.
 
     ``key_columns``/``key_types`` name the ``_KEY_*`` columns of a primary-key table (empty for an
     append table); ``value_types`` are the table's column types in ``value_columns`` order.
@@ -90,86 +118,175 @@ class DataFileWriter:
     compression_level: Optional[int] = 1
     target_file_size: int = 128 * 1024 * 1024
     file_prefix: str = "data-"
+    file_schema: Optional[pa.Schema] = None  # every chunk is cast to it (nullability differences)
+
+    def rolling(self, *, level: int, file_source: int = 0) -> RollingFileWriter:
+        return RollingFileWriter(self, level=level, file_source=file_source)
 
     def write(self, table: pa.Table, *, level: int, file_source: int = 0) -> list[DataFileMeta]:
-        """Write ``table`` as one or more files; each file holds at most about target_file_size."""
-        if table.num_rows == 0:
-            return []
-        os.makedirs(self.bucket_dir, exist_ok=True)
-        metas: list[DataFileMeta] = []
-        rows_per_file = self._rows_per_file(table)
-        for start in range(0, table.num_rows, rows_per_file):
-            part = table.slice(start, rows_per_file)
-            metas.append(self._write_one(part, level=level, file_source=file_source))
-        return metas
+        """Write a sorted table as one or more files of about ``target_file_size``."""
+        w = self.rolling(level=level, file_source=file_source)
+        try:
+            w.write(table)
+        except BaseException:
+            w.abort()
+            raise
+        return w.close()
 
-    def _rows_per_file(self, table: pa.Table) -> int:
-        # Parquet with zstd compresses typical rows 3-5x; aim the in-memory size at 3x the target.
-        mem = max(table.nbytes, 1)
-        est_file = mem / 3
-        if est_file <= self.target_file_size:
-            return table.num_rows
-        n_files = int(est_file // self.target_file_size) + 1
-        return -(-table.num_rows // n_files)
 
-    def _write_one(self, table: pa.Table, *, level: int, file_source: int) -> DataFileMeta:
-        name = new_data_file_name(self.file_prefix)
-        path = os.path.join(self.bucket_dir, name)
-        pq.write_table(
-            table,
-            path,
-            compression=self.compression,
-            compression_level=self.compression_level,
-            row_group_size=1 << 20,
-            write_statistics=False,
-        )
-        size = os.path.getsize(path)
-        n = table.num_rows
-        if self.key_columns:
-            first = [table.column(k)[0].as_py() for k in self.key_columns]
-            last = [table.column(k)[n - 1].as_py() for k in self.key_columns]
-            min_key = serialize_row(first, self.key_types)
-            max_key = serialize_row(last, self.key_types)
-            key_stats = column_stats([table.column(k) for k in self.key_columns], self.key_types)
-            seq = table.column("_SEQUENCE_NUMBER")
-            mm = pc.min_max(seq)
-            min_seq, max_seq = int(mm["min"].as_py()), int(mm["max"].as_py())
-            kinds = table.column("_VALUE_KIND")
-            delete_rows = int(pc.sum(pc.is_in(kinds, value_set=pa.array([1, 3], kinds.type))).as_py() or 0)
+class RollingFileWriter:
+    """Streams sorted chunks into Parquet files, starting a new file past the target size.
+
+    Memory holds one chunk; statistics accumulate per chunk with vectorised min/max.
+    """
+
+    _CHUNK_ROWS = 256 * 1024
+
+    def __init__(self, spec: DataFileWriter, *, level: int, file_source: int) -> None:
+        self.spec = spec
+        self.level = level
+        self.file_source = file_source
+        self.files: list[DataFileMeta] = []
+        self.paths: list[str] = []
+        self._writer: Optional[pq.ParquetWriter] = None
+        self._sink: Any = None
+        self._name = ""
+        self._reset_stats()
+
+    def _reset_stats(self) -> None:
+        self._rows = 0
+        self._first_key: Optional[list[Any]] = None
+        self._last_key: Optional[list[Any]] = None
+        self._min_seq: Optional[int] = None
+        self._max_seq: Optional[int] = None
+        self._deletes = 0
+        self._key_stats = _ColumnStats(self.spec.key_types)
+        self._value_stats = _ColumnStats(self.spec.value_types)
+
+    def write(self, table: pa.Table) -> None:
+        for start in range(0, table.num_rows, self._CHUNK_ROWS):
+            self._write_chunk(table.slice(start, self._CHUNK_ROWS))
+
+    def _write_chunk(self, chunk: pa.Table) -> None:
+        n = chunk.num_rows
+        if n == 0:
+            return
+        spec = self.spec
+        if spec.file_schema is not None and chunk.schema != spec.file_schema:
+            chunk = chunk.select(spec.file_schema.names).cast(spec.file_schema)
+        if self._writer is None:
+            os.makedirs(spec.bucket_dir, exist_ok=True)
+            self._name = new_data_file_name(spec.file_prefix)
+            path = os.path.join(spec.bucket_dir, self._name)
+            self.paths.append(path)
+            self._sink = pa.OSFile(path, "wb")
+            self._writer = pq.ParquetWriter(
+                self._sink,
+                chunk.schema,
+                compression=spec.compression,
+                compression_level=spec.compression_level,
+                write_statistics=False,
+            )
+        self._writer.write_table(chunk, row_group_size=max(n, 1))
+        self._rows += n
+        if spec.key_columns:
+            if self._first_key is None:
+                self._first_key = [chunk.column(k)[0].as_py() for k in spec.key_columns]
+            self._last_key = [chunk.column(k)[n - 1].as_py() for k in spec.key_columns]
+            self._key_stats.update([chunk.column(k) for k in spec.key_columns])
+            mm = pc.min_max(chunk.column("_SEQUENCE_NUMBER"))
+            lo, hi = int(mm["min"].as_py()), int(mm["max"].as_py())
+            self._min_seq = lo if self._min_seq is None else min(self._min_seq, lo)
+            self._max_seq = hi if self._max_seq is None else max(self._max_seq, hi)
+            kinds = chunk.column("_VALUE_KIND")
+            self._deletes += int(pc.sum(pc.is_in(kinds, value_set=pa.array([1, 3], kinds.type))).as_py() or 0)
+        self._value_stats.update([chunk.column(c) for c in spec.value_columns])
+        if self._sink.tell() >= spec.target_file_size:
+            self._finish_file()
+
+    def _finish_file(self) -> None:
+        if self._writer is None:
+            return
+        self._writer.close()
+        self._sink.close()
+        spec = self.spec
+        path = os.path.join(spec.bucket_dir, self._name)
+        if spec.key_columns:
+            assert self._first_key is not None and self._last_key is not None
+            min_key = serialize_row(self._first_key, spec.key_types)
+            max_key = serialize_row(self._last_key, spec.key_types)
+            key_stats = self._key_stats.to_stats()
+            min_seq, max_seq = self._min_seq or 0, self._max_seq or 0
         else:
             min_key = max_key = serialize_row([], [])
-            key_stats = SimpleStats(serialize_row([], []), serialize_row([], []), [])
+            key_stats = SimpleStats(min_key, min_key, [])
             min_seq = max_seq = 0
-            delete_rows = 0
-        value_stats = column_stats([table.column(c) for c in self.value_columns], self.value_types)
-        return DataFileMeta(
-            file_name=name,
-            file_size=size,
-            row_count=n,
-            min_key=min_key,
-            max_key=max_key,
-            key_stats=key_stats,
-            value_stats=value_stats,
-            min_sequence_number=min_seq,
-            max_sequence_number=max_seq,
-            schema_id=self.schema_id,
-            level=level,
-            extra_files=[],
-            creation_time_millis=local_now_millis(),
-            delete_row_count=delete_rows,
-            embedded_file_index=None,
-            file_source=file_source,
-            value_stats_cols=None,
-            external_path=None,
-            first_row_id=None,
-            write_cols=None,
+        self.files.append(
+            DataFileMeta(
+                file_name=self._name,
+                file_size=os.path.getsize(path),
+                row_count=self._rows,
+                min_key=min_key,
+                max_key=max_key,
+                key_stats=key_stats,
+                value_stats=self._value_stats.to_stats(),
+                min_sequence_number=min_seq,
+                max_sequence_number=max_seq,
+                schema_id=spec.schema_id,
+                level=self.level,
+                extra_files=[],
+                creation_time_millis=local_now_millis(),
+                delete_row_count=self._deletes,
+                embedded_file_index=None,
+                file_source=self.file_source,
+                value_stats_cols=None,
+                external_path=None,
+                first_row_id=None,
+                write_cols=None,
+            )
         )
+        self._writer = None
+        self._sink = None
+        self._reset_stats()
+
+    def close(self) -> list[DataFileMeta]:
+        self._finish_file()
+        return self.files
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close()
+                self._sink.close()
+            except Exception:  # noqa: S110 - best effort on the failure path
+                pass
+            self._writer = None
+        for p in self.paths:
+            try:
+                os.remove(p)
+            except FileNotFoundError:
+                pass
+        self.files = []
 
 
 def read_data_file(path: str, columns: Optional[Sequence[str]] = None) -> pa.Table:
     """Read a Parquet data file; a missing or undecodable file raises an error naming it."""
     try:
         return pq.read_table(path, columns=list(columns) if columns is not None else None, use_threads=False)
+    except FileNotFoundError:
+        raise MissingFileError(f"data file referenced by the snapshot is missing: {path}") from None
+    except (pa.ArrowInvalid, OSError) as e:
+        if not os.path.exists(path):
+            raise MissingFileError(f"data file referenced by the snapshot is missing: {path}") from None
+        raise CorruptFileError(f"cannot read data file {path}: {e}") from e
+
+
+def iter_data_file(path: str, columns: Optional[Sequence[str]] = None, batch_rows: int = 65536) -> Iterator[pa.Table]:
+    """Read a Parquet data file in chunks of about ``batch_rows`` rows (bounded memory)."""
+    try:
+        f = pq.ParquetFile(path)
+        for batch in f.iter_batches(batch_size=batch_rows, columns=list(columns) if columns is not None else None):
+            yield pa.Table.from_batches([batch])
     except FileNotFoundError:
         raise MissingFileError(f"data file referenced by the snapshot is missing: {path}") from None
     except (pa.ArrowInvalid, OSError) as e:

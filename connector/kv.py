@@ -9,6 +9,7 @@ number (the deduplicate merge engine); a winning ``-U``/``-D`` row removes the k
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol, Union
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +25,11 @@ __all__ = [
     "group_ends",
     "deduplicate_sorted",
     "merge_runs",
+    "merge_sorted",
+    "rows_differ_pairwise",
+    "MergeFunction",
+    "Deduplicate",
+    "DEDUPLICATE",
     "drop_retractions",
 ]
 
@@ -50,19 +56,30 @@ def _is_numpy_sortable(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t) or pa.types.is_time(t)
 
 
-def sort_indices(table: pa.Table, keys: Sequence[str], *, then: Sequence[str] = ()) -> np.ndarray:
-    """Stable ascending sort order of ``table`` by ``keys`` and then by ``then``.
+SortKey = Union[str, tuple[str, str]]
 
-    A single non-null integer-like key (the common case) sorts through numpy; anything else through
-    ``pyarrow.compute.sort_indices``, which is stable and orders nulls last.
+
+def _sort_spec(c: SortKey) -> tuple[str, str]:
+    return (c, "ascending") if isinstance(c, str) else (c[0], c[1])
+
+
+def sort_indices(table: pa.Table, keys: Sequence[str], *, then: Sequence[SortKey] = ()) -> np.ndarray:
+    """Stable sort order of ``table`` by ``keys`` (ascending) and then by ``then`` (names, or
+    (name, "ascending"|"descending") pairs).
+
+    Non-null integer-like ascending columns (the common case) sort through numpy; anything else
+    through ``pyarrow.compute.sort_indices``, which is stable and orders nulls last.
     """
-    cols = list(keys) + list(then)
-    if all(_is_numpy_sortable(table.schema.field(c).type) and table.column(c).null_count == 0 for c in cols):
-        arrays = [_as_int64(table.column(c)) for c in cols]
+    spec = [(k, "ascending") for k in keys] + [_sort_spec(c) for c in then]
+    if all(
+        d == "ascending" and _is_numpy_sortable(table.schema.field(c).type) and table.column(c).null_count == 0
+        for c, d in spec
+    ):
+        arrays = [_as_int64(table.column(c)) for c, _ in spec]
         if len(arrays) == 1:
             return np.argsort(arrays[0], kind="stable")
         return np.lexsort(tuple(reversed(arrays)))
-    order = pc.sort_indices(table, sort_keys=[(c, "ascending") for c in cols])
+    order = pc.sort_indices(table, sort_keys=spec)
     return order.to_numpy()
 
 
@@ -91,6 +108,27 @@ def _column_changes(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(differ.to_numpy(zero_copy_only=False), dtype=bool)
 
 
+def rows_differ_pairwise(
+    table: pa.Table, columns: Sequence[str], left: np.ndarray, right: np.ndarray
+) -> np.ndarray:
+    """``out[i]`` is True when rows ``left[i]`` and ``right[i]`` differ in any of ``columns``
+    (nulls compare equal; nested values compare as Python values)."""
+    out = np.zeros(len(left), dtype=bool)
+    if not len(left):
+        return out
+    li, ri = pa.array(left), pa.array(right)
+    for c in columns:
+        col = table.column(c)
+        a, b = col.take(li).combine_chunks(), col.take(ri).combine_chunks()
+        try:
+            neq = pc.fill_null(pc.not_equal(a, b), False)
+            differ = pc.or_kleene(neq, pc.xor(pc.is_null(a), pc.is_null(b)))
+            out |= np.asarray(differ.to_numpy(zero_copy_only=False), dtype=bool)
+        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            out |= np.array([x != y for x, y in zip(a.to_pylist(), b.to_pylist())], dtype=bool)
+    return out
+
+
 def group_ends(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
     """Boolean mask of the last row of each run of equal keys in a key-sorted table."""
     n = table.num_rows
@@ -114,21 +152,58 @@ def deduplicate_sorted(table: pa.Table, keys: Sequence[str]) -> pa.Table:
     return table.filter(pa.array(mask))
 
 
-def merge_runs(runs: Sequence[pa.Table], keys: Sequence[str], *, drop_deletes: bool = True) -> pa.Table:
-    """Merge sorted runs of one bucket with the deduplicate engine.
+class MergeFunction(Protocol):
+    """How the rows of one key combine (a merge engine). ``merge`` receives rows sorted by key,
+    then ``order_by``, then ``_SEQUENCE_NUMBER``, and returns one row per key, sorted by key,
+    whose ``_VALUE_KIND`` is the result's kind (a ``-D`` result removes the key)."""
 
-    ``runs`` hold ``keys``, ``_SEQUENCE_NUMBER`` and ``_VALUE_KIND``. The result is sorted by key,
-    holds one row per key (the highest sequence number wins) and, with ``drop_deletes``, no row
-    whose winning kind is ``-U`` or ``-D``.
+    order_by: list[tuple[str, str]]
+
+    def merge(self, table: pa.Table, keys: list[str]) -> pa.Table: ...
+
+
+class Deduplicate:
+    """The deduplicate merge engine: the row with the highest sequence number wins."""
+
+    def __init__(self) -> None:
+        self.order_by: list[tuple[str, str]] = []
+
+    def merge(self, table: pa.Table, keys: list[str]) -> pa.Table:
+        return deduplicate_sorted(table, keys)
+
+
+DEDUPLICATE = Deduplicate()
+
+
+def merge_sorted(table: pa.Table, keys: Sequence[str], merge: MergeFunction = DEDUPLICATE) -> pa.Table:
+    """Sort concatenated runs by key, order columns and sequence, then merge each key."""
+    if table.num_rows == 0:
+        return table
+    order = sort_indices(table, keys, then=[*merge.order_by, SEQUENCE_NUMBER])
+    if not (len(order) and (order[1:] > order[:-1]).all()):
+        table = table.take(pa.array(order))
+    return merge.merge(table, list(keys))
+
+
+def merge_runs(
+    runs: Sequence[pa.Table],
+    keys: Sequence[str],
+    *,
+    merge: MergeFunction = DEDUPLICATE,
+    drop_deletes: bool = True,
+) -> pa.Table:
+    """Merge sorted runs of one bucket with a merge engine.
+
+    ``runs`` hold ``keys``, ``_SEQUENCE_NUMBER`` and ``_VALUE_KIND``. The result is sorted by key
+    and holds one row per key; with ``drop_deletes``, no row whose result kind is ``-U`` or ``-D``.
     """
     tables = [r for r in runs if r.num_rows]
     if not tables:
         return runs[0].slice(0, 0) if runs else pa.table({})
-    table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="default")
-    if len(tables) > 1:
-        order = sort_indices(table, keys, then=[SEQUENCE_NUMBER])
-        table = table.take(pa.array(order))
-        table = deduplicate_sorted(table, keys)
+    if len(tables) == 1:
+        table = tables[0]  # one sorted run holds each key once, already merged
+    else:
+        table = merge_sorted(pa.concat_tables(tables, promote_options="default"), keys, merge)
     if drop_deletes:
         table = drop_retractions(table)
     return table

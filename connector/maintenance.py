@@ -13,7 +13,7 @@ import pyarrow as pa
 from lakelog.connector.errors import SnapshotNotFoundError
 from lakelog.connector.manifest import ManifestEntry
 from lakelog.connector.partition import partition_path
-from lakelog.connector.snapshot import Snapshot
+from lakelog.connector.snapshot import Snapshot, SnapshotManager, TagManager
 from lakelog.connector.store import TableStore
 
 __all__ = ["expire_snapshots", "remove_orphan_files", "files_table", "referenced_files"]
@@ -51,6 +51,25 @@ def referenced_files(store: TableStore, snapshots: Iterable[Snapshot]) -> tuple[
         data |= d
         meta |= m
     return data, meta
+
+
+def _other_references(store: TableStore) -> list[Snapshot]:
+    """Snapshots and tags of every branch, and Paimon's long-lived changelog metadata: they share
+    the table's manifests and data files, so what they mention must not be deleted."""
+    fio = store.file_io
+    out: list[Snapshot] = []
+    branch_root = os.path.join(store.path, "branch")
+    for name in fio.list_dir(branch_root):
+        if name.startswith("branch-"):
+            path = os.path.join(branch_root, name)
+            out.extend(SnapshotManager(fio, path).snapshots())
+            out.extend(TagManager(fio, path).list().values())
+    changelog_dir = os.path.join(store.path, "changelog")
+    for name in fio.list_dir(changelog_dir):
+        if name.startswith("changelog-") and name[len("changelog-") :].isdigit():
+            path = os.path.join(changelog_dir, name)
+            out.append(Snapshot.from_json(fio.read_bytes(path), path))
+    return out
 
 
 def _live_data_files(store: TableStore, s: Snapshot) -> set[str]:
@@ -113,7 +132,7 @@ def expire_snapshots(
         except SnapshotNotFoundError:
             continue
     kept = [sm.snapshot(sid) for sid in range(end, latest + 1) if sm.snapshot_exists(sid)]
-    tags = list(store.tag_manager.list().values())
+    tags = list(store.tag_manager.list().values()) + _other_references(store)
     live_data: set[str] = set()
     for s in kept + tags:
         live_data |= _live_data_files(store, s)
@@ -148,13 +167,17 @@ def remove_orphan_files(
     """Delete files in the table directory that no snapshot or tag references and that are older
     than ``older_than_seconds`` (the guard that protects files of commits still in flight)."""
     sm = store.snapshot_manager
-    snaps = sm.snapshots() + list(store.tag_manager.list().values())
+    snaps = sm.snapshots() + list(store.tag_manager.list().values()) + _other_references(store)
     data, meta = referenced_files(store, snaps)
     keep = {os.path.realpath(p) for p in data} | {
         os.path.realpath(os.path.join(store.manifest_dir, m)) for m in meta
     }
     cutoff = time.time() - older_than_seconds
-    protected_dirs = {os.path.join(store.path, d) for d in ("schema", "tag", "consumer", "branch")}
+    # metadata, and files lakelog does not track (Paimon's index files, statistics, changelogs)
+    protected_dirs = {
+        os.path.join(store.path, d)
+        for d in ("schema", "tag", "consumer", "branch", "index", "statistics", "changelog")
+    }
     removed = []
     for path in store.file_io.walk_files(store.path):
         d = os.path.dirname(path)

@@ -16,12 +16,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.connector.binary_row import deserialize_row
-from lakelog.connector.data_file import read_data_file
-from lakelog.connector.kv import SEQUENCE_NUMBER, VALUE_KIND, key_column, merge_runs
+from lakelog.connector.data_file import iter_data_file, read_data_file
+from lakelog.connector.kv import SEQUENCE_NUMBER, VALUE_KIND, MergeFunction, key_column
 from lakelog.connector.manifest import DataFileMeta
 from lakelog.connector.scan import Split, referenced_columns
 from lakelog.connector.schema import TableSchema, evolve_table, physical_names
-from lakelog.connector.store import TableStore
+from lakelog.connector.sort_merge import merge_streams
+from lakelog.connector.store import TableStore, merge_function_for
 
 __all__ = ["SplitRead", "sections"]
 
@@ -53,6 +54,7 @@ class SplitRead:
         *,
         columns: Optional[Sequence[str]] = None,
         filter: Optional[pc.Expression] = None,
+        batch_rows: int = 128 * 1024,
     ) -> None:
         self.store = store
         self.schema: TableSchema = store.schema
@@ -73,6 +75,8 @@ class SplitRead:
         self.key_names = [key_column(k) for k in store.key_names]
         self._key_types = store.key_types
         self._schemas: dict[int, TableSchema] = {self.schema.id: self.schema}
+        self.batch_rows = batch_rows
+        self.merge_function: MergeFunction = merge_function_for(store)
 
     # ---- files ------------------------------------------------------------------------------------
     def _file_schema(self, schema_id: int) -> TableSchema:
@@ -83,36 +87,48 @@ class SplitRead:
         return s
 
     def read_file(self, split: Split, f: DataFileMeta, *, system: bool) -> pa.Table:
-        """One data file's rows: system columns (when ``system``) and the read columns, evolved
-        to the current schema."""
+        """One data file's rows (see :meth:`iter_file`) as one table."""
+        chunks = list(self.iter_file(split, f, system=system, batch_rows=1 << 30))
+        return pa.concat_tables(chunks) if len(chunks) != 1 else chunks[0]
+
+    def iter_file(self, split: Split, f: DataFileMeta, *, system: bool, batch_rows: int = 0) -> Iterator[pa.Table]:
+        """A data file's rows in chunks: system columns (when ``system``) and the read columns,
+        evolved to the current schema."""
         path = self.store.data_file_path(split.partition, split.bucket, f.file_name, f.external_path)
         sys_cols = self.key_names + [SEQUENCE_NUMBER, VALUE_KIND] if system else []
+        rows = batch_rows or self.batch_rows
         if f.schema_id == self.schema.id:
-            return read_data_file(path, sys_cols + self.read_columns)
+            if rows >= f.row_count:
+                yield read_data_file(path, sys_cols + self.read_columns)
+            else:
+                yield from iter_data_file(path, sys_cols + self.read_columns, rows)
+            return
         file_schema = self._file_schema(f.schema_id)
         mapping = physical_names(file_schema, self.schema, self.read_columns)
         phys = [p for p in (mapping[c] for c in self.read_columns) if p is not None]
-        data = read_data_file(path, sys_cols + phys)
-        values = evolve_table(data.select(phys), file_schema, self.schema, self.read_columns)
-        for i, c in enumerate(sys_cols):
-            values = values.add_column(i, data.schema.field(c), data.column(c))
-        return values
+        for data in iter_data_file(path, sys_cols + phys, rows):
+            values = evolve_table(data.select(phys), file_schema, self.schema, self.read_columns)
+            for i, c in enumerate(sys_cols):
+                values = values.add_column(i, data.schema.field(c), data.column(c))
+            yield values
 
     # ---- splits -----------------------------------------------------------------------------------
     def read_split(self, split: Split) -> Iterator[pa.Table]:
-        """Tables of the split's rows (one per section), projected and filtered."""
+        """Tables of the split's rows (chunks of sections), projected and filtered."""
         if not self.store.is_primary_key_table:
-            files = sorted(split.files, key=lambda f: f.min_sequence_number)
-            for f in files:
-                yield self._finish(self.read_file(split, f, system=False))
+            for f in sorted(split.files, key=lambda f: f.min_sequence_number):
+                for chunk in self.iter_file(split, f, system=False):
+                    yield self._finish(chunk)
             return
         key_types = self._key_types
         for sec in sections(split.files, lambda b: deserialize_row(b, key_types)):
             if len(sec) == 1 and sec[0].delete_row_count == 0:
-                yield self._finish(self.read_file(split, sec[0], system=False))
+                for chunk in self.iter_file(split, sec[0], system=False):
+                    yield self._finish(chunk)
                 continue
-            runs = [self.read_file(split, f, system=True) for f in sec]
-            yield self._finish(merge_runs(runs, self.key_names))
+            streams = [self.iter_file(split, f, system=True) for f in sec]
+            for merged in merge_streams(streams, self.key_names, merge=self.merge_function):
+                yield self._finish(merged)
 
     def _finish(self, t: pa.Table) -> pa.Table:
         if self.filter is not None and t.num_rows:

@@ -9,8 +9,11 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
+import pyarrow as pa
+
 from lakelog.connector.binary_row import deserialize_row
 from lakelog.connector.fileio import FileIO
+from lakelog.connector.kv import DEDUPLICATE, SEQUENCE_NUMBER, VALUE_KIND, MergeFunction, key_column
 from lakelog.connector.manifest import (
     ManifestEntry,
     ManifestFile,
@@ -18,13 +21,13 @@ from lakelog.connector.manifest import (
     ManifestList,
     merge_entries,
 )
-from lakelog.connector.options import CoreOptions
+from lakelog.connector.options import CoreOptions, MergeEngine
 from lakelog.connector.partition import partition_path
 from lakelog.connector.schema import SchemaManager, TableSchema
 from lakelog.connector.snapshot import ConsumerManager, Snapshot, SnapshotManager, TagManager
 from lakelog.connector.types import DataType
 
-__all__ = ["TableStore"]
+__all__ = ["TableStore", "merge_function_for", "file_schema"]
 
 _MANIFEST_CACHE_ENTRIES = 256
 
@@ -185,3 +188,23 @@ class TableStore:
 
     def delta_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
         return self.entries_of(self.manifest_metas(snapshot, delta_only=True))
+
+
+def file_schema(store: TableStore) -> pa.Schema:
+    """The Arrow schema of the table's data files (key-value layout for primary-key tables)."""
+    table = store.schema.arrow_schema()
+    if not store.is_primary_key_table:
+        return table
+    fields = [pa.field(key_column(k), table.field(k).type, nullable=False) for k in store.key_names]
+    fields += [pa.field(SEQUENCE_NUMBER, pa.int64(), False), pa.field(VALUE_KIND, pa.int8(), False)]
+    return pa.schema(fields + list(table))
+
+
+def merge_function_for(store: TableStore) -> MergeFunction:
+    """The table's merge engine (deduplicate unless the options say otherwise)."""
+    opts = store.options
+    if opts.merge_engine == MergeEngine.DEDUPLICATE and not opts.ignore_delete and not opts.sequence_field:
+        return DEDUPLICATE
+    from lakelog.connector.merge_engine import merge_function
+
+    return merge_function(store.schema, store.options)

@@ -180,8 +180,12 @@ class Table:
     ) -> tuple[SplitRead, list[Split]]:
         snap = self.resolve_snapshot(snapshot_id, timestamp=timestamp, tag=tag)
         store = self._store
-        if snap is not None and snap.schema_id != store.schema.id and snap.schema_id > store.schema.id:
-            store.refresh_schema()
+        if snap is not None and snap.schema_id > store.schema.id:
+            store.refresh_schema()  # another handle or process changed the schema
+        time_travel = snapshot_id is not None or timestamp is not None or tag is not None
+        if snap is not None and time_travel and snap.schema_id != store.schema.id:
+            # as Paimon does, a snapshot read by id, time or tag shows the columns it was written with
+            store = store.with_schema(store.schema_manager.schema(snap.schema_id))
         splits = plan_splits(store, snap, filter=filter)
         return SplitRead(store, columns=columns, filter=filter), splits
 

@@ -1,35 +1,41 @@
-"""The write path: validate rows, assign partition, bucket and sequence numbers, and write
-sorted level-0 files. Produces plain, picklable commit messages for a committer.
+"""The write path: validate rows, assign partition, bucket and sequence numbers, and keep one LSM
+tree per touched bucket (level-0 flushes, universal compaction, changelog producers). Produces
+plain, picklable commit messages for a committer.
 
-Everything here is vectorised: one sort of the whole buffer groups rows by (partition, bucket,
-key, arrival); deduplication is a comparison of neighbouring rows. The only Python loop is over
-the (partition, bucket) groups.
+Everything on the row path is vectorised: one sort of the whole buffer groups rows by (partition,
+bucket, key, arrival), and the merge engine combines neighbouring rows. Python loops run over
+(partition, bucket) groups only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakelog.connector.arrow_input import conform, to_arrow_table
 from lakelog.connector.binary_row import serialize_row
 from lakelog.connector.bucket import compute_buckets
-from lakelog.connector.data_file import DataFileWriter
 from lakelog.connector.errors import InvalidInputError
 from lakelog.connector.kv import (
     SEQUENCE_NUMBER,
     VALUE_KIND,
     RowKind,
-    deduplicate_sorted,
+    group_ends,
     key_column,
+    merge_sorted,
     sort_indices,
 )
 from lakelog.connector.manifest import DataFileMeta
-from lakelog.connector.store import TableStore
+from lakelog.connector.options import ChangelogProducer, MergeEngine
+from lakelog.connector.store import TableStore, merge_function_for
 
 __all__ = ["CommitMessage", "TableWrite"]
 
@@ -45,22 +51,31 @@ class CommitMessage:
     bucket: int
     total_buckets: int
     new_files: list[DataFileMeta] = field(default_factory=list)
+    changelog_files: list[DataFileMeta] = field(default_factory=list)  # produced with the new files (input)
     compact_before: list[DataFileMeta] = field(default_factory=list)
     compact_after: list[DataFileMeta] = field(default_factory=list)
-    changelog_files: list[DataFileMeta] = field(default_factory=list)
+    compact_changelog_files: list[DataFileMeta] = field(default_factory=list)  # lookup / full-compaction
 
     def is_empty(self) -> bool:
-        return not (self.new_files or self.compact_before or self.compact_after or self.changelog_files)
+        return not (
+            self.new_files
+            or self.changelog_files
+            or self.compact_before
+            or self.compact_after
+            or self.compact_changelog_files
+        )
 
 
 class TableWrite:
-    """Buffers rows and turns them into level-0 files on :meth:`prepare_commit`.
+    """Buffers rows and turns them into level-0 files; compacts the touched buckets as the table's
+    options ask; hands out commit messages on :meth:`prepare_commit`.
 
-    When the buffer exceeds ``write-buffer-size`` it is flushed early into more level-0 files, so a
-    long multi-batch write stays in bounded memory.
+    The buffer is bounded by ``write-buffer-size``: when full it is flushed into level-0 files or,
+    with ``write-buffer-spillable``, sorted and spilled to local disk and merged into one level-0
+    run at the next :meth:`prepare_commit`.
     """
 
-    def __init__(self, store: TableStore) -> None:
+    def __init__(self, store: TableStore, *, write_only: Optional[bool] = None) -> None:
         self.store = store
         self.schema = store.schema
         opts = store.options
@@ -70,18 +85,36 @@ class TableWrite:
         self.partition_keys = list(self.schema.partition_keys)
         self.bucket_keys = list(self.schema.bucket_keys) if self.num_buckets > 0 else []
         self.arrow_schema = self.schema.arrow_schema()
+        self.write_only = opts.write_only if write_only is None else write_only
+        self.spillable = bool(opts.write_buffer_spillable)
+        self.merge = merge_function_for(store) if self.pk else None
+        self._rowkind_field = opts.get(opts.ROWKIND_FIELD) if self.pk else None
         self._buffer: list[pa.Table] = []
         self._buffered_bytes = 0
         self._arrival = 0
-        self._files: dict[tuple[bytes, int], list[DataFileMeta]] = {}
-        self._next_seq: dict[tuple[bytes, int], int] = {}
+        self._write_buffer_size = int(opts.write_buffer_size)
+        self._buckets: dict[tuple[bytes, int], Any] = {}
         self._restored: set[bytes] = set()
-        self._write_buffer_size = opts.write_buffer_size
+        self._spill_dir: Optional[str] = None
 
     # ---- input --------------------------------------------------------------------------------
     def write(self, data: Any) -> None:
-        table = conform(to_arrow_table(data), self.arrow_schema, required=self.pk)
-        self._append(table, RowKind.INSERT)
+        table = to_arrow_table(data)
+        kinds = None
+        if self._rowkind_field:
+            kinds = _row_kinds_from_field(table, self._rowkind_field)
+        table = conform(table, self.arrow_schema, required=self.pk)
+        self._append(table, RowKind.INSERT if kinds is None else kinds)
+
+    def write_changes(self, data: Any, kinds: Sequence[int] | np.ndarray) -> None:
+        """Write rows with explicit row kinds (0 +I, 1 -U, 2 +U, 3 -D), e.g. a Flink changelog."""
+        if not self.pk:
+            raise InvalidInputError("row kinds other than +I need a primary-key table")
+        table = conform(to_arrow_table(data), self.arrow_schema, required=self.pk, allow_missing=True)
+        k = np.asarray(kinds, dtype=np.int8)
+        if len(k) != table.num_rows or ((k < 0) | (k > 3)).any():
+            raise InvalidInputError("kinds must hold one row kind (0..3) per row")
+        self._append(table, k)
 
     def delete(self, data: Any) -> None:
         if not self.pk:
@@ -90,153 +123,193 @@ class TableWrite:
         missing = [k for k in self.pk if k not in table.column_names]
         if missing:
             raise InvalidInputError(f"delete() rows must hold every primary-key column; missing {missing}")
+        provided = set(table.column_names)
         table = conform(table, self.arrow_schema, required=self.pk, allow_missing=True)
-        self._append(table, RowKind.DELETE)
+        self._append(self._fill_not_null(table, provided), RowKind.DELETE)
 
-    def _append(self, table: pa.Table, kind: int) -> None:
+    def _fill_not_null(self, table: pa.Table, provided: set[str]) -> pa.Table:
+        """Give NOT NULL columns that a delete omitted a placeholder value. Only engines that
+        ignore a deleted row's values (deduplicate, first-row) accept that."""
+        missing = [f for f in self.arrow_schema if not f.nullable and f.name not in provided]
+        if not missing:
+            return table
+        engine = self.store.options.merge_engine
+        if engine not in (MergeEngine.DEDUPLICATE, MergeEngine.FIRST_ROW):
+            names = [f.name for f in missing]
+            raise InvalidInputError(
+                f"delete() rows must hold the NOT NULL column(s) {names}: the {engine.value} merge engine "
+                "uses a deleted row's values"
+            )
+        for f in missing:
+            i = table.schema.get_field_index(f.name)
+            table = table.set_column(i, f, pa.nulls(table.num_rows, f.type).fill_null(_zero(f.type)))
+        return table
+
+    def _append(self, table: pa.Table, kind: int | np.ndarray) -> None:
         if table.num_rows == 0:
             return
         for k in self.pk:
             if table.column(k).null_count:
                 raise InvalidInputError(f"primary-key column {k!r} holds null(s); nothing was written")
         n = table.num_rows
-        table = table.append_column(VALUE_KIND, pa.array(np.full(n, kind, dtype=np.int8)))
-        table = table.append_column(
-            _ARRIVAL, pa.array(np.arange(self._arrival, self._arrival + n, dtype=np.int64))
-        )
+        kinds = np.full(n, kind, dtype=np.int8) if isinstance(kind, int) else kind
+        table = table.append_column(VALUE_KIND, pa.array(kinds, pa.int8()))
+        table = table.append_column(_ARRIVAL, pa.array(np.arange(self._arrival, self._arrival + n, dtype=np.int64)))
         self._arrival += n
         self._buffer.append(table)
         self._buffered_bytes += table.nbytes
         if self._buffered_bytes >= self._write_buffer_size:
-            self.flush()
+            self.flush(spill=self.spillable)
 
     # ---- flush ----------------------------------------------------------------------------------
-    def flush(self) -> None:
-        """Write everything buffered as level-0 files (one sorted run per touched bucket)."""
+    def flush(self, *, spill: bool = False) -> None:
+        """Turn the buffer into one sorted run per touched bucket: a level-0 file, or with
+        ``spill`` a sorted chunk on local disk."""
         if not self._buffer:
             return
         table = pa.concat_tables(self._buffer, promote_options="default")
         self._buffer = []
         self._buffered_bytes = 0
         if self.num_buckets > 0:
-            buckets = compute_buckets(
-                table, self.bucket_keys, self.store.field_types(self.bucket_keys), self.num_buckets
-            )
+            types = self.store.field_types(self.bucket_keys)
+            buckets = compute_buckets(table, self.bucket_keys, types, self.num_buckets)
         else:
             buckets = np.zeros(table.num_rows, dtype=np.int32)
         table = table.append_column(_BUCKET, pa.array(buckets, pa.int32()))
         group_cols = self.partition_keys + [_BUCKET]
-        if self.pk:
-            order = sort_indices(table, group_cols + self.keys, then=[_ARRIVAL])
-        else:
-            order = sort_indices(table, group_cols, then=[_ARRIVAL])
+        order = sort_indices(table, group_cols + (self.keys if self.pk else []), then=[_ARRIVAL])
         table = table.take(pa.array(order))
         groups = [
             (serialize_row(list(values), self.store.partition_types), bucket, group)
             for values, bucket, group in _split_groups(table, self.partition_keys)
         ]
-        self._restore_sequences({p for p, _, _ in groups} - self._restored)
+        self._restore({p for p, _, _ in groups} - self._restored)
         for partition, bucket, group in groups:
-            self._write_group(partition, bucket, group)
+            self._bucket(partition, bucket).add(group, spill=spill)
 
-    def _write_group(self, partition: bytes, bucket: int, group: pa.Table) -> None:
+    def _bucket(self, partition: bytes, bucket: int) -> Any:
+        from lakelog.connector.bucket_writer import AppendBucketWriter, KeyValueBucketWriter
+
         slot = (partition, bucket)
-        seq0 = self._next_seq.get(slot, 0)
-        arrival = group.column(_ARRIVAL).to_numpy()
-        if self.pk:
-            group = deduplicate_sorted(group, self.keys)
-            arrival = group.column(_ARRIVAL).to_numpy()
-            seq = seq0 + (arrival - arrival.min())
-            self._next_seq[slot] = int(seq.max()) + 1
-            cols = [group.column(k) for k in self.keys] + [
-                pa.array(seq, pa.int64()),
-                group.column(VALUE_KIND),
-            ]
-            fields = [
-                pa.field(key_column(k), self.arrow_schema.field(k).type, nullable=False) for k in self.keys
-            ]
-            fields += [pa.field(SEQUENCE_NUMBER, pa.int64(), False), pa.field(VALUE_KIND, pa.int8(), False)]
-            out = pa.Table.from_arrays(cols, schema=pa.schema(fields))
-            for f in self.arrow_schema:
-                out = out.append_column(group.schema.field(f.name), group.column(f.name))
-        else:
-            self._next_seq[slot] = seq0 + group.num_rows
-            out = group.select(self.arrow_schema.names)
-        writer = self._file_writer(partition, bucket)
-        metas = writer.write(out, level=0)
-        if not self.pk:
-            start = seq0
-            for m in metas:
-                m.min_sequence_number = start
-                m.max_sequence_number = start + m.row_count - 1
-                start += m.row_count
-        self._files.setdefault(slot, []).extend(metas)
+        w = self._buckets.get(slot)
+        if w is None:
+            cls = KeyValueBucketWriter if self.pk else AppendBucketWriter
+            w = cls(self, partition, bucket, [])
+            self._buckets[slot] = w
+        return w
 
-    def _file_writer(self, partition: bytes, bucket: int) -> DataFileWriter:
-        opts = self.store.options
-        return DataFileWriter(
-            bucket_dir=self.store.bucket_dir(partition, bucket),
-            schema_id=self.schema.id,
-            key_columns=[key_column(k) for k in self.keys],
-            key_types=self.store.key_types,
-            value_columns=self.arrow_schema.names,
-            value_types=[f.type for f in self.schema.fields],
-            compression=opts.file_compression,
-            compression_level=opts.file_compression_zstd_level if opts.file_compression == "zstd" else None,
-            target_file_size=opts.target_file_size,
-        )
-
-    def _restore_sequences(self, partitions: set[bytes]) -> None:
-        """Continue each bucket's sequence after the highest one already committed."""
+    def _restore(self, partitions: set[bytes]) -> None:
+        """Load each touched bucket's committed files (its LSM tree and sequence numbers)."""
         if not partitions:
             return
+        from lakelog.connector.bucket_writer import AppendBucketWriter, KeyValueBucketWriter
+
         latest = self.store.snapshot_manager.latest()
+        files: dict[tuple[bytes, int], list[DataFileMeta]] = {}
         for e in self.store.live_entries(latest):
             if e.partition in partitions:
-                slot = (e.partition, e.bucket)
-                self._next_seq[slot] = max(self._next_seq.get(slot, 0), e.file.max_sequence_number + 1)
+                files.setdefault((e.partition, e.bucket), []).append(e.file)
+        cls = KeyValueBucketWriter if self.pk else AppendBucketWriter
+        for (p, b), fs in files.items():
+            if (p, b) not in self._buckets:
+                self._buckets[(p, b)] = cls(self, p, b, fs)
         self._restored |= partitions
+
+    def spill_dir(self) -> str:
+        if self._spill_dir is None:
+            self._spill_dir = tempfile.mkdtemp(prefix="lakelog-spill-")
+        return self._spill_dir
 
     # ---- output ---------------------------------------------------------------------------------
     def prepare_commit(self) -> list[CommitMessage]:
+        """Flush, compact as configured, and return one message per bucket with changes."""
         self.flush()
-        total = self.num_buckets
-        msgs = [
-            CommitMessage(partition=p, bucket=b, total_buckets=total, new_files=files)
-            for (p, b), files in self._files.items()
-            if files
-        ]
-        self._files = {}
+        msgs = []
+        for w in self._buckets.values():
+            m = w.prepare_commit()
+            if not m.is_empty():
+                msgs.append(m)
         return msgs
+
+    def compact(self, *, full: bool = False) -> None:
+        """Compact every bucket this writer holds (used by dedicated compaction runs)."""
+        for w in self._buckets.values():
+            w.compact(full=full)
 
     def abort(self) -> None:
         """Drop buffered rows and delete files written but not committed."""
-        import os
-
         self._buffer = []
-        for (p, b), files in self._files.items():
-            for f in files:
-                path = os.path.join(self.store.bucket_dir(p, b), f.file_name)
-                self.store.file_io.delete(path)
-        self._files = {}
+        for w in self._buckets.values():
+            w.abort()
+        self.close()
+
+    def close(self) -> None:
+        if self._spill_dir is not None:
+            shutil.rmtree(self._spill_dir, ignore_errors=True)
+            self._spill_dir = None
+
+    @property
+    def changelog_producer(self) -> ChangelogProducer:
+        return self.store.options.changelog_producer
 
 
-def _split_groups(
-    table: pa.Table, partition_keys: Sequence[str]
-) -> list[tuple[tuple[Any, ...], int, pa.Table]]:
+def _zero(t: pa.DataType) -> pa.Scalar:
+    """A placeholder value of type ``t``."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return pa.scalar("", t)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        return pa.scalar(b"", t)
+    if pa.types.is_fixed_size_binary(t):
+        return pa.scalar(b"\x00" * t.byte_width, t)
+    if pa.types.is_boolean(t):
+        return pa.scalar(False, t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+        return pa.scalar([], t)
+    if pa.types.is_struct(t):
+        return pa.scalar({f.name: _zero(f.type).as_py() for f in t}, t)
+    return pa.scalar(0, pa.int64()).cast(t)
+
+
+def _row_kinds_from_field(table: pa.Table, name: str) -> np.ndarray:
+    """Row kinds from a ``rowkind.field`` column holding +I, -U, +U, -D."""
+    if name not in table.column_names:
+        raise InvalidInputError(f"rowkind.field column {name!r} is missing from the input")
+    col = table.column(name)
+    codes = pc.index_in(col, value_set=pa.array(list(RowKind.SHORT)))
+    if codes.null_count:
+        bad = pc.filter(col, pc.is_null(codes)).slice(0, 3).to_pylist()
+        raise InvalidInputError(f"rowkind.field column {name!r} holds {bad}; allowed: {list(RowKind.SHORT)}")
+    return np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int8)
+
+
+def _split_groups(table: pa.Table, partition_keys: Sequence[str]) -> Iterator[tuple[tuple[Any, ...], int, pa.Table]]:
     """Split a table sorted by (partition..., bucket) into its groups."""
-    from lakelog.connector.kv import group_ends
-
-    n = table.num_rows
     ends = np.flatnonzero(group_ends(table, list(partition_keys) + [_BUCKET]))
-    out = []
     start = 0
     for end in ends:
         stop = int(end) + 1
         g = table.slice(start, stop - start)
         values = tuple(g.column(k)[0].as_py() for k in partition_keys)
-        bucket = int(g.column(_BUCKET)[0].as_py())
-        out.append((values, bucket, g))
+        yield values, int(g.column(_BUCKET)[0].as_py()), g
         start = stop
-    assert start == n
-    return out
+
+
+def merge_group(
+    group: pa.Table, keys: Sequence[str], seq0: int, merge: Any, arrow_schema: pa.Schema
+) -> tuple[pa.Table, pa.Table]:
+    """(raw input rows, merged rows) of one bucket in the key-value layout, sequence numbers
+    continuing at ``seq0`` in arrival order."""
+    arrival = group.column(_ARRIVAL).to_numpy()
+    seq = seq0 + (arrival - arrival.min())
+    fields = [pa.field(key_column(k), arrow_schema.field(k).type, nullable=False) for k in keys]
+    fields += [pa.field(SEQUENCE_NUMBER, pa.int64(), False), pa.field(VALUE_KIND, pa.int8(), False)]
+    cols = [group.column(k) for k in keys] + [pa.array(seq, pa.int64()), group.column(VALUE_KIND)]
+    raw = pa.Table.from_arrays(cols, schema=pa.schema(fields))
+    for f in arrow_schema:
+        raw = raw.append_column(group.schema.field(f.name), group.column(f.name))
+    merged = merge_sorted(raw, [key_column(k) for k in keys], merge)
+    return raw, merged
+
+
+def spill_path(directory: str, partition: bytes, bucket: int, n: int) -> str:
+    return os.path.join(directory, f"{abs(hash(partition))}-{bucket}-{n}.arrow")
