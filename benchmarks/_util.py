@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
+import sys
 import threading
 import time
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -21,10 +25,13 @@ __all__ = [
     "final_rows",
     "normalize",
     "time_best",
+    "time_interleaved",
     "rss_bytes",
     "fmt_rate",
     "fmt_bytes",
     "render_table",
+    "SerialExecutor",
+    "serial_thread_pools",
 ]
 
 BENCH_SCHEMA = pa.schema(
@@ -104,16 +111,33 @@ class Timing:
         return self.times[0]
 
 
+def _time_once(timing: Timing, fn: Callable[..., Any], setup: Callable[[], Any] | None) -> None:
+    args = (setup(),) if setup is not None else ()
+    gc.collect()
+    t0 = time.perf_counter()
+    timing.result = fn(*args)
+    timing.times.append(time.perf_counter() - t0)
+
+
 def time_best(fn: Callable[..., Any], reps: int, setup: Callable[[], Any] | None = None) -> Timing:
-    """Run ``fn`` ``reps`` times (``setup`` untimed before each), keep every wall time and the last result."""
+    """Run ``fn`` ``reps`` times (``setup`` untimed before each, its result passed to ``fn``); keep every
+    wall time and the last result."""
     timing = Timing()
     for _ in range(max(1, reps)):
-        args = (setup(),) if setup is not None else ()
-        gc.collect()
-        t0 = time.perf_counter()
-        timing.result = fn(*args)
-        timing.times.append(time.perf_counter() - t0)
+        _time_once(timing, fn, setup)
     return timing
+
+
+def time_interleaved(
+    measures: dict[str, tuple[Callable[..., Any], Callable[[], Any] | None]], reps: int
+) -> dict[str, Timing]:
+    """Like :func:`time_best` for several measures, run round-robin (A B C A B C ...), so that a
+    burst of load from other processes hits the measures being compared alike."""
+    out = {name: Timing() for name in measures}
+    for _ in range(max(1, reps)):
+        for name, (fn, setup) in measures.items():
+            _time_once(out[name], fn, setup)
+    return out
 
 
 def rss_bytes() -> int:
@@ -179,3 +203,55 @@ def render_table(header: list[str], rows: list[list[str]]) -> str:
 
     sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     return "\n".join([line(header), sep, *(line(r) for r in rows)])
+
+
+class SerialExecutor:
+    """A stand-in for ``ThreadPoolExecutor`` that runs every task in the calling thread.
+
+    cProfile sees only the thread that enabled it, so profiling swaps this in to make the work done
+    in pools visible (at the cost of the parallelism).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> SerialExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        fut: Future[Any] = Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # noqa: BLE001 - delivered through the future, like a real pool
+            fut.set_exception(e)
+        return fut
+
+    def map(self, fn: Callable[..., Any], *iterables: Iterable[Any], **kwargs: Any) -> Iterator[Any]:
+        return iter([fn(*args) for args in zip(*iterables)])
+
+    def shutdown(self, wait: bool = True, **kwargs: Any) -> None:
+        pass
+
+
+_POOL_ATTR = "ThreadPoolExecutor"
+
+
+@contextlib.contextmanager
+def serial_thread_pools(package: str) -> Iterator[list[str]]:
+    """Replace ``ThreadPoolExecutor`` in every loaded module of ``package`` by :class:`SerialExecutor`;
+    yield the names of the patched modules."""
+    patched: list[tuple[Any, Any]] = []
+    for name, mod in list(sys.modules.items()):
+        if mod is not None and (name == package or name.startswith(package + ".")):
+            pool = getattr(mod, _POOL_ATTR, None)
+            if pool is not None:
+                patched.append((mod, pool))
+                setattr(mod, _POOL_ATTR, SerialExecutor)
+    try:
+        yield [m.__name__ for m, _ in patched]
+    finally:
+        for mod, pool in patched:
+            setattr(mod, _POOL_ATTR, pool)

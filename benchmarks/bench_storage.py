@@ -42,7 +42,9 @@ from _util import (  # noqa: E402
     normalize,
     render_table,
     rss_bytes,
+    serial_thread_pools,
     time_best,
+    time_interleaved,
 )
 
 __all__ = ["main"]
@@ -50,6 +52,7 @@ __all__ = ["main"]
 TABLE = "bench.t"
 CONNECTOR_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "connector")
 DEFAULT_WRITE_BUFFER = 256 << 20  # Paimon's default write-buffer-size
+WRITE_ONLY = {"write-only": "true"}  # no compaction inside write(): every commit adds one sorted run
 
 TARGETS = {
     "write_vs_paimon": 10.0,
@@ -71,9 +74,14 @@ Definitions (all on the same deterministic data, in one process, wall-clock time
                  all sorted runs). pypaimon: new_read_builder() -> new_scan().plan().splits() ->
                  new_read().to_arrow(splits) of its own table. parquet: pq.read_table of ONE file holding
                  the final deduplicated rows (default options). A fresh table handle per repetition.
+  lakelog table  default options, so write() compacts inline the way Paimon's batch writer does
+                 (num-sorted-run.compaction-trigger = 5) and the read merges fewer runs. Info rows:
+                 a second table with write-only=true (no inline compaction: {batches} sorted runs per
+                 bucket, as pypaimon 2.1's writer leaves them), written and read the same way.
   after compact  the same lakelog read after t.compact(full=True) (info; compared with parquet).
-  repetitions    best (minimum time) of --reps for lakelog write/read and parquet; pypaimon write once,
-                 pypaimon read best of --paimon-reps (it is slow).
+  repetitions    best (minimum time) of --reps for lakelog write/read and parquet, run interleaved
+                 (lakelog, parquet, parquet zstd, lakelog, ...) so load bursts hit both sides; pypaimon
+                 write once, pypaimon read best of --paimon-reps (it is slow).
   peak memory    a separate child process runs the lakelog write of all batches (the input batches are
                  already built); Arrow peak = max(sampled pa.total_allocated_bytes(), pool max_memory())
                  minus the bytes allocated before the first write(); RSS peak = max sampled RSS (psutil
@@ -98,12 +106,13 @@ class Config:
 # ---------------------------------------------------------------------------------------------------
 # lakelog
 # ---------------------------------------------------------------------------------------------------
-def lakelog_create(warehouse: str, buckets: int) -> Any:
+def lakelog_create(warehouse: str, buckets: int, options: dict[str, str] | None = None) -> Any:
     import lakelog
 
     shutil.rmtree(warehouse, ignore_errors=True)
     cat = lakelog.Catalog(warehouse)
-    return cat.create_table(TABLE, BENCH_SCHEMA, primary_key=["id"], options={"bucket": str(buckets)})
+    opts = {"bucket": str(buckets), **(options or {})}
+    return cat.create_table(TABLE, BENCH_SCHEMA, primary_key=["id"], options=opts)
 
 
 def lakelog_open(warehouse: str) -> Any:
@@ -161,6 +170,12 @@ def paimon_read(table: Any) -> pa.Table:
     builder = table.new_read_builder()
     splits = builder.new_scan().plan().splits()
     return builder.new_read().to_arrow(splits)
+
+
+def live_data_files(warehouse: str) -> int:
+    """Data files a full read must open, as pypaimon's scan plans them (works on lakelog's tables too)."""
+    splits = paimon_open(warehouse).new_read_builder().new_scan().plan().splits()
+    return sum(len(s.files) for s in splits)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -238,14 +253,21 @@ def profile_lakelog(cfg: Config, batches: list[pa.Table], outdir: str, top: int)
         ("compact", lambda: lakelog_open(warehouse).compact(full=True)),
         ("read_after_compact", lambda: lakelog_open(warehouse).to_arrow()),
     ]
+    import lakelog.connector.read  # noqa: F401  (load the modules whose pools get serialised)
+
     for name, job in jobs:
         prof = cProfile.Profile()
-        prof.enable()
-        job()
-        prof.disable()
+        with serial_thread_pools("lakelog") as patched:
+            t0 = time.perf_counter()
+            prof.enable()
+            job()
+            prof.disable()
+            wall = time.perf_counter() - t0
         path = os.path.join(outdir, f"lakelog_{name}.prof")
         prof.dump_stats(path)
-        print(f"\n=== cProfile lakelog {name}: {prof_total(prof):.3f}s profiled (dump: {path}) ===")
+        print(f"\n=== cProfile lakelog {name}: {wall:.3f}s wall under the profiler (dump: {path}) ===")
+        if patched:
+            print(f"    thread pools run serially while profiling, in: {', '.join(patched)}")
         views = (("tottime", "own time, any code"), ("cumulative", "cumulative, lakelog code only"))
         for key, title in views:
             buf = io.StringIO()
@@ -259,10 +281,6 @@ def profile_lakelog(cfg: Config, batches: list[pa.Table], outdir: str, top: int)
             start = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls")), 0)
             print(f"--- by {key} ({title})")
             print("\n".join(lines[start:]))
-
-
-def prof_total(prof: cProfile.Profile) -> float:
-    return float(getattr(pstats.Stats(prof), "total_tt", 0.0))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -289,16 +307,26 @@ def run(cfg: Config, profile_dir: str | None, profile_top: int, cross_check: boo
 
     # ---- writes ----
     ll_wh = os.path.join(cfg.workdir, "lakelog")
-    step("lakelog write")
-    ll_write = time_best(lambda t: lakelog_write_all(t, batches), cfg.reps,
-                         setup=lambda: lakelog_create(ll_wh, cfg.buckets))
+    wo_wh = os.path.join(cfg.workdir, "lakelog-write-only")
     pq_dir = os.path.join(cfg.workdir, "parquet")
-    step("parquet write")
-    pq_write = time_best(lambda _: parquet_write_all(pq_dir, batches), cfg.reps,
-                         setup=lambda: fresh_dir(pq_dir))
-    pq_write_zstd = time_best(lambda _: parquet_write_all(pq_dir, batches, compression="zstd",
-                                                          compression_level=1),
-                              cfg.reps, setup=lambda: fresh_dir(pq_dir))
+    step(f"lakelog write / parquet write, interleaved x{cfg.reps}")
+    w = time_interleaved(
+        {
+            "lakelog": (lambda t: lakelog_write_all(t, batches), lambda: lakelog_create(ll_wh, cfg.buckets)),
+            "lakelog_wo": (
+                lambda t: lakelog_write_all(t, batches),
+                lambda: lakelog_create(wo_wh, cfg.buckets, WRITE_ONLY),
+            ),
+            "parquet": (lambda _: parquet_write_all(pq_dir, batches), lambda: fresh_dir(pq_dir)),
+            "parquet_zstd": (
+                lambda _: parquet_write_all(pq_dir, batches, compression="zstd", compression_level=1),
+                lambda: fresh_dir(pq_dir),
+            ),
+        },
+        cfg.reps,
+    )
+    ll_write, wo_write = w["lakelog"], w["lakelog_wo"]
+    pq_write, pq_write_zstd = w["parquet"], w["parquet_zstd"]
     pp_wh = os.path.join(cfg.workdir, "pypaimon")
     step("pypaimon write")
     pp_write = time_best(lambda t: paimon_write_all(t, batches), 1,
@@ -309,19 +337,33 @@ def run(cfg: Config, profile_dir: str | None, profile_top: int, cross_check: boo
     pq.write_table(expected, final_path)
     final_zstd = os.path.join(cfg.workdir, "final-zstd1.parquet")
     pq.write_table(expected, final_zstd, compression="zstd", compression_level=1)
-    step("lakelog read")
-    ll_read = time_best(lambda t: t.to_arrow(), cfg.reps, setup=lambda: lakelog_open(ll_wh))
-    step("parquet read")
-    pq_read = time_best(lambda: pq.read_table(final_path), cfg.reps)
-    pq_read_zstd = time_best(lambda: pq.read_table(final_zstd), cfg.reps)
+    step(f"lakelog read / parquet read, interleaved x{cfg.reps}")
+    r = time_interleaved(
+        {
+            "lakelog": (lambda t: t.to_arrow(), lambda: lakelog_open(ll_wh)),
+            "lakelog_wo": (lambda t: t.to_arrow(), lambda: lakelog_open(wo_wh)),
+            "parquet": (lambda: pq.read_table(final_path), None),
+            "parquet_zstd": (lambda: pq.read_table(final_zstd), None),
+        },
+        cfg.reps,
+    )
+    ll_read, wo_read, pq_read, pq_read_zstd = r["lakelog"], r["lakelog_wo"], r["parquet"], r["parquet_zstd"]
     step("pypaimon read")
     pp_read = time_best(paimon_read, cfg.paimon_reps, setup=lambda: paimon_open(pp_wh))
     cross: pa.Table | None = paimon_read(paimon_open(ll_wh)) if cross_check else None
+    files = {name: live_data_files(wh) for name, wh in (("ll", ll_wh), ("wo", wo_wh), ("pp", pp_wh))}
 
     # ---- compaction ----
     step("lakelog compact + read")
     ll_compact = time_best(lambda t: t.compact(full=True), 1, setup=lambda: lakelog_open(ll_wh))
-    ll_read_c = time_best(lambda t: t.to_arrow(), cfg.reps, setup=lambda: lakelog_open(ll_wh))
+    rc = time_interleaved(
+        {
+            "lakelog": (lambda t: t.to_arrow(), lambda: lakelog_open(ll_wh)),
+            "parquet": (lambda: pq.read_table(final_path), None),
+        },
+        cfg.reps,
+    )
+    ll_read_c, pq_read_c = rc["lakelog"], rc["parquet"]
     cross_c: pa.Table | None = paimon_read(paimon_open(ll_wh)) if cross_check else None
 
     # ---- memory ----
@@ -336,6 +378,7 @@ def run(cfg: Config, profile_dir: str | None, profile_top: int, cross_check: boo
         compare("lakelog read == pypaimon read (row count + content)", ll_read.result,
                 normalize(pp_read.result)),
         compare("lakelog read after compact(full=True) == expected", ll_read_c.result, expected),
+        compare("lakelog write-only table read == expected", wo_read.result, expected),
     ]
     if cross is not None and cross_c is not None:
         checks.append(compare("pypaimon reading lakelog's table == expected", cross, expected))
@@ -359,10 +402,14 @@ def run(cfg: Config, profile_dir: str | None, profile_top: int, cross_check: boo
     add("write rows/s vs pypaimon", wr(ll_write), wr(pp_write), TARGETS["write_vs_paimon"])
     add("write rows/s vs parquet (default=snappy)", wr(ll_write), wr(pq_write), TARGETS["write_vs_parquet"])
     add("write rows/s vs parquet (zstd 1)", wr(ll_write), wr(pq_write_zstd), None)
+    add("write rows/s, write-only=true vs pypaimon", wr(wo_write), wr(pp_write), None)
+    add("write rows/s, write-only=true vs parquet", wr(wo_write), wr(pq_write), None)
     add("merged read rows/s vs pypaimon", rr(ll_read), rr(pp_read), TARGETS["read_vs_paimon"])
     add("merged read rows/s vs parquet (default)", rr(ll_read), rr(pq_read), TARGETS["read_vs_parquet"])
     add("merged read rows/s vs parquet (zstd 1)", rr(ll_read), rr(pq_read_zstd), None)
-    add("read after compact rows/s vs parquet", rr(ll_read_c), rr(pq_read), None)
+    add("merged read rows/s, write-only table vs pypaimon", rr(wo_read), rr(pp_read), None)
+    add("merged read rows/s, write-only table vs parquet", rr(wo_read), rr(pq_read), None)
+    add("read after compact rows/s vs parquet", rr(ll_read_c), rr(pq_read_c), None)
     add("read after compact rows/s vs pypaimon", rr(ll_read_c), rr(pp_read), None)
 
     batch_bytes = mem["batch_bytes"]
@@ -380,6 +427,9 @@ def run(cfg: Config, profile_dir: str | None, profile_top: int, cross_check: boo
     ]
 
     print(render_table(["measure", "lakelog", "baseline", "ratio", "target", "result"], rows))
+    print(f"  data files a full read opens: lakelog {files['ll']} (default options), lakelog write-only "
+          f"{files['wo']}, pypaimon {files['pp']}, lakelog after compact(full=True) "
+          f"{live_data_files(ll_wh)}")
     print()
     print(render_table(["memory", "lakelog", "budget", "ratio", "target", "result"], mem_rows))
     print(f"  budget = 4 x batch ({fmt_bytes(batch_bytes)}) + buffer min(write-buffer-size "
@@ -387,12 +437,15 @@ def run(cfg: Config, profile_dir: str | None, profile_top: int, cross_check: boo
           f"{fmt_bytes(budget_cfg)}; {mem['samples']} samples")
     print()
     print("times (s, every repetition):")
-    for name, t in [("lakelog write", ll_write), ("pypaimon write", pp_write), ("parquet write", pq_write),
+    for name, t in [("lakelog write", ll_write), ("lakelog write, write-only", wo_write),
+                    ("pypaimon write", pp_write), ("parquet write", pq_write),
                     ("parquet write zstd1", pq_write_zstd), ("lakelog read", ll_read),
+                    ("lakelog read, write-only table", wo_read),
                     ("pypaimon read", pp_read), ("parquet read", pq_read),
                     ("parquet read zstd1", pq_read_zstd),
-                    ("lakelog compact(full)", ll_compact), ("lakelog read after compact", ll_read_c)]:
-        print(f"  {name:28s} " + " ".join(f"{x:.3f}" for x in t.times))
+                    ("lakelog compact(full)", ll_compact), ("lakelog read after compact", ll_read_c),
+                    ("parquet read (after-compact round)", pq_read_c)]:
+        print(f"  {name:36s} " + " ".join(f"{x:.3f}" for x in t.times))
     print(f"  pypaimon writer: {pp_write.result} (pypaimon_rust native writer "
           f"{'available' if _has_native_paimon() else 'not installed'})")
     print()
@@ -440,6 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-cross-check", action="store_true", help="skip pypaimon reading lakelog's table")
     p.add_argument("--profile", metavar="DIR", default=None, help="also cProfile lakelog write/read into DIR")
     p.add_argument("--profile-top", type=int, default=25)
+    p.add_argument("--profile-only", action="store_true", help="only profile, skip the comparison")
     p.add_argument("--memory-probe", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
@@ -451,6 +505,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(memory_probe(cfg)))
         return 0
     try:
+        if args.profile_only:
+            if not args.profile:
+                p.error("--profile-only needs --profile DIR")
+            batches = make_batches(cfg.rows, cfg.batches, cfg.seed)
+            profile_lakelog(cfg, batches, args.profile, args.profile_top)
+            return 0
         return run(cfg, args.profile, args.profile_top, not args.no_cross_check)
     finally:
         if not args.keep and args.workdir is None:
