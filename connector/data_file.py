@@ -134,13 +134,25 @@ class DataFileWriter:
         return w.close()
 
 
+def _dictionary_columns(schema: pa.Schema, key_columns: Sequence[str]) -> list[str]:
+    """Columns worth dictionary encoding: strings and binaries that are not keys (keys are unique
+    within a file, so a dictionary would only cost time)."""
+    keys = set(key_columns) | {k[len("_KEY_") :] for k in key_columns}
+    return [
+        f.name
+        for f in schema
+        if f.name not in keys
+        and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type) or pa.types.is_binary(f.type))
+    ]
+
+
 class RollingFileWriter:
     """Streams sorted chunks into Parquet files, starting a new file past the target size.
 
     Memory holds one chunk; statistics accumulate per chunk with vectorised min/max.
     """
 
-    _CHUNK_ROWS = 256 * 1024
+    _CHUNK_ROWS = 128 * 1024
 
     def __init__(self, spec: DataFileWriter, *, level: int, file_source: int) -> None:
         self.spec = spec
@@ -185,6 +197,7 @@ class RollingFileWriter:
                 chunk.schema,
                 compression=spec.compression,
                 compression_level=spec.compression_level,
+                use_dictionary=_dictionary_columns(chunk.schema, spec.key_columns),
                 write_statistics=False,
             )
         self._writer.write_table(chunk, row_group_size=max(n, 1))

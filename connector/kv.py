@@ -179,10 +179,33 @@ def merge_sorted(table: pa.Table, keys: Sequence[str], merge: MergeFunction = DE
     """Sort concatenated runs by key, order columns and sequence, then merge each key."""
     if table.num_rows == 0:
         return table
+    if merge is DEDUPLICATE and len(keys) == 1:
+        fast = _deduplicate_int_key(table, keys[0])
+        if fast is not None:
+            return fast
     order = sort_indices(table, keys, then=[*merge.order_by, SEQUENCE_NUMBER])
     if not (len(order) and (order[1:] > order[:-1]).all()):
         table = table.take(pa.array(order))
     return merge.merge(table, list(keys))
+
+
+def _deduplicate_int_key(table: pa.Table, key: str) -> pa.Table | None:
+    """Deduplicate on a single integer-like key entirely in numpy: one stable sort by key, a check
+    that sequence numbers already ascend within each key (runs arrive oldest first), and one
+    ``take`` of the winners. None when the shortcut does not apply."""
+    col = table.column(key)
+    if not _is_numpy_sortable(col.type) or col.null_count:
+        return None
+    k = _as_int64(col)
+    order = np.argsort(k, kind="stable")
+    ks = k[order]
+    seq = _as_int64(table.column(SEQUENCE_NUMBER))[order]
+    same_as_next = ks[1:] == ks[:-1]
+    if (same_as_next & (seq[1:] < seq[:-1])).any():
+        return None  # a newer version comes first somewhere: fall back to the full sort
+    last = np.ones(len(ks), dtype=bool)
+    last[:-1] = ~same_as_next
+    return table.take(pa.array(order[last]))
 
 
 def merge_runs(

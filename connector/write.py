@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -184,8 +185,8 @@ class TableWrite:
             for values, bucket, group in _split_groups(table, self.partition_keys)
         ]
         self._restore({p for p, _, _ in groups} - self._restored)
-        for partition, bucket, group in groups:
-            self._bucket(partition, bucket).add(group, spill=spill)
+        work = [(self._bucket(partition, bucket), group) for partition, bucket, group in groups]
+        _in_parallel(lambda wg: wg[0].add(wg[1], spill=spill), work)
 
     def _bucket(self, partition: bytes, bucket: int) -> Any:
         from lakelog.connector.bucket_writer import AppendBucketWriter, KeyValueBucketWriter
@@ -224,12 +225,8 @@ class TableWrite:
     def prepare_commit(self) -> list[CommitMessage]:
         """Flush, compact as configured, and return one message per bucket with changes."""
         self.flush()
-        msgs = []
-        for w in self._buckets.values():
-            m = w.prepare_commit()
-            if not m.is_empty():
-                msgs.append(m)
-        return msgs
+        msgs = _in_parallel(lambda w: w.prepare_commit(), list(self._buckets.values()))
+        return [m for m in msgs if not m.is_empty()]
 
     def compact(self, *, full: bool = False) -> None:
         """Compact every bucket this writer holds (used by dedicated compaction runs)."""
@@ -251,6 +248,18 @@ class TableWrite:
     @property
     def changelog_producer(self) -> ChangelogProducer:
         return self.store.options.changelog_producer
+
+
+_WRITE_THREADS = 4
+
+
+def _in_parallel(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    """``[fn(x) for x in items]`` on a few threads (Parquet encoding and Arrow kernels release the
+    GIL); each bucket writer is only ever used by one of them."""
+    if len(items) <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(_WRITE_THREADS, len(items))) as pool:
+        return list(pool.map(fn, items))
 
 
 def _zero(t: pa.DataType) -> pa.Scalar:
