@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["KeyValueBucketWriter", "AppendBucketWriter"]
 
+_MERGE_ROWS = 256 * 1024  # rows held at once while merging spilled chunks
+
 
 class KeyValueBucketWriter:
     """One bucket of a primary-key table."""
@@ -83,10 +85,15 @@ class KeyValueBucketWriter:
             return
         keys = [key_column(k) for k in self.tw.keys]
 
+        # memory-mapped, in slices: memory holds about _MERGE_ROWS rows whatever the spill count
+        step = max(1024, _MERGE_ROWS // len(self.spills))
+
         def read(path: str) -> Iterator[pa.Table]:
-            with ipc.open_file(path) as r:
+            with pa.memory_map(path) as source, ipc.open_file(source) as r:
                 for i in range(r.num_record_batches):
-                    yield pa.Table.from_batches([r.get_batch(i)])
+                    batch = r.get_batch(i)
+                    for start in range(0, batch.num_rows, step):
+                        yield pa.Table.from_batches([batch.slice(start, step)])
 
         streams = [read(p) for p in self.spills]
         self._write_level0(merge_streams(streams, keys, merge=self.tw.merge, drop_deletes=False))
@@ -119,7 +126,10 @@ class KeyValueBucketWriter:
             self._run(full=True)
         else:
             while self._run():
-                if self.levels.number_of_sorted_runs() <= self.store.options.num_sorted_run_compaction_trigger:
+                if (
+                    self.levels.number_of_sorted_runs()
+                    <= self.store.options.num_sorted_run_compaction_trigger
+                ):
                     break
 
     # ---- commit -----------------------------------------------------------------------------
@@ -132,14 +142,17 @@ class KeyValueBucketWriter:
         if not self.tw.write_only and (self.new_files or self.new_keys):
             self.commits += 1
             delta = opts.full_compaction_delta_commits
-            if delta and self.commits % delta == 0:
-                self._run(full=True)
+            if delta and (self.tw.delta_commits_before() + self.commits) % delta == 0:
+                if self._run(full=True):
+                    self.tw.full_compacted = True
             elif producer == ChangelogProducer.LOOKUP and opts.lookup_wait:
                 self._run(level0=True)
         if producer == ChangelogProducer.LOOKUP and self.new_keys and not self.tw.write_only:
             keys = pa.concat_tables(self.new_keys).group_by(self.tw.keys).aggregate([])
             seq = self.next_seq - 1
-            kv = state_change(self.store, self.partition, self.bucket, self.committed, self.levels.all_files(), keys, seq)
+            kv = state_change(
+                self.store, self.partition, self.bucket, self.committed, self.levels.all_files(), keys, seq
+            )
             self.compacted.changelog += write_changelog(self.store, self.partition, self.bucket, kv)
         self.new_keys = []
         for f in self.compacted.intermediate:

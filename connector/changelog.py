@@ -61,7 +61,9 @@ def to_kv_layout(store: TableStore, rows: pa.Table, kinds: np.ndarray, seq: np.n
     """Rows of the table's columns plus their kinds, in the data-file (key-value) layout."""
     arrow = store.schema.arrow_schema()
     n = rows.num_rows
-    seqs = np.full(n, seq, dtype=np.int64) if isinstance(seq, (int, np.integer)) else np.asarray(seq, np.int64)
+    seqs = (
+        np.full(n, seq, dtype=np.int64) if isinstance(seq, (int, np.integer)) else np.asarray(seq, np.int64)
+    )
     fields = [pa.field(key_column(k), arrow.field(k).type, nullable=False) for k in store.key_names]
     cols: list[pa.ChunkedArray | pa.Array] = [rows.column(k) for k in store.key_names]
     fields += [pa.field(SEQUENCE_NUMBER, pa.int64(), False), pa.field(VALUE_KIND, pa.int8(), False)]
@@ -72,7 +74,9 @@ def to_kv_layout(store: TableStore, rows: pa.Table, kinds: np.ndarray, seq: np.n
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))
 
 
-def write_changelog(store: TableStore, partition: bytes, bucket: int, kv_rows: pa.Table) -> list[DataFileMeta]:
+def write_changelog(
+    store: TableStore, partition: bytes, bucket: int, kv_rows: pa.Table
+) -> list[DataFileMeta]:
     if kv_rows.num_rows == 0:
         return []
     return changelog_writer(store, partition, bucket).write(kv_rows, level=0)
@@ -107,7 +111,9 @@ def state_change(
     """Changelog (key-value layout) for ``keys`` between two sets of files of one bucket."""
     old = keyed_state(store, partition, bucket, before_files, keys)
     new = keyed_state(store, partition, bucket, after_files, keys)
-    rows, kinds = diff_by_key(old, new, store.key_names, dedupe=store.options.changelog_producer_row_deduplicate)
+    rows, kinds = diff_by_key(
+        old, new, store.key_names, dedupe=store.options.changelog_producer_row_deduplicate
+    )
     return to_kv_layout(store, rows, kinds, seq)
 
 
@@ -129,7 +135,9 @@ def read_changelog(store: TableStore, from_id: int, to_id: int) -> pa.Table:
             kinds = np.asarray(t.column(VALUE_KIND).to_numpy(), dtype=np.int64)
             names = np.array(RowKind.SHORT, dtype=object)[kinds]
             out = t.select(read.columns).cast(read.output_schema)
-            parts.append(out.add_column(0, pa.field(ROWKIND_COLUMN, pa.string(), False), pa.array(names, pa.string())))
+            parts.append(
+                out.add_column(0, pa.field(ROWKIND_COLUMN, pa.string(), False), pa.array(names, pa.string()))
+            )
     if not parts:
         empty = read.output_schema.empty_table()
         return empty.add_column(0, pa.field(ROWKIND_COLUMN, pa.string(), False), pa.array([], pa.string()))

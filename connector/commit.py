@@ -172,6 +172,7 @@ def _split(messages: Sequence[CommitMessage]) -> tuple[_Delta, _Delta]:
     appends = _Delta([], [], CommitKind.APPEND)
     compacts = _Delta([], [], CommitKind.COMPACT)
     for m in messages:
+
         def entry(kind: int, f: DataFileMeta, m: CommitMessage = m) -> ManifestEntry:
             return ManifestEntry(kind, m.partition, m.bucket, m.total_buckets, f)
 

@@ -28,7 +28,15 @@ from lakelog.connector.sort_merge import merge_streams
 from lakelog.connector.store import TableStore, file_schema, merge_function_for
 from lakelog.connector.write import CommitMessage
 
-__all__ = ["compact_table", "compact_split", "BucketCompactor", "CompactResult", "num_levels", "max_level", "data_writer"]
+__all__ = [
+    "compact_table",
+    "compact_split",
+    "BucketCompactor",
+    "CompactResult",
+    "num_levels",
+    "max_level",
+    "data_writer",
+]
 
 Progress = Callable[[int, int], None]
 
@@ -59,7 +67,6 @@ def data_writer(store: TableStore, partition: bytes, bucket: int) -> DataFileWri
     )
 
 
-
 @dataclass
 class CompactResult:
     """Files a compaction removed (``before``) and wrote (``after``), plus changelog files."""
@@ -75,7 +82,9 @@ class CompactResult:
         produced = {f.file_name for f in self.after}
         chained = {f.file_name for f in other.before if f.file_name in produced}
         committed = {f.file_name for f in self.before}  # an upgraded file keeps its committed name
-        self.intermediate += [f for f in self.after if f.file_name in chained and f.file_name not in committed]
+        self.intermediate += [
+            f for f in self.after if f.file_name in chained and f.file_name not in committed
+        ]
         self.after = [f for f in self.after if f.file_name not in chained]
         self.before += [f for f in other.before if f.file_name not in chained]
         self.after += other.after
@@ -193,16 +202,23 @@ class BucketCompactor:
         keys = read.read_splits([self._split(rewritten)]) if rewritten else None
         # keys removed by a delete in the rewritten files also count: read keys without merging
         key_parts = [
-            read.read_file(self._split([f]), f, system=True).select(
-                [key_column(k) for k in store.key_names]
-            ).rename_columns(store.key_names)
+            read.read_file(self._split([f]), f, system=True)
+            .select([key_column(k) for k in store.key_names])
+            .rename_columns(store.key_names)
             for f in rewritten
         ]
         all_keys = pa.concat_tables(key_parts) if key_parts else keys
         assert all_keys is not None
         seq = max(f.max_sequence_number for f in unit.files)
-        kv = state_change(store, self.partition, self.bucket, old_top, unit.files, all_keys.group_by(
-            store.key_names).aggregate([]), seq)
+        kv = state_change(
+            store,
+            self.partition,
+            self.bucket,
+            old_top,
+            unit.files,
+            all_keys.group_by(store.key_names).aggregate([]),
+            seq,
+        )
         return write_changelog(store, self.partition, self.bucket, kv)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator, Sequence
@@ -275,10 +276,8 @@ class RollingFileWriter:
                 pass
             self._writer = None
         for p in self.paths:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.remove(p)
-            except FileNotFoundError:
-                pass
         self.files = []
 
 
@@ -294,11 +293,15 @@ def read_data_file(path: str, columns: Optional[Sequence[str]] = None) -> pa.Tab
         raise CorruptFileError(f"cannot read data file {path}: {e}") from e
 
 
-def iter_data_file(path: str, columns: Optional[Sequence[str]] = None, batch_rows: int = 65536) -> Iterator[pa.Table]:
+def iter_data_file(
+    path: str, columns: Optional[Sequence[str]] = None, batch_rows: int = 65536
+) -> Iterator[pa.Table]:
     """Read a Parquet data file in chunks of about ``batch_rows`` rows (bounded memory)."""
     try:
         f = pq.ParquetFile(path)
-        for batch in f.iter_batches(batch_size=batch_rows, columns=list(columns) if columns is not None else None):
+        for batch in f.iter_batches(
+            batch_size=batch_rows, columns=list(columns) if columns is not None else None
+        ):
             yield pa.Table.from_batches([batch])
     except FileNotFoundError:
         raise MissingFileError(f"data file referenced by the snapshot is missing: {path}") from None

@@ -18,10 +18,14 @@ def semi_join(table: pa.Table, keys_table: pa.Table, keys: Sequence[str]) -> pa.
     """Rows of ``table`` whose key (``keys``) appears in ``keys_table``."""
     if table.num_rows == 0 or keys_table.num_rows == 0:
         return table.slice(0, 0)
-    return table.join(keys_table.select(list(keys)), keys=list(keys), join_type="left semi", use_threads=False)
+    return table.join(
+        keys_table.select(list(keys)), keys=list(keys), join_type="left semi", use_threads=False
+    )
 
 
-def diff_by_key(old: pa.Table, new: pa.Table, pk: Sequence[str], *, dedupe: bool = True) -> tuple[pa.Table, np.ndarray]:
+def diff_by_key(
+    old: pa.Table, new: pa.Table, pk: Sequence[str], *, dedupe: bool = True
+) -> tuple[pa.Table, np.ndarray]:
     """Changelog turning ``old`` into ``new`` (both one row per key, same columns).
 
     Returns the rows (sorted by key) and their kinds: a key only in ``new`` is +I, only in ``old``

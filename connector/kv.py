@@ -72,14 +72,17 @@ def sort_indices(table: pa.Table, keys: Sequence[str], *, then: Sequence[SortKey
     """
     spec = [(k, "ascending") for k in keys] + [_sort_spec(c) for c in then]
     if all(
-        d == "ascending" and _is_numpy_sortable(table.schema.field(c).type) and table.column(c).null_count == 0
+        d == "ascending"
+        and _is_numpy_sortable(table.schema.field(c).type)
+        and table.column(c).null_count == 0
         for c, d in spec
     ):
         arrays = [_as_int64(table.column(c)) for c, _ in spec]
         if len(arrays) == 1:
             return np.argsort(arrays[0], kind="stable")
         return np.lexsort(tuple(reversed(arrays)))
-    order = pc.sort_indices(table, sort_keys=spec)
+    # nulls first: a null sequence field is older than any value, as in Paimon's comparators
+    order = pc.sort_indices(table, sort_keys=spec, null_placement="at_start")
     return order.to_numpy()
 
 
@@ -122,6 +125,11 @@ def rows_differ_pairwise(
         a, b = col.take(li).combine_chunks(), col.take(ri).combine_chunks()
         try:
             neq = pc.fill_null(pc.not_equal(a, b), False)
+            if pa.types.is_floating(a.type):  # NaN equals NaN, as Paimon's byte-wise row equality has it
+                neq = pc.and_(
+                    neq,
+                    pc.invert(pc.and_(pc.fill_null(pc.is_nan(a), False), pc.fill_null(pc.is_nan(b), False))),
+                )
             differ = pc.or_kleene(neq, pc.xor(pc.is_null(a), pc.is_null(b)))
             out |= np.asarray(differ.to_numpy(zero_copy_only=False), dtype=bool)
         except (pa.ArrowNotImplementedError, pa.ArrowTypeError):

@@ -67,7 +67,9 @@ class Levels:
                 self.level0.append(f)
             else:
                 if f.level > self.max_level:
-                    raise ValueError(f"file {f.file_name} is on level {f.level}, beyond num-levels {self.num_levels}")
+                    raise ValueError(
+                        f"file {f.file_name} is on level {f.level}, beyond num-levels {self.num_levels}"
+                    )
                 self.levels.setdefault(f.level, []).append(f)
         self.level0.sort(key=lambda f: (-f.max_sequence_number, f.file_name))
 
@@ -118,7 +120,9 @@ class UniversalCompaction:
         if unit is not None:
             return unit
         if len(runs) > self.num_run_trigger:
-            return self._pick_for_size_ratio(max_level, runs, len(runs) - self.num_run_trigger + 1, force=True)
+            return self._pick_for_size_ratio(
+                max_level, runs, len(runs) - self.num_run_trigger + 1, force=True
+            )
         return None
 
     def _pick_for_size_amp(self, max_level: int, runs: Sequence[SortedRun]) -> Optional[CompactUnit]:

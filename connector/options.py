@@ -581,6 +581,8 @@ class CoreOptions:
         "ignore-delete", bool, False, "Ignore delete records.",
         fallback_keys=("first-row.ignore-delete", "deduplicate.ignore-delete",
                        "partial-update.ignore-delete"))
+    IGNORE_UPDATE_BEFORE: ClassVar[ConfigOption[bool]] = _opt(
+        "ignore-update-before", bool, False, "Ignore update-before (-U) records on write.")
     PARTIAL_UPDATE_REMOVE_RECORD_ON_DELETE: ClassVar[ConfigOption[bool]] = _opt(
         "partial-update.remove-record-on-delete", bool, False,
         "Partial-update engine: remove the whole row on -D.", immutable=True)
@@ -989,6 +991,10 @@ class CoreOptions:
     @property
     def ignore_delete(self) -> bool:
         return self.get(self.IGNORE_DELETE)
+
+    @property
+    def ignore_update_before(self) -> bool:
+        return self.get(self.IGNORE_UPDATE_BEFORE)
 
     @property
     def partial_update_remove_record_on_delete(self) -> bool:

@@ -91,7 +91,9 @@ class SplitRead:
         chunks = list(self.iter_file(split, f, system=system, batch_rows=1 << 30))
         return pa.concat_tables(chunks) if len(chunks) != 1 else chunks[0]
 
-    def iter_file(self, split: Split, f: DataFileMeta, *, system: bool, batch_rows: int = 0) -> Iterator[pa.Table]:
+    def iter_file(
+        self, split: Split, f: DataFileMeta, *, system: bool, batch_rows: int = 0
+    ) -> Iterator[pa.Table]:
         """A data file's rows in chunks: system columns (when ``system``) and the read columns,
         evolved to the current schema."""
         path = self.store.data_file_path(split.partition, split.bucket, f.file_name, f.external_path)

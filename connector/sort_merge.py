@@ -82,7 +82,9 @@ def merge_streams(
             run.advance()
         return
     while live:
-        cutoff = min(_key_tuple(r.current, keys, r.current.num_rows - 1) for r in live if r.current is not None)
+        cutoff = min(
+            _key_tuple(r.current, keys, r.current.num_rows - 1) for r in live if r.current is not None
+        )
         taken: list[pa.Table] = []
         for r in live:
             cur = r.current

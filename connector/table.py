@@ -50,7 +50,8 @@ class BatchWriter:
             raise RuntimeError("this writer is closed")
         self._closed = True
         try:
-            self.snapshot_id = self._commit.commit(self._write.prepare_commit())
+            msgs = self._write.prepare_commit()
+            self.snapshot_id = self._commit.commit(msgs, properties=self._write.commit_properties())
         except BaseException:
             self._write.abort()
             raise

@@ -40,6 +40,7 @@ from lakelog.connector.store import TableStore, merge_function_for
 
 __all__ = ["CommitMessage", "TableWrite"]
 
+FULL_COMPACTION_PROPERTY = "lakelog.full-compaction"
 _BUCKET = "__lakelog_bucket"
 _ARRIVAL = "__lakelog_arrival"
 
@@ -97,6 +98,8 @@ class TableWrite:
         self._buckets: dict[tuple[bytes, int], Any] = {}
         self._restored: set[bytes] = set()
         self._spill_dir: Optional[str] = None
+        self._delta_commits: Optional[int] = None
+        self.full_compacted = False  # a full-compaction.delta-commits compaction ran in this commit
 
     # ---- input --------------------------------------------------------------------------------
     def write(self, data: Any) -> None:
@@ -147,6 +150,8 @@ class TableWrite:
         return table
 
     def _append(self, table: pa.Table, kind: int | np.ndarray) -> None:
+        if self.pk and not isinstance(kind, int) or kind in (RowKind.UPDATE_BEFORE, RowKind.DELETE):
+            table, kind = self._drop_ignored_kinds(table, kind)
         if table.num_rows == 0:
             return
         for k in self.pk:
@@ -155,12 +160,30 @@ class TableWrite:
         n = table.num_rows
         kinds = np.full(n, kind, dtype=np.int8) if isinstance(kind, int) else kind
         table = table.append_column(VALUE_KIND, pa.array(kinds, pa.int8()))
-        table = table.append_column(_ARRIVAL, pa.array(np.arange(self._arrival, self._arrival + n, dtype=np.int64)))
+        table = table.append_column(
+            _ARRIVAL, pa.array(np.arange(self._arrival, self._arrival + n, dtype=np.int64))
+        )
         self._arrival += n
         self._buffer.append(table)
         self._buffered_bytes += table.nbytes
         if self._buffered_bytes >= self._write_buffer_size:
             self.flush(spill=self.spillable)
+
+    def _drop_ignored_kinds(
+        self, table: pa.Table, kind: int | np.ndarray
+    ) -> tuple[pa.Table, int | np.ndarray]:
+        """Drop -U rows with ``ignore-update-before`` (and -U/-D with ``ignore-delete``)."""
+        opts = self.store.options
+        ignored = set()
+        if opts.ignore_update_before:
+            ignored.add(RowKind.UPDATE_BEFORE)
+        if opts.ignore_delete:
+            ignored |= {RowKind.UPDATE_BEFORE, RowKind.DELETE}
+        if not ignored:
+            return table, kind
+        kinds = np.full(table.num_rows, kind, dtype=np.int8) if isinstance(kind, int) else kind
+        keep = ~np.isin(kinds, list(ignored))
+        return table.filter(pa.array(keep)), kinds[keep]
 
     # ---- flush ----------------------------------------------------------------------------------
     def flush(self, *, spill: bool = False) -> None:
@@ -216,6 +239,26 @@ class TableWrite:
                 self._buckets[(p, b)] = cls(self, p, b, fs)
         self._restored |= partitions
 
+    def delta_commits_before(self) -> int:
+        """APPEND snapshots since the last one marked as ending a full compaction (for
+        ``full-compaction.delta-commits`` across writers)."""
+        if self._delta_commits is None:
+            sm = self.store.snapshot_manager
+            count = 0
+            latest, earliest = sm.latest_id(), sm.earliest_id()
+            if latest is not None and earliest is not None:
+                for sid in range(latest, earliest - 1, -1):
+                    s = sm.snapshot(sid)
+                    if (s.properties or {}).get(FULL_COMPACTION_PROPERTY) == "true":
+                        break
+                    count += s.commit_kind == "APPEND"
+            self._delta_commits = count
+        return self._delta_commits
+
+    def commit_properties(self) -> Optional[dict[str, str]]:
+        """Snapshot properties for the commit of the last :meth:`prepare_commit`."""
+        return {FULL_COMPACTION_PROPERTY: "true"} if self.full_compacted else None
+
     def spill_dir(self) -> str:
         if self._spill_dir is None:
             self._spill_dir = tempfile.mkdtemp(prefix="lakelog-spill-")
@@ -225,6 +268,8 @@ class TableWrite:
     def prepare_commit(self) -> list[CommitMessage]:
         """Flush, compact as configured, and return one message per bucket with changes."""
         self.flush()
+        self.full_compacted = False
+        self.delta_commits_before()
         msgs = _in_parallel(lambda w: w.prepare_commit(), list(self._buckets.values()))
         return [m for m in msgs if not m.is_empty()]
 
@@ -291,7 +336,9 @@ def _row_kinds_from_field(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int8)
 
 
-def _split_groups(table: pa.Table, partition_keys: Sequence[str]) -> Iterator[tuple[tuple[Any, ...], int, pa.Table]]:
+def _split_groups(
+    table: pa.Table, partition_keys: Sequence[str]
+) -> Iterator[tuple[tuple[Any, ...], int, pa.Table]]:
     """Split a table sorted by (partition..., bucket) into its groups."""
     ends = np.flatnonzero(group_ends(table, list(partition_keys) + [_BUCKET]))
     start = 0
