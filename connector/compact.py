@@ -199,16 +199,14 @@ class BucketCompactor:
             return []
         store = self.store
         read = SplitRead(store, columns=store.key_names)
-        keys = read.read_splits([self._split(rewritten)]) if rewritten else None
-        # keys removed by a delete in the rewritten files also count: read keys without merging
+        # every key the rewritten files hold counts, deleted ones too: read keys without merging
         key_parts = [
             read.read_file(self._split([f]), f, system=True)
             .select([key_column(k) for k in store.key_names])
             .rename_columns(store.key_names)
             for f in rewritten
         ]
-        all_keys = pa.concat_tables(key_parts) if key_parts else keys
-        assert all_keys is not None
+        all_keys = pa.concat_tables(key_parts)
         seq = max(f.max_sequence_number for f in unit.files)
         kv = state_change(
             store,

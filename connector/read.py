@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from lakelog.connector.binary_row import deserialize_row
 from lakelog.connector.data_file import iter_data_file, read_data_file
-from lakelog.connector.kv import SEQUENCE_NUMBER, VALUE_KIND, MergeFunction, key_column
+from lakelog.connector.kv import DEDUPLICATE, SEQUENCE_NUMBER, VALUE_KIND, MergeFunction, key_column
 from lakelog.connector.manifest import DataFileMeta
 from lakelog.connector.scan import Split, referenced_columns
 from lakelog.connector.schema import TableSchema, evolve_table, physical_names
@@ -77,6 +77,10 @@ class SplitRead:
         self._schemas: dict[int, TableSchema] = {self.schema.id: self.schema}
         self.batch_rows = batch_rows
         self.merge_function: MergeFunction = merge_function_for(store)
+        # engines other than plain deduplicate look at more than the key and sequence number
+        # (sequence fields, sequence groups, every aggregated field): merge whole rows, project after
+        plain = self.merge_function is DEDUPLICATE
+        self.merge_read_columns = self.read_columns if plain else list(full.names)
 
     # ---- files ------------------------------------------------------------------------------------
     def _file_schema(self, schema_id: int) -> TableSchema:
@@ -92,24 +96,31 @@ class SplitRead:
         return pa.concat_tables(chunks) if len(chunks) != 1 else chunks[0]
 
     def iter_file(
-        self, split: Split, f: DataFileMeta, *, system: bool, batch_rows: int = 0
+        self,
+        split: Split,
+        f: DataFileMeta,
+        *,
+        system: bool,
+        batch_rows: int = 0,
+        columns: Optional[Sequence[str]] = None,
     ) -> Iterator[pa.Table]:
         """A data file's rows in chunks: system columns (when ``system``) and the read columns,
         evolved to the current schema."""
         path = self.store.data_file_path(split.partition, split.bucket, f.file_name, f.external_path)
         sys_cols = self.key_names + [SEQUENCE_NUMBER, VALUE_KIND] if system else []
         rows = batch_rows or self.batch_rows
+        wanted = list(columns) if columns is not None else self.read_columns
         if f.schema_id == self.schema.id:
             if rows >= f.row_count:
-                yield read_data_file(path, sys_cols + self.read_columns)
+                yield read_data_file(path, sys_cols + wanted)
             else:
-                yield from iter_data_file(path, sys_cols + self.read_columns, rows)
+                yield from iter_data_file(path, sys_cols + wanted, rows)
             return
         file_schema = self._file_schema(f.schema_id)
-        mapping = physical_names(file_schema, self.schema, self.read_columns)
-        phys = [p for p in (mapping[c] for c in self.read_columns) if p is not None]
+        mapping = physical_names(file_schema, self.schema, wanted)
+        phys = [p for p in (mapping[c] for c in wanted) if p is not None]
         for data in iter_data_file(path, sys_cols + phys, rows):
-            values = evolve_table(data.select(phys), file_schema, self.schema, self.read_columns)
+            values = evolve_table(data.select(phys), file_schema, self.schema, wanted)
             for i, c in enumerate(sys_cols):
                 values = values.add_column(i, data.schema.field(c), data.column(c))
             yield values
@@ -128,7 +139,7 @@ class SplitRead:
                 for chunk in self.iter_file(split, sec[0], system=False):
                     yield self._finish(chunk)
                 continue
-            streams = [self.iter_file(split, f, system=True) for f in sec]
+            streams = [self.iter_file(split, f, system=True, columns=self.merge_read_columns) for f in sec]
             for merged in merge_streams(streams, self.key_names, merge=self.merge_function):
                 yield self._finish(merged)
 

@@ -241,7 +241,9 @@ class TableWrite:
 
     def delta_commits_before(self) -> int:
         """APPEND snapshots since the last one marked as ending a full compaction (for
-        ``full-compaction.delta-commits`` across writers)."""
+        ``full-compaction.delta-commits`` across writers); 0 when that option is not set."""
+        if self._delta_commits is None and not self.store.options.full_compaction_delta_commits:
+            self._delta_commits = 0
         if self._delta_commits is None:
             sm = self.store.snapshot_manager
             count = 0
