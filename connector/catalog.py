@@ -13,6 +13,7 @@ from lakelog.connector.errors import (
     DatabaseAlreadyExistsError,
     DatabaseNotEmptyError,
     DatabaseNotFoundError,
+    OptionError,
     PathEscapeError,
     TableAlreadyExistsError,
     TableNotFoundError,
@@ -147,6 +148,11 @@ class Catalog:
         opts = {str(k): str(v) for k, v in (options or {}).items()}
         if primary_key and "bucket" not in opts:
             opts["bucket"] = "1"
+        if primary_key and int(opts["bucket"]) < 1:
+            raise OptionError(
+                f"option 'bucket' = {opts['bucket']}: primary-key tables need a fixed bucket count >= 1 "
+                "(dynamic bucket mode needs a hash index lakelog does not keep)"
+            )
         table_schema = TableSchema.create(
             schema,
             partition_keys=list(partition_by or []),

@@ -12,7 +12,6 @@ import pyarrow as pa
 
 from lakelog.connector.errors import SnapshotNotFoundError
 from lakelog.connector.manifest import ManifestEntry
-from lakelog.connector.partition import partition_path
 from lakelog.connector.snapshot import Snapshot, SnapshotManager, TagManager
 from lakelog.connector.store import TableStore
 
@@ -207,7 +206,7 @@ def files_table(store: TableStore, snapshot: Optional[Snapshot]) -> pa.Table:
         f = e.file
         rows.append(
             {
-                "partition": partition_path(store.schema.partition_keys, store.partition_values(e.partition)),
+                "partition": store.partition_dir(store.partition_values(e.partition)),
                 "bucket": e.bucket,
                 "level": f.level,
                 "file_name": f.file_name,

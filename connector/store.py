@@ -140,9 +140,20 @@ class TableStore:
     def partition_values(self, partition: bytes) -> tuple[Any, ...]:
         return deserialize_row(partition, self.partition_types)
 
+    def partition_dir(self, values: Sequence[Any]) -> str:
+        """The partition's relative directory, spelled as Paimon spells it."""
+        opts = self.options
+        return partition_path(
+            self.schema.partition_keys,
+            values,
+            opts.partition_default_name,
+            types=self.partition_types,
+            legacy_name=opts.get(CoreOptions.PARTITION_LEGACY_NAME),
+        )
+
     def bucket_dir(self, partition: bytes, bucket: int) -> str:
         parts = self.partition_values(partition)
-        rel = partition_path(self.schema.partition_keys, parts, self.options.partition_default_name)
+        rel = self.partition_dir(parts)
         return (
             os.path.join(self.path, rel, f"bucket-{bucket}")
             if rel

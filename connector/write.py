@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from lakelog.connector.arrow_input import conform, to_arrow_table
 from lakelog.connector.binary_row import serialize_row
 from lakelog.connector.bucket import compute_buckets
-from lakelog.connector.errors import InvalidInputError
+from lakelog.connector.errors import InvalidInputError, OptionError
 from lakelog.connector.kv import (
     SEQUENCE_NUMBER,
     VALUE_KIND,
@@ -83,6 +83,12 @@ class TableWrite:
         opts = store.options
         self.num_buckets = opts.bucket
         self.pk = list(self.schema.primary_keys)
+        if self.pk and self.num_buckets < 1:
+            raise OptionError(
+                f"table {store.path} is a primary-key table with bucket = {self.num_buckets} (dynamic or "
+                "postponed bucket mode), which lakelog cannot write: it keeps no hash index. "
+                "Use a fixed 'bucket'."
+            )
         self.keys = store.key_names
         self.partition_keys = list(self.schema.partition_keys)
         self.bucket_keys = list(self.schema.bucket_keys) if self.num_buckets > 0 else []

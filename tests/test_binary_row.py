@@ -421,3 +421,19 @@ def test_decodes_pypaimon_null_non_compact_layout(tmp_path: Path) -> None:
     stats = entry["_FILE"]["_VALUE_STATS"]
     assert deserialize_row(stats["_MIN_VALUES"], types) == (None, None, "a long string value")
     assert deserialize_row(stats["_MAX_VALUES"], types) == (None, None, "another long string")
+
+
+def test_null_nested_fields_encode_as_null_bits() -> None:
+    # value statistics of ARRAY / MAP / ROW columns are null; the row must still encode (interop finding)
+    nested = [
+        DataType("ARRAY", element=DataType("INT")),
+        DataType("MAP", key=STRING, value=DataType("BIGINT")),
+        DataType("ROW", fields=(DataField(0, "a", DataType("INT")),)),
+    ]
+    types = [DataType("BIGINT"), *nested]
+    data = serialize_row([7, None, None, None], types)
+    assert len(data) == 4 + 8 + 4 * 8
+    assert data[4 + 1] == 0b1110  # null bits of fields 1..3 (bit index = field + 8)
+    assert deserialize_row(data, types) == (7, None, None, None)
+    with pytest.raises(SchemaError, match="ARRAY"):
+        serialize_row([7, [1], None, None], types)
