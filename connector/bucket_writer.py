@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from lakelog.connector.changelog import state_change, write_changelog
-from lakelog.connector.compact import BucketCompactor, CompactResult, data_writer, num_levels
+from lakelog.connector.compact import BucketCompactor, CompactResult, num_levels
 from lakelog.connector.kv import SEQUENCE_NUMBER, key_column
 from lakelog.connector.lsm import Levels
 from lakelog.connector.manifest import DataFileMeta
@@ -64,7 +64,7 @@ class KeyValueBucketWriter:
             self._write_level0(merged)
 
     def _write_level0(self, sorted_run: pa.Table | Iterator[pa.Table]) -> None:
-        writer = data_writer(self.store, self.partition, self.bucket).rolling(level=0)
+        writer = self.store.file_writer(self.partition, self.bucket).rolling(level=0)
         try:
             if isinstance(sorted_run, pa.Table):
                 writer.write(sorted_run)
@@ -196,7 +196,7 @@ class AppendBucketWriter:
     def add(self, group: pa.Table, *, spill: bool) -> None:
         del spill  # append rows need no merge: the buffer is written out directly
         out = group.select(self.tw.arrow_schema.names)
-        files = data_writer(self.store, self.partition, self.bucket).write(out, level=0)
+        files = self.store.file_writer(self.partition, self.bucket).write(out, level=0)
         for m in files:
             m.min_sequence_number = self.next_seq
             m.max_sequence_number = self.next_seq + m.row_count - 1

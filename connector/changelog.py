@@ -18,12 +18,11 @@ from typing import Optional
 import numpy as np
 import pyarrow as pa
 
-from lakelog.connector.data_file import DataFileWriter
 from lakelog.connector.diff import diff_by_key, semi_join
 from lakelog.connector.kv import SEQUENCE_NUMBER, VALUE_KIND, RowKind, key_column
 from lakelog.connector.manifest import DataFileMeta
 from lakelog.connector.scan import Split
-from lakelog.connector.store import TableStore, file_schema
+from lakelog.connector.store import TableStore
 
 __all__ = [
     "CHANGELOG_PREFIX",
@@ -37,24 +36,6 @@ __all__ = [
 
 CHANGELOG_PREFIX = "changelog-"
 ROWKIND_COLUMN = "rowkind"
-
-
-def changelog_writer(store: TableStore, partition: bytes, bucket: int) -> DataFileWriter:
-    opts = store.options
-    schema = store.schema
-    return DataFileWriter(
-        bucket_dir=store.bucket_dir(partition, bucket),
-        schema_id=schema.id,
-        key_columns=[key_column(k) for k in store.key_names],
-        key_types=store.key_types,
-        value_columns=[f.name for f in schema.fields],
-        value_types=[f.type for f in schema.fields],
-        compression=opts.file_compression,
-        compression_level=opts.file_compression_zstd_level if opts.file_compression == "zstd" else None,
-        target_file_size=opts.target_file_size,
-        file_prefix=CHANGELOG_PREFIX,
-        file_schema=file_schema(store),
-    )
 
 
 def to_kv_layout(store: TableStore, rows: pa.Table, kinds: np.ndarray, seq: np.ndarray | int) -> pa.Table:
@@ -79,7 +60,7 @@ def write_changelog(
 ) -> list[DataFileMeta]:
     if kv_rows.num_rows == 0:
         return []
-    return changelog_writer(store, partition, bucket).write(kv_rows, level=0)
+    return store.file_writer(partition, bucket, prefix=CHANGELOG_PREFIX).write(kv_rows, level=0)
 
 
 def keyed_state(

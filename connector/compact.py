@@ -17,7 +17,6 @@ import pyarrow as pa
 from lakelog.connector.binary_row import deserialize_row
 from lakelog.connector.changelog import state_change, write_changelog
 from lakelog.connector.commit import TableCommit
-from lakelog.connector.data_file import DataFileWriter
 from lakelog.connector.kv import SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.lsm import CompactUnit, Levels, UniversalCompaction, full_unit
 from lakelog.connector.manifest import DataFileMeta
@@ -25,7 +24,7 @@ from lakelog.connector.options import ChangelogProducer
 from lakelog.connector.read import SplitRead, sections
 from lakelog.connector.scan import Split, plan_splits
 from lakelog.connector.sort_merge import merge_streams
-from lakelog.connector.store import TableStore, file_schema, merge_function_for
+from lakelog.connector.store import TableStore, merge_function_for
 from lakelog.connector.write import CommitMessage
 
 __all__ = [
@@ -35,7 +34,6 @@ __all__ = [
     "CompactResult",
     "num_levels",
     "max_level",
-    "data_writer",
 ]
 
 Progress = Callable[[int, int], None]
@@ -48,23 +46,6 @@ def num_levels(store: TableStore) -> int:
 
 def max_level(store: TableStore) -> int:
     return num_levels(store) - 1
-
-
-def data_writer(store: TableStore, partition: bytes, bucket: int) -> DataFileWriter:
-    opts = store.options
-    schema = store.schema
-    return DataFileWriter(
-        bucket_dir=store.bucket_dir(partition, bucket),
-        schema_id=schema.id,
-        key_columns=[key_column(k) for k in store.key_names],
-        key_types=store.key_types,
-        value_columns=[f.name for f in schema.fields],
-        value_types=[f.type for f in schema.fields],
-        compression=opts.file_compression,
-        compression_level=opts.file_compression_zstd_level if opts.file_compression == "zstd" else None,
-        target_file_size=opts.target_file_size_for(bool(schema.primary_keys)),
-        file_schema=file_schema(store),
-    )
 
 
 @dataclass
@@ -165,7 +146,7 @@ class BucketCompactor:
         store = self.store
         read = SplitRead(store)
         split = self._split(files)
-        writer = data_writer(store, self.partition, self.bucket).rolling(level=level, file_source=1)
+        writer = store.file_writer(self.partition, self.bucket).rolling(level=level, file_source=1)
         try:
             if self.primary_key:
                 keys = [key_column(k) for k in store.key_names]

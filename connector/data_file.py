@@ -281,31 +281,31 @@ class RollingFileWriter:
         self.files = []
 
 
-def read_data_file(path: str, columns: Optional[Sequence[str]] = None) -> pa.Table:
-    """Read a Parquet data file; a missing or undecodable file raises an error naming it."""
+@contextlib.contextmanager
+def _named_errors(path: str) -> Iterator[None]:
+    """Turn a failed read into MissingFileError or CorruptFileError naming the file."""
     try:
-        return pq.read_table(path, columns=list(columns) if columns is not None else None, use_threads=False)
+        yield
     except FileNotFoundError:
         raise MissingFileError(f"data file referenced by the snapshot is missing: {path}") from None
     except (pa.ArrowInvalid, OSError) as e:
         if not os.path.exists(path):
             raise MissingFileError(f"data file referenced by the snapshot is missing: {path}") from None
         raise CorruptFileError(f"cannot read data file {path}: {e}") from e
+
+
+def read_data_file(path: str, columns: Optional[Sequence[str]] = None) -> pa.Table:
+    """Read a Parquet data file; a missing or undecodable file raises an error naming it."""
+    with _named_errors(path):
+        return pq.read_table(path, columns=list(columns) if columns is not None else None, use_threads=False)
 
 
 def iter_data_file(
     path: str, columns: Optional[Sequence[str]] = None, batch_rows: int = 65536
 ) -> Iterator[pa.Table]:
     """Read a Parquet data file in chunks of about ``batch_rows`` rows (bounded memory)."""
-    try:
+    with _named_errors(path):
         f = pq.ParquetFile(path)
-        for batch in f.iter_batches(
-            batch_size=batch_rows, columns=list(columns) if columns is not None else None
-        ):
+        cols = list(columns) if columns is not None else None
+        for batch in f.iter_batches(batch_size=batch_rows, columns=cols):
             yield pa.Table.from_batches([batch])
-    except FileNotFoundError:
-        raise MissingFileError(f"data file referenced by the snapshot is missing: {path}") from None
-    except (pa.ArrowInvalid, OSError) as e:
-        if not os.path.exists(path):
-            raise MissingFileError(f"data file referenced by the snapshot is missing: {path}") from None
-        raise CorruptFileError(f"cannot read data file {path}: {e}") from e

@@ -12,6 +12,7 @@ from typing import Any, Optional
 import pyarrow as pa
 
 from lakelog.connector.binary_row import deserialize_row
+from lakelog.connector.data_file import DataFileWriter
 from lakelog.connector.fileio import FileIO
 from lakelog.connector.kv import DEDUPLICATE, SEQUENCE_NUMBER, VALUE_KIND, MergeFunction, key_column
 from lakelog.connector.manifest import (
@@ -158,6 +159,24 @@ class TableStore:
             os.path.join(self.path, rel, f"bucket-{bucket}")
             if rel
             else os.path.join(self.path, f"bucket-{bucket}")
+        )
+
+    def file_writer(self, partition: bytes, bucket: int, *, prefix: str = "data-") -> DataFileWriter:
+        """How this table writes data (or, with ``prefix="changelog-"``, changelog) files of a bucket."""
+        opts = self.options
+        schema = self.schema
+        return DataFileWriter(
+            bucket_dir=self.bucket_dir(partition, bucket),
+            schema_id=schema.id,
+            key_columns=[key_column(k) for k in self.key_names],
+            key_types=self.key_types,
+            value_columns=[f.name for f in schema.fields],
+            value_types=[f.type for f in schema.fields],
+            compression=opts.file_compression,
+            compression_level=opts.file_compression_zstd_level if opts.file_compression == "zstd" else None,
+            target_file_size=opts.target_file_size_for(bool(schema.primary_keys)),
+            file_prefix=prefix,
+            file_schema=file_schema(self),
         )
 
     def data_file_path(
