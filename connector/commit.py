@@ -48,6 +48,9 @@ class TableCommit:
     def __init__(self, store: TableStore, commit_user: Optional[str] = None) -> None:
         self.store = store
         self.commit_user = commit_user or str(uuid.uuid4())
+        # set by commit(): True when the appended files committed but the compaction did not; a
+        # long-lived writer must then reload its levels from the table
+        self.compaction_discarded = False
 
     def commit(
         self,
@@ -71,11 +74,33 @@ class TableCommit:
             return done
         appends, compacts = _split(messages)
         last: Optional[int] = None
+        self.compaction_discarded = False
         if appends.entries or appends.changelog:
             last = self._commit_delta(appends, commit_identifier, properties)
         if compacts.entries or compacts.changelog:
-            last = self._commit_delta(compacts, commit_identifier, properties)
+            try:
+                last = self._commit_delta(compacts, commit_identifier, properties)
+            except CommitConflictError:
+                if last is None:
+                    raise
+                # The new files are committed; only the compaction lost a race (another compaction
+                # removed its input files). Drop its output: the data stays as committed.
+                log.warning(
+                    "compaction of %s conflicted and was dropped; the appended data is committed",
+                    self.store.path,
+                )
+                self._discard_compaction(messages)
+                self.compaction_discarded = True
         return last
+
+    def _discard_compaction(self, messages: Sequence[CommitMessage]) -> None:
+        """Delete the files that uncommitted compaction results wrote (never an upgraded input)."""
+        store = self.store
+        for m in messages:
+            inputs = {f.file_name for f in m.compact_before}
+            for f in m.compact_after + m.compact_changelog_files:
+                if f.file_name not in inputs:
+                    store.file_io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))
 
     def _find_committed(self, identifier: int) -> Optional[int]:
         if identifier == BATCH_COMMIT_IDENTIFIER:
@@ -146,8 +171,11 @@ class TableCommit:
         raise CommitConflictError(f"gave up committing to {store.path} after {_MAX_RETRIES} attempts")
 
     def _check_deletes_are_live(self, latest: Optional[Snapshot], deleted: list[ManifestEntry]) -> None:
-        live = {(e.partition, e.bucket, e.file.file_name) for e in self.store.live_entries(latest)}
-        gone = [e.file.file_name for e in deleted if (e.partition, e.bucket, e.file.file_name) not in live]
+        # a file counts as live on its level only: an upgrade to another level is a change too
+        live = {(e.partition, e.bucket, e.file.level, e.file.file_name) for e in self.store.live_entries(latest)}
+        gone = [
+            e.file.file_name for e in deleted if (e.partition, e.bucket, e.file.level, e.file.file_name) not in live
+        ]
         if gone:
             raise CommitConflictError(
                 f"commit to {self.store.path} would delete file(s) {gone[:5]} that are no longer in the "

@@ -118,3 +118,26 @@ def test_recommitting_the_same_identifier_is_skipped(catalog: lakelog.Catalog) -
         ("flink-job-1", 7),
         ("flink-job-1", 8),
     ]
+
+
+def test_writer_compaction_losing_a_race_keeps_the_appended_data(catalog: lakelog.Catalog) -> None:
+    t = catalog.create_table(
+        "db.r",
+        ORDERS,
+        primary_key=["dt", "id"],
+        options={"bucket": "1", "num-sorted-run.compaction-trigger": "2", "compaction.max-size-amplification-percent": "10"},
+    )
+    t.write(pa.table({"dt": ["a"] * 2, "id": [1, 2], "name": ["x", "x"], "amount": [1.0, 1.0]}, schema=ORDERS))
+    store = t.store
+    w = TableWrite(store)
+    w.write(pa.table({"dt": ["a"], "id": [3], "name": ["y"], "amount": [2.0]}, schema=ORDERS))
+    msgs = w.prepare_commit()  # two runs: the writer compacted the committed file with its new one
+    assert any(m.compact_before for m in msgs)
+    assert t.compact(full=True) is not None  # meanwhile a dedicated compaction removes that file
+    committer = TableCommit(store)
+    sid = committer.commit(msgs)
+    assert committer.compaction_discarded
+    assert t.snapshot(sid).commit_kind == "APPEND"
+    assert sorted(t.to_arrow().column("id").to_pylist()) == [1, 2, 3]
+    t.remove_orphan_files(older_than_seconds=0)  # the dropped compaction output is gone, data stays
+    assert sorted(t.to_arrow().column("id").to_pylist()) == [1, 2, 3]
