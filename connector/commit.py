@@ -172,9 +172,13 @@ class TableCommit:
 
     def _check_deletes_are_live(self, latest: Optional[Snapshot], deleted: list[ManifestEntry]) -> None:
         # a file counts as live on its level only: an upgrade to another level is a change too
-        live = {(e.partition, e.bucket, e.file.level, e.file.file_name) for e in self.store.live_entries(latest)}
+        live = {
+            (e.partition, e.bucket, e.file.level, e.file.file_name) for e in self.store.live_entries(latest)
+        }
         gone = [
-            e.file.file_name for e in deleted if (e.partition, e.bucket, e.file.level, e.file.file_name) not in live
+            e.file.file_name
+            for e in deleted
+            if (e.partition, e.bucket, e.file.level, e.file.file_name) not in live
         ]
         if gone:
             raise CommitConflictError(
