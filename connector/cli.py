@@ -147,7 +147,7 @@ def cmd_expire(args: argparse.Namespace) -> int:
 def cmd_compact(args: argparse.Namespace) -> int:
     t = _catalog(args).get_table(_table_arg(args))
     bar = ProgressBar(f"compacting {t.identifier}") if sys.stderr.isatty() or args.progress else None
-    sid = t.compact(full=True, progress=bar)
+    sid = t.compact(full=not args.universal, progress=bar)
     print(f"compaction committed snapshot {sid}" if sid else "nothing to compact")
     return 0
 
@@ -184,8 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--orphans", action="store_true", help="also remove orphan files")
     s.add_argument("--orphan-age-seconds", type=float, default=86400.0)
     s.set_defaults(func=cmd_expire)
-    s = sub.add_parser("compact", help="full compaction of every bucket")
+    s = sub.add_parser("compact", help="full compaction of every bucket (or universal compaction)")
     with_table(s)
+    s.add_argument(
+        "--universal",
+        action="store_true",
+        help="only what universal compaction picks (for tables written by write-only jobs)",
+    )
     s.add_argument(
         "--progress", action="store_true", help="show the progress bar even when not on a terminal"
     )

@@ -184,3 +184,15 @@ def test_projection_reads_what_the_merge_engine_needs(catalog: lakelog.Catalog) 
     assert t.to_arrow(columns=["id"]).column("id").to_pylist() == [1, 2]
     assert t.to_arrow(columns=["v"]).column("v").to_pylist() == [10, 20]
     assert t.to_arrow(columns=["v"], filter=pc.field("id") == 1).column("v").to_pylist() == [10]
+
+
+def test_cli_universal_compaction_for_write_only_tables(catalog: lakelog.Catalog, warehouse: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from lakelog.connector.cli import main
+
+    t = catalog.create_table("db.cli", SCHEMA, primary_key=["id"], options={"bucket": "1", "write-only": "true"})
+    rng = np.random.default_rng(5)
+    for _ in range(8):
+        t.write(_batch(rng, 50, 300))
+    assert main(["--warehouse", warehouse, "compact", "--universal", "--table", "db.cli"]) == 0
+    assert "compaction committed snapshot" in capsys.readouterr().out
+    assert _max_runs(t) <= 5 and {f["level"] for f in t.files().to_pylist()} != {0}
