@@ -348,7 +348,7 @@ def test_row_deduplicate(tmp_path: Path, name: str, producer: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(2))
 @pytest.mark.parametrize("name,producer", CASES)
 def test_engine_model_slow(tmp_path: Path, name: str, producer: str, seed: int) -> None:
     run_model(tmp_path / str(seed), name, producer, seed=100 + seed, steps=40, nkeys=12)
