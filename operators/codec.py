@@ -1,0 +1,212 @@
+"""Explicit JSON codec for commit messages travelling through the sink's commit channel.
+
+Nothing read back from disk is ever unpickled: a committable is a JSON object whose byte fields are
+base64 strings, decoded field by field into :class:`CommitMessage` / :class:`DataFileMeta`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from lakelog.connector.errors import CorruptFileError
+from lakelog.connector.manifest import DataFileMeta, SimpleStats
+from lakelog.connector.write import CommitMessage
+
+__all__ = ["Committable", "encode_committable", "decode_committable", "message_to_dict", "message_from_dict"]
+
+CODEC_VERSION = 1
+
+_FILE_LISTS = ("new_files", "changelog_files", "compact_before", "compact_after", "compact_changelog_files")
+_INT_FIELDS = (
+    "file_size",
+    "row_count",
+    "min_sequence_number",
+    "max_sequence_number",
+    "schema_id",
+    "level",
+)
+_OPT_INT_FIELDS = ("creation_time_millis", "delete_row_count", "file_source", "first_row_id")
+_OPT_STR_LIST_FIELDS = ("value_stats_cols", "write_cols")
+
+
+@dataclass
+class Committable:
+    """One writer flush: a unique id, the writer key it came from, and its commit messages."""
+
+    id: str
+    key: str
+    messages: list[CommitMessage]
+    properties: Optional[dict[str, str]] = None
+
+
+def _b64(data: Optional[bytes]) -> Optional[str]:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: Any, what: str) -> bytes:
+    if not isinstance(text, str):
+        raise CorruptFileError(
+            f"committable field {what!r}: expected a base64 string, got {type(text).__name__}"
+        )
+    try:
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    except (ValueError, UnicodeEncodeError) as exc:
+        raise CorruptFileError(f"committable field {what!r}: bad base64: {exc}") from exc
+
+
+def _stats_to_dict(s: SimpleStats) -> dict[str, Any]:
+    return {
+        "min": _b64(s.min_values),
+        "max": _b64(s.max_values),
+        "nulls": None if s.null_counts is None else [None if n is None else int(n) for n in s.null_counts],
+    }
+
+
+def _stats_from_dict(d: Any, what: str) -> SimpleStats:
+    if not isinstance(d, dict):
+        raise CorruptFileError(f"committable field {what!r}: expected an object")
+    nulls = d.get("nulls")
+    return SimpleStats(
+        _unb64(d.get("min"), what + ".min"),
+        _unb64(d.get("max"), what + ".max"),
+        None if nulls is None else [None if n is None else _int(n, what + ".nulls") for n in nulls],
+    )
+
+
+def _int(v: Any, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise CorruptFileError(f"committable field {what!r}: expected an integer, got {v!r}")
+    return v
+
+
+def file_to_dict(f: DataFileMeta) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "file_name": f.file_name,
+        "min_key": _b64(f.min_key),
+        "max_key": _b64(f.max_key),
+        "key_stats": _stats_to_dict(f.key_stats),
+        "value_stats": _stats_to_dict(f.value_stats),
+        "extra_files": list(f.extra_files),
+        "embedded_file_index": _b64(f.embedded_file_index),
+        "external_path": f.external_path,
+        "write_cols_sequences": None if f.write_cols_sequences is None else list(f.write_cols_sequences),
+    }
+    for name in _INT_FIELDS + _OPT_INT_FIELDS:
+        d[name] = getattr(f, name)
+    for name in _OPT_STR_LIST_FIELDS:
+        v = getattr(f, name)
+        d[name] = None if v is None else list(v)
+    return d
+
+
+def file_from_dict(d: Any) -> DataFileMeta:
+    if not isinstance(d, dict) or not isinstance(d.get("file_name"), str):
+        raise CorruptFileError("committable: a data file entry lacks 'file_name'")
+    name = d["file_name"]
+    ints = {k: _int(d.get(k), f"{name}.{k}") for k in _INT_FIELDS}
+    opt_ints = {k: None if d.get(k) is None else _int(d[k], f"{name}.{k}") for k in _OPT_INT_FIELDS}
+    lists = {k: None if d.get(k) is None else [str(x) for x in d[k]] for k in _OPT_STR_LIST_FIELDS}
+    seqs = d.get("write_cols_sequences")
+    efi = d.get("embedded_file_index")
+    return DataFileMeta(
+        file_name=name,
+        file_size=ints["file_size"],
+        row_count=ints["row_count"],
+        min_key=_unb64(d.get("min_key"), f"{name}.min_key"),
+        max_key=_unb64(d.get("max_key"), f"{name}.max_key"),
+        key_stats=_stats_from_dict(d.get("key_stats"), f"{name}.key_stats"),
+        value_stats=_stats_from_dict(d.get("value_stats"), f"{name}.value_stats"),
+        min_sequence_number=ints["min_sequence_number"],
+        max_sequence_number=ints["max_sequence_number"],
+        schema_id=ints["schema_id"],
+        level=ints["level"],
+        extra_files=[str(x) for x in d.get("extra_files") or []],
+        creation_time_millis=opt_ints["creation_time_millis"],
+        delete_row_count=opt_ints["delete_row_count"],
+        embedded_file_index=None if efi is None else _unb64(efi, f"{name}.embedded_file_index"),
+        file_source=opt_ints["file_source"],
+        value_stats_cols=lists["value_stats_cols"],
+        external_path=None if d.get("external_path") is None else str(d["external_path"]),
+        first_row_id=opt_ints["first_row_id"],
+        write_cols=lists["write_cols"],
+        write_cols_sequences=None
+        if seqs is None
+        else [_int(x, f"{name}.write_cols_sequences") for x in seqs],
+    )
+
+
+def message_to_dict(m: CommitMessage) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "partition": _b64(m.partition),
+        "bucket": m.bucket,
+        "total_buckets": m.total_buckets,
+    }
+    for name in _FILE_LISTS:
+        d[name] = [file_to_dict(f) for f in getattr(m, name)]
+    return d
+
+
+def message_from_dict(d: Any) -> CommitMessage:
+    if not isinstance(d, dict):
+        raise CorruptFileError("committable: a commit message is not an object")
+    lists: dict[str, list[DataFileMeta]] = {}
+    for name in _FILE_LISTS:
+        entries = d.get(name) or []
+        if not isinstance(entries, list):
+            raise CorruptFileError(f"committable field {name!r}: expected a list")
+        lists[name] = [file_from_dict(e) for e in entries]
+    return CommitMessage(
+        partition=_unb64(d.get("partition"), "partition"),
+        bucket=_int(d.get("bucket"), "bucket"),
+        total_buckets=_int(d.get("total_buckets"), "total_buckets"),
+        **lists,
+    )
+
+
+def encode_committable(c: Committable) -> str:
+    """One line of JSON (no newlines inside)."""
+    return json.dumps(
+        {
+            "v": CODEC_VERSION,
+            "id": c.id,
+            "key": c.key,
+            "properties": c.properties,
+            "messages": [message_to_dict(m) for m in c.messages],
+        },
+        separators=(",", ":"),
+    )
+
+
+def decode_committable(line: str) -> Committable:
+    try:
+        d = json.loads(line)
+    except ValueError as exc:
+        raise CorruptFileError(f"committable is not JSON: {exc}") from exc
+    if not isinstance(d, dict) or d.get("v") != CODEC_VERSION:
+        raise CorruptFileError(
+            f"committable has unknown codec version {d.get('v') if isinstance(d, dict) else d!r}"
+        )
+    if not isinstance(d.get("id"), str) or not isinstance(d.get("messages"), list):
+        raise CorruptFileError("committable lacks 'id' or 'messages'")
+    props = d.get("properties")
+    if props is not None and not (
+        isinstance(props, dict) and all(isinstance(v, str) for v in props.values())
+    ):
+        raise CorruptFileError("committable 'properties' must map strings to strings")
+    return Committable(
+        id=d["id"],
+        key=str(d.get("key", "")),
+        messages=[message_from_dict(m) for m in d["messages"]],
+        properties=props,
+    )
+
+
+def merge_properties(committables: Sequence[Committable]) -> Optional[dict[str, str]]:
+    props: dict[str, str] = {}
+    for c in committables:
+        props.update(c.properties or {})
+    return props or None
