@@ -24,7 +24,6 @@ __all__ = [
     "sort_indices",
     "group_ends",
     "deduplicate_sorted",
-    "merge_runs",
     "merge_sorted",
     "rows_differ_pairwise",
     "MergeFunction",
@@ -214,30 +213,6 @@ def _deduplicate_int_key(table: pa.Table, key: str) -> pa.Table | None:
     last = np.ones(len(ks), dtype=bool)
     last[:-1] = ~same_as_next
     return table.take(pa.array(order[last]))
-
-
-def merge_runs(
-    runs: Sequence[pa.Table],
-    keys: Sequence[str],
-    *,
-    merge: MergeFunction = DEDUPLICATE,
-    drop_deletes: bool = True,
-) -> pa.Table:
-    """Merge sorted runs of one bucket with a merge engine.
-
-    ``runs`` hold ``keys``, ``_SEQUENCE_NUMBER`` and ``_VALUE_KIND``. The result is sorted by key
-    and holds one row per key; with ``drop_deletes``, no row whose result kind is ``-U`` or ``-D``.
-    """
-    tables = [r for r in runs if r.num_rows]
-    if not tables:
-        return runs[0].slice(0, 0) if runs else pa.table({})
-    if len(tables) == 1:
-        table = tables[0]  # one sorted run holds each key once, already merged
-    else:
-        table = merge_sorted(pa.concat_tables(tables, promote_options="default"), keys, merge)
-    if drop_deletes:
-        table = drop_retractions(table)
-    return table
 
 
 def drop_retractions(table: pa.Table) -> pa.Table:

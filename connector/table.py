@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -308,8 +307,6 @@ class Table:
         self._store.schema = new
         return self
 
-    def new_commit_user(self) -> str:
-        return str(uuid.uuid4())
 
 
 def _to_millis(ts: Any) -> int:

@@ -9,7 +9,6 @@ bucket, key, arrival), and the merge engine combines neighbouring rows. Python l
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -374,6 +373,3 @@ def merge_group(
     merged = merge_sorted(raw, [key_column(k) for k in keys], merge)
     return raw, merged
 
-
-def spill_path(directory: str, partition: bytes, bucket: int, n: int) -> str:
-    return os.path.join(directory, f"{abs(hash(partition))}-{bucket}-{n}.arrow")
