@@ -167,6 +167,10 @@ def _make_writer(
             self.buffer_limit = int(self.store.options.write_buffer_size)
             self.writes: dict[str, Any] = {}
             self.sizes: dict[str, int] = {}
+            # BATCH mode: PyFlink's batch state backend keeps keyed state for the current key only,
+            # and keys need not arrive sorted, so rows wait in memory per key (a failed batch job
+            # reruns as a whole; nothing needs to survive a restart)
+            self.pending_rows: dict[str, list[Any]] = {}
             self.armed: set[str] = set()
             self.buf = runtime_context.get_list_state(
                 ListStateDescriptor("buf", _assigned_row_type(self.arrow_schema))
@@ -180,7 +184,10 @@ def _make_writer(
 
         def process_element(self, value: Any, ctx: Any) -> Iterator[str]:
             key = value[0]
-            self.buf.add(value)
+            if batch:
+                self.pending_rows.setdefault(key, []).append(value)
+            else:
+                self.buf.add(value)
             if key not in self.armed:
                 ts = ctx.timer_service()
                 ts.register_event_time_timer(END_OF_INPUT)
@@ -207,7 +214,7 @@ def _make_writer(
                 from lakelog.connector.store import TableStore
                 from lakelog.connector.write import TableWrite
 
-                last = self.last_id.value()
+                last = None if batch else self.last_id.value()
                 if last:
                     _wait_committed(self.store, commit_user, last, wait_s)
                 w = TableWrite(TableStore(table_path), write_only=write_only)
@@ -215,8 +222,11 @@ def _make_writer(
             return w
 
         def _flush(self, key: str) -> Iterator[str]:
-            rows = list(self.buf.get() or [])
-            self.buf.clear()
+            if batch:
+                rows = self.pending_rows.pop(key, [])
+            else:
+                rows = list(self.buf.get() or [])
+                self.buf.clear()
             self.sizes.pop(key, None)
             if not rows:
                 return
