@@ -153,7 +153,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lakelog", description="lakelog tables on a local warehouse")
+    p = argparse.ArgumentParser(
+        prog="lakelog",
+        description="lakelog tables on a local warehouse ('lakelog sql -f script.sql' runs Flink SQL)",
+    )
     p.add_argument(
         "--warehouse", default=os.environ.get("LAKELOG_WAREHOUSE"), help="warehouse path or file:// URI"
     )
@@ -201,6 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from lakelog.connector.errors import LakelogError
 
+    rest = list(sys.argv[1:] if argv is None else argv)
+    if rest[:1] == ["sql"]:  # Flink SQL scripts: lakelog sql -f script.sql (needs the flink extra)
+        from lakelog.jobs.sql import main as sql_main
+
+        return sql_main(rest[1:])
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

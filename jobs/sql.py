@@ -1,0 +1,691 @@
+"""Flink SQL over lakelog tables, without a Java connector factory.
+
+Python cannot register a Flink ``DynamicTableFactory``, so :class:`LakelogSql` wraps a
+``StreamTableEnvironment`` and handles the statements that touch lakelog itself:
+
+* ``CREATE TABLE t (...) WITH ('connector'='lakelog', 'path'='<wh>/<db>.db/<t>', <table options>)``
+  and any ``CREATE TABLE`` inside a lakelog catalog: Flink keeps the DDL; the wrapper validates it
+  (types, options, keys) and creates the physical table when it does not exist. Bad DDL is dropped
+  again and raises before any job runs.
+* ``CREATE CATALOG c WITH ('type'='lakelog', 'warehouse'='...')``: an in-memory Flink catalog that
+  mirrors the warehouse's databases and tables; ``USE CATALOG c`` and ``CREATE DATABASE`` work.
+* Queries (``SELECT``/``WITH``, and the source side of ``INSERT``): every lakelog table after
+  ``FROM``/``JOIN`` (with its ``/*+ OPTIONS(...) */`` hint, or ``t$snapshots``, ``t$files``,
+  ``t$options``, ``t$audit_log``) is replaced by a temporary view over
+  :func:`lakelog.operators.source.read_lakelog_table` (or over the system table's rows).
+* ``INSERT INTO <lakelog table> ...``: the query is cast to the table's columns and written with
+  :func:`lakelog.operators.sink.sink_to_lakelog`; the job runs at once.
+* ``SET 'execution.runtime-mode' = 'batch'|'streaming'`` (and any other ``SET``); everything else
+  goes to Flink unchanged.
+
+Run a script: ``python -m lakelog.jobs.sql -f script.sql`` or ``flink run -py jobs/sql.py -- -f script.sql``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import pyarrow as pa
+
+from lakelog.connector.errors import LakelogError, OptionError, SchemaError
+
+__all__ = ["split_statements", "LakelogSql", "main", "SYSTEM_TABLES"]
+
+SYSTEM_TABLES = ("snapshots", "files", "options", "audit_log")
+_LAKELOG_KEYS = ("connector", "path")
+
+
+# ---- lexing -------------------------------------------------------------------------------------------
+@dataclass
+class _Tok:
+    kind: str  # 'id', 'qid' (backticked), 'str', 'num', 'hint', 'sym', 'ws', 'comment'
+    text: str
+    start: int
+    end: int
+
+
+_LEX = re.compile(
+    r"(?P<ws>\s+)|(?P<hint>/\*\+.*?\*/)|(?P<comment>/\*.*?\*/|--[^\n]*)|(?P<str>'(?:[^']|'')*')"
+    r"|(?P<dq>\"(?:[^\"]|\"\")*\")|(?P<qid>`(?:[^`]|``)*`)|(?P<id>[A-Za-z_][\w$]*)|(?P<num>\d+(?:\.\d*)?)"
+    r"|(?P<sym>.)",
+    re.S,
+)
+
+
+def _lex(text: str) -> Iterator[_Tok]:
+    pos = 0
+    while pos < len(text):
+        m = _LEX.match(text, pos)
+        if m is None:  # an unterminated quote or comment: the rest is one token
+            yield _Tok("sym", text[pos:], pos, len(text))
+            return
+        kind = m.lastgroup or "sym"
+        yield _Tok("str" if kind == "dq" else kind, m.group(), pos, m.end())
+        pos = m.end()
+
+
+def split_statements(text: str) -> list[str]:
+    """Statements of a script, split on ``;`` outside quotes, identifiers and comments."""
+    out: list[str] = []
+    start = 0
+    for tok in _lex(text):
+        if tok.kind == "sym" and tok.text == ";":
+            out.append(text[start : tok.start])
+            start = tok.end
+    out.append(text[start:])
+    cleaned = []
+    for s in out:
+        if any(t.kind not in ("ws", "comment") for t in _lex(s)):
+            cleaned.append(s.strip())
+    return cleaned
+
+
+def _words(stmt: str) -> list[str]:
+    return [t.text.upper() for t in _lex(stmt) if t.kind == "id"][:4]
+
+
+def _unquote(tok: str) -> str:
+    if tok.startswith("`"):
+        return tok[1:-1].replace("``", "`")
+    return tok
+
+
+def _parse_kv_list(text: str) -> dict[str, str]:
+    """``'k' = 'v', 'k2' = 'v2'`` -> dict."""
+    strs = [t.text for t in _lex(text) if t.kind == "str"]
+    if len(strs) % 2:
+        raise OptionError(f"cannot parse options {text!r}: expected 'key' = 'value' pairs")
+    vals = [s[1:-1].replace("''", "'") for s in strs]
+    return dict(zip(vals[0::2], vals[1::2]))
+
+
+def _with_clause(stmt: str) -> dict[str, str]:
+    m = re.search(r"\bWITH\s*\((.*)\)\s*$", stmt, re.I | re.S)
+    return _parse_kv_list(m.group(1)) if m else {}
+
+
+_CLAUSE_END = {
+    "WHERE",
+    "GROUP",
+    "ORDER",
+    "LIMIT",
+    "HAVING",
+    "ON",
+    "UNION",
+    "SELECT",
+    "WINDOW",
+    "EXCEPT",
+    "INTERSECT",
+    "MATCH_RECOGNIZE",
+    "USING",
+    "OFFSET",
+    "FETCH",
+    "QUALIFY",
+}
+_NOT_ALIAS = _CLAUSE_END | {
+    "JOIN",
+    "LEFT",
+    "RIGHT",
+    "FULL",
+    "INNER",
+    "CROSS",
+    "OUTER",
+    "AS",
+    "FOR",
+    "NATURAL",
+}
+
+
+# ---- the wrapper -----------------------------------------------------------------------------------------
+class LakelogSql:
+    """A ``StreamTableEnvironment`` that understands lakelog tables (see the module docs)."""
+
+    def __init__(
+        self,
+        mode: str = "streaming",
+        *,
+        parallelism: Optional[int] = None,
+        checkpoint_interval_ms: Optional[int] = None,
+        config: Optional[dict[str, str]] = None,
+    ) -> None:
+        self._parallelism = parallelism
+        self._checkpoint_ms = checkpoint_interval_ms
+        self._config = dict(config or {})
+        self.catalogs: dict[str, str] = {}  # lakelog catalog name -> warehouse
+        self._ddl_log: list[str] = []
+        self._replaying = False
+        self._views = 0
+        self.mode = ""
+        self._make_env(mode)
+
+    # -- environment --
+    def _make_env(self, mode: str) -> None:
+        from pyflink.common import Configuration
+        from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
+        from pyflink.table import EnvironmentSettings, StreamTableEnvironment
+
+        mode = mode.lower()
+        if mode not in ("streaming", "batch"):
+            raise OptionError(f"'execution.runtime-mode' must be 'streaming' or 'batch', not {mode!r}")
+        if mode == self.mode:
+            return
+        self.mode = mode
+        cfg = Configuration()
+        cfg.set_string("python.executable", sys.executable)
+        for k, v in self._config.items():
+            cfg.set_string(k, v)
+        env = StreamExecutionEnvironment.get_execution_environment(cfg)
+        env.set_runtime_mode(
+            RuntimeExecutionMode.BATCH if mode == "batch" else RuntimeExecutionMode.STREAMING
+        )
+        if self._parallelism:
+            env.set_parallelism(self._parallelism)
+        if mode == "streaming":
+            env.enable_checkpointing(self._checkpoint_ms or 2000)
+        settings = (
+            EnvironmentSettings.in_batch_mode()
+            if mode == "batch"
+            else EnvironmentSettings.in_streaming_mode()
+        )
+        old = getattr(self, "t_env", None)
+        self.env = env
+        self.t_env = StreamTableEnvironment.create(env, environment_settings=settings)
+        for k, v in self._config.items():
+            self.t_env.get_config().set(k, v)
+        if old is not None:
+            self._replay(old)
+
+    def _replay(self, old: Any) -> None:
+        """Carry DDL (catalogs, databases, tables, views) over to a new environment (mode switch)."""
+        current = old.get_current_catalog(), old.get_current_database()
+        log, self._ddl_log = self._ddl_log, []
+        self._replaying = True
+        try:
+            for stmt in log:
+                self.execute(stmt)
+        finally:
+            self._replaying = False
+        self.t_env.use_catalog(current[0])
+        self.t_env.use_database(current[1])
+
+    # -- statements --
+    def run_script(self, text: str, *, print_results: bool = True, wait: bool = True) -> list[Any]:
+        results = []
+        for stmt in split_statements(text):
+            res = self.execute(stmt)
+            if print_results and res is not None:
+                res.print()
+            elif wait and res is not None and hasattr(res, "wait"):
+                res.wait()
+            results.append(res)
+        return results
+
+    def execute(self, stmt: str) -> Any:
+        """Run one statement; returns a Flink ``TableResult`` (or None for statements handled here)."""
+        w = _words(stmt)
+        if not w:
+            return None
+        head = w[0]
+        if head == "SET":
+            return self._set(stmt)
+        if head in ("CREATE", "DROP", "ALTER", "USE"):
+            res = self._ddl(head, w, stmt)
+            self._ddl_log.append(stmt)
+            return res
+        if head in ("INSERT",):
+            return self._insert(stmt)
+        if head in ("SELECT", "WITH", "VALUES"):
+            return self.sql_query(stmt).execute()
+        return self.t_env.execute_sql(stmt)
+
+    def _ddl(self, head: str, w: list[str], stmt: str) -> Any:
+        if head == "CREATE" and "CATALOG" in w[1:2]:
+            return self._create_catalog(stmt)
+        if head == "CREATE" and ("TABLE" in w[1:3]) and not re.search(r"\bAS\s+SELECT\b", stmt, re.I):
+            return self._create_table(stmt)
+        if head == "CREATE" and "DATABASE" in w[1:2]:
+            return self._create_database(stmt)
+        return self.t_env.execute_sql(stmt)
+
+    def _set(self, stmt: str) -> None:
+        m = re.match(r"\s*SET\s+(.*)$", stmt, re.I | re.S)
+        body = (m.group(1) if m else "").strip()
+        if not body:
+            return None
+        if "'" in body:
+            kv = _parse_kv_list(body)
+        else:
+            key, _, value = body.partition("=")
+            kv = {key.strip(): value.strip()}
+        for k, v in kv.items():
+            if k == "execution.runtime-mode":
+                self._make_env(v)
+            else:
+                self._config[k] = v
+                self.t_env.get_config().set(k, v)
+        return None
+
+    # -- catalogs --
+    def _register_catalog(self, name: str, warehouse: str) -> None:
+        import lakelog
+
+        self.t_env.execute_sql(f"CREATE CATALOG `{name}` WITH ('type'='generic_in_memory')")
+        cat = lakelog.Catalog(warehouse)
+        for db in cat.list_databases():
+            self.t_env.execute_sql(f"CREATE DATABASE IF NOT EXISTS `{name}`.`{db}`")
+            for t in cat.list_tables(db):
+                ddl = _ddl_for(f"`{name}`.`{db}`.`{t}`", cat.get_table(f"{db}.{t}").store)
+                self.t_env.execute_sql(ddl)
+
+    def _create_catalog(self, stmt: str) -> Any:
+        opts = _with_clause(stmt)
+        if opts.get("type", "").lower() != "lakelog":
+            return self.t_env.execute_sql(stmt)
+        m = re.match(r"\s*CREATE\s+CATALOG\s+(?:IF\s+NOT\s+EXISTS\s+)?(`(?:[^`]|``)*`|\w+)", stmt, re.I)
+        if m is None:
+            raise OptionError(f"cannot parse catalog name in {stmt!r}")
+        wh = opts.get("warehouse")
+        if not wh:
+            raise OptionError(f"lakelog catalog {m.group(1)} needs option 'warehouse'")
+        name = _unquote(m.group(1))
+        wh = wh[len("file://") :] if wh.startswith("file://") else wh
+        os.makedirs(wh, exist_ok=True)
+        self.catalogs[name] = wh
+        self._register_catalog(name, wh)
+        return None
+
+    def _create_database(self, stmt: str) -> Any:
+        res = self.t_env.execute_sql(stmt)
+        cat = self.t_env.get_current_catalog()
+        m = re.match(r"\s*CREATE\s+DATABASE\s+(?:IF\s+NOT\s+EXISTS\s+)?([`\w.$]+)", stmt, re.I)
+        if m:
+            parts = [_unquote(p) for p in _split_path(m.group(1))]
+            if len(parts) == 2:
+                cat = parts[0]
+            if cat in self.catalogs:
+                import lakelog
+
+                lakelog.Catalog(self.catalogs[cat]).create_database(parts[-1], exist_ok=True)
+        return res
+
+    # -- tables --
+    def _resolve(self, parts: Sequence[str]) -> tuple[str, str, str]:
+        cat, db = self.t_env.get_current_catalog(), self.t_env.get_current_database()
+        if len(parts) == 3:
+            return parts[0], parts[1], parts[2]
+        if len(parts) == 2:
+            return cat, parts[0], parts[1]
+        return cat, db, parts[0]
+
+    def _catalog_table(self, cat: str, db: str, name: str) -> Any:
+        from pyflink.table.catalog import ObjectPath
+
+        try:
+            c = self.t_env.get_catalog(cat)
+            if c is None:
+                return None
+            return c.get_table(ObjectPath(db, name))
+        except Exception:
+            return None
+
+    def lakelog_path(self, cat: str, db: str, name: str) -> Optional[str]:
+        """The table path when ``cat.db.name`` is a lakelog table, else None."""
+        if cat in self.catalogs:
+            path = os.path.join(self.catalogs[cat], f"{db}.db", name)
+            return path if os.path.exists(os.path.join(path, "schema", "schema-0")) else None
+        t = self._catalog_table(cat, db, name)
+        if t is None:
+            return None
+        opts: dict[str, str] = {str(k): str(v) for k, v in dict(t.get_options()).items()}
+        if opts.get("connector") != "lakelog":
+            return None
+        given = opts.get("path")
+        if not given:
+            raise OptionError(f"lakelog table {cat}.{db}.{name} needs option 'path'")
+        return given[len("file://") :] if given.startswith("file://") else given
+
+    def _create_table(self, stmt: str) -> Any:
+        m = re.match(
+            r"\s*CREATE\s+(?:TEMPORARY\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?((?:(?:`(?:[^`]|``)*`|[\w$]+)\.?)+)",
+            stmt,
+            re.I,
+        )
+        if m is None:
+            return self.t_env.execute_sql(stmt)
+        cat, db, name = self._resolve([_unquote(p) for p in _split_path(m.group(1))])
+        in_lakelog_catalog = cat in self.catalogs
+        opts = _with_clause(stmt)
+        if not in_lakelog_catalog and opts.get("connector") != "lakelog":
+            return self.t_env.execute_sql(stmt)
+        existed = self._catalog_table(cat, db, name) is not None
+        if existed and self._replaying:
+            return None  # mirrored from the warehouse when the catalog was registered again
+        res = self.t_env.execute_sql(stmt)
+        if existed:
+            return res
+        try:
+            self._create_physical(cat, db, name, opts, in_lakelog_catalog)
+        except Exception:
+            self.t_env.execute_sql(f"DROP TABLE IF EXISTS `{cat}`.`{db}`.`{name}`")
+            raise
+        return res
+
+    def _create_physical(self, cat: str, db: str, name: str, opts: dict[str, str], in_catalog: bool) -> None:
+        import lakelog
+        from lakelog.connector.options import validate_options
+        from lakelog.connector.types import parse_type_string, to_arrow_type
+
+        where = f"{cat}.{db}.{name}"
+        table_opts = {k: v for k, v in opts.items() if k not in _LAKELOG_KEYS}
+        validate_options(table_opts)
+        if in_catalog:
+            wh, pdb = self.catalogs[cat], db
+        else:
+            path = opts.get("path")
+            if not path:
+                raise OptionError(
+                    f"lakelog table {where} needs option 'path' = '<warehouse>/<db>.db/<table>'"
+                )
+            path = os.path.normpath(path[len("file://") :] if path.startswith("file://") else path)
+            parent = os.path.basename(os.path.dirname(path))
+            if not parent.endswith(".db") or os.path.basename(path) != os.path.basename(path).strip():
+                raise OptionError(
+                    f"option 'path' = {path!r} of {where} must look like '<warehouse>/<db>.db/<table>'"
+                )
+            wh, pdb, name = os.path.dirname(os.path.dirname(path)), parent[:-3], os.path.basename(path)
+        j_table = self.t_env.from_path(f"`{cat}`.`{db}`.`{_table_name(where)}`")._j_table
+        resolved = j_table.getResolvedSchema()
+        fields = []
+        for c in resolved.getColumns():
+            cname = c.getName()
+            if not c.isPhysical():
+                raise SchemaError(
+                    f"column {cname!r} of {where}: computed and metadata columns cannot be stored"
+                )
+            tstr = c.getDataType().getLogicalType().asSerializableString()
+            try:
+                dtype = parse_type_string(tstr)
+                atype = to_arrow_type(dtype)
+            except LakelogError as e:
+                raise SchemaError(
+                    f"column {cname!r} of {where} has type {tstr} that lakelog cannot store: {e}"
+                ) from e
+            fields.append(pa.field(cname, atype, dtype.nullable))
+        pk_opt = resolved.getPrimaryKey()
+        pk = list(pk_opt.get().getColumns()) if pk_opt.isPresent() else []
+        table = self._catalog_table(cat, db, _table_name(where))
+        partition = list(table._j_catalog_base_table.getPartitionKeys()) if table is not None else []
+        missing = [p for p in partition if pk and p not in pk]
+        if missing:
+            raise SchemaError(f"primary key {pk} of {where} must contain the partition field(s) {missing}")
+        catalog = lakelog.Catalog(wh)
+        ident = f"{pdb}.{name}"
+        if catalog.table_exists(ident):
+            return
+        catalog.create_table(
+            ident,
+            pa.schema(fields),
+            primary_key=pk or None,
+            partition_by=partition or None,
+            options=table_opts,
+        )
+
+    # -- queries --
+    def _view_for(self, cat: str, db: str, name: str, hint: Optional[str]) -> Optional[str]:
+        base, _, system = name.partition("$")
+        path = self.lakelog_path(cat, db, base)
+        if path is None:
+            return None
+        options = {}
+        if hint:
+            m = re.search(r"OPTIONS\s*\((.*)\)", hint, re.I | re.S)
+            if m:
+                options = _parse_kv_list(m.group(1))
+        if system and system not in SYSTEM_TABLES:
+            raise SchemaError(f"unknown system table {name!r}; known: {', '.join(SYSTEM_TABLES)}")
+        if system and system != "audit_log":
+            table = self._system_table(path, system)
+        else:
+            from lakelog.operators.source import read_lakelog_table
+
+            table = read_lakelog_table(
+                self.t_env,
+                path,
+                env=self.env,
+                mode=self.mode,
+                options=options,
+                audit_log=system == "audit_log",
+            )
+        self._views += 1
+        vcat, vdb = self.t_env.get_current_catalog(), self.t_env.get_current_database()
+        view = f"__lakelog_view_{self._views}"
+        qualified = f"`{vcat}`.`{vdb}`.`{view}`"
+        self.t_env.create_temporary_view(qualified, table)
+        return qualified
+
+    def _system_table(self, path: str, system: str) -> Any:
+        from lakelog.connector.store import TableStore
+        from lakelog.connector.table import Table
+
+        store = TableStore(path)
+        t = Table(store, os.path.basename(path))
+        if system == "snapshots":
+            snaps = t.snapshots()
+            data = pa.table(
+                {
+                    "snapshot_id": pa.array([s.id for s in snaps], pa.int64()),
+                    "schema_id": pa.array([s.schema_id for s in snaps], pa.int64()),
+                    "commit_user": pa.array([s.commit_user for s in snaps], pa.string()),
+                    "commit_identifier": pa.array([s.commit_identifier for s in snaps], pa.int64()),
+                    "commit_kind": pa.array([s.commit_kind for s in snaps], pa.string()),
+                    "commit_time": pa.array([s.time_millis for s in snaps], pa.timestamp("ms")),
+                    "total_record_count": pa.array([s.total_record_count for s in snaps], pa.int64()),
+                    "delta_record_count": pa.array([s.delta_record_count for s in snaps], pa.int64()),
+                    "changelog_record_count": pa.array([s.changelog_record_count for s in snaps], pa.int64()),
+                }
+            )
+        elif system == "files":
+            data = t.files()
+        else:
+            opts = store.schema.options
+            data = pa.table(
+                {
+                    "key": pa.array(list(opts), pa.string()),
+                    "value": pa.array(list(opts.values()), pa.string()),
+                }
+            )
+        return self._from_arrow(data)
+
+    def _from_arrow(self, data: pa.Table) -> Any:
+        from pyflink.table import DataTypes
+
+        from lakelog.operators.scan_ops import table_rows
+
+        def dt(t: pa.DataType) -> Any:
+            if pa.types.is_int32(t):
+                return DataTypes.INT()
+            if pa.types.is_integer(t):
+                return DataTypes.BIGINT()
+            if pa.types.is_timestamp(t):
+                return DataTypes.TIMESTAMP(3)
+            return DataTypes.STRING()
+
+        schema = DataTypes.ROW([DataTypes.FIELD(f.name, dt(f.type)) for f in data.schema])
+        rows = list(table_rows(data))
+        return self.t_env.from_elements(rows, schema)
+
+    def rewrite(self, sql: str) -> str:
+        """``sql`` with every lakelog table reference replaced by a view over its source."""
+        toks = list(_lex(sql))
+        out: list[str] = []
+        i = 0
+        depth = 0
+        clause: dict[int, str] = {}
+        expect = False
+        while i < len(toks):
+            tok = toks[i]
+            up = tok.text.upper() if tok.kind == "id" else ""
+            if tok.kind == "sym" and tok.text == "(":
+                depth += 1
+                expect = False
+            elif tok.kind == "sym" and tok.text == ")":
+                clause.pop(depth, None)
+                depth -= 1
+            elif tok.kind == "sym" and tok.text == ",":
+                expect = clause.get(depth) == "FROM"
+                out.append(tok.text)
+                i += 1
+                continue
+            elif up in ("FROM", "JOIN"):
+                clause[depth] = "FROM"
+                expect = True
+                out.append(tok.text)
+                i += 1
+                continue
+            elif up in _CLAUSE_END:
+                clause[depth] = up
+                expect = False
+            if expect and tok.kind in ("id", "qid") and up not in ("LATERAL", "TABLE", "UNNEST"):
+                j = i
+                parts = [_unquote(toks[j].text)]
+                while j + 2 < len(toks) and toks[j + 1].text == "." and toks[j + 2].kind in ("id", "qid"):
+                    parts.append(_unquote(toks[j + 2].text))
+                    j += 2
+                k = j + 1
+                while k < len(toks) and toks[k].kind in ("ws", "comment"):
+                    k += 1
+                hint = toks[k].text if k < len(toks) and toks[k].kind == "hint" else None
+                view = self._view_for(*self._resolve(parts), hint)
+                if view is not None:
+                    end = k if hint else j
+                    n = end + 1
+                    while n < len(toks) and toks[n].kind in ("ws", "comment"):
+                        n += 1
+                    has_alias = n < len(toks) and (
+                        toks[n].kind == "qid"
+                        or (toks[n].kind == "id" and toks[n].text.upper() not in _NOT_ALIAS)
+                        or toks[n].text.upper() == "AS"
+                    )
+                    alias = "" if has_alias else " AS `" + parts[-1].replace("`", "``") + "`"
+                    out.append(view + alias)
+                    i = end + 1
+                    expect = False
+                    continue
+                expect = False
+            elif tok.kind not in ("ws", "comment", "hint"):
+                expect = expect and tok.kind == "sym" and tok.text == "("
+            out.append(tok.text)
+            i += 1
+        return "".join(out)
+
+    def sql_query(self, sql: str) -> Any:
+        """A Flink ``Table`` for a query that may read lakelog tables."""
+        return self.t_env.sql_query(self.rewrite(sql))
+
+    def _insert(self, stmt: str) -> Any:
+        m = re.match(
+            r"\s*INSERT\s+(INTO|OVERWRITE)\s+((?:(?:`(?:[^`]|``)*`|[\w$]+)\.?)+)\s*(\([^)]*\))?\s*(.*)$",
+            stmt,
+            re.I | re.S,
+        )
+        if m is None:
+            return self.t_env.execute_sql(self.rewrite(stmt))
+        parts = [_unquote(p) for p in _split_path(m.group(2))]
+        cat, db, name = self._resolve(parts)
+        path = self.lakelog_path(cat, db, name)
+        if path is None:
+            return self.t_env.execute_sql(self.rewrite(stmt))
+        if m.group(1).upper() == "OVERWRITE":
+            raise OptionError(f"INSERT OVERWRITE into lakelog table {cat}.{db}.{name} is not supported")
+        if m.group(3):
+            raise OptionError(
+                f"INSERT INTO {name} with a column list is not supported; select all columns in order"
+            )
+        return self.insert_into(path, self.sql_query(m.group(4)), job_name=f"insert-into-{name}")
+
+    def insert_into(self, table_path: str, table: Any, *, job_name: str = "lakelog-insert") -> Any:
+        """Write Flink ``table`` into the lakelog table at ``table_path`` and run the job.
+
+        Batch mode waits for the job; streaming mode returns the ``JobClient``."""
+        from lakelog.connector.store import TableStore
+        from lakelog.connector.types import type_to_string, with_nullable
+
+        try:
+            from lakelog.operators.sink import sink_to_lakelog
+        except ImportError as e:  # pragma: no cover
+            raise LakelogError(f"INSERT INTO lakelog tables needs lakelog.operators.sink: {e}") from e
+        store = TableStore(table_path)
+        target = store.schema.fields
+        names = table.get_schema().get_field_names()
+        if len(names) != len(target):
+            raise SchemaError(
+                f"INSERT INTO {os.path.basename(table_path)}: the query has {len(names)} columns, "
+                f"the table has {len(target)} ({[f.name for f in target]})"
+            )
+        self._views += 1
+        src = f"__lakelog_insert_{self._views}"
+        self.t_env.create_temporary_view(src, table)
+        casts = ", ".join(
+            f"CAST(`{q}` AS {type_to_string(with_nullable(f.type, True))}) AS `{f.name}`"
+            for q, f in zip(names, target)
+        )
+        cast_table = self.t_env.sql_query(f"SELECT {casts} FROM `{src}`")
+        ds = self.t_env.to_changelog_stream(cast_table)
+        sink_to_lakelog(ds, table_path, batch=self.mode == "batch")
+        if self.mode == "batch":
+            self.env.execute(job_name)
+            return None
+        return self.env.execute_async(job_name)
+
+
+def _split_path(text: str) -> list[str]:
+    return [t.text for t in _lex(text) if t.kind in ("id", "qid")]
+
+
+def _table_name(where: str) -> str:
+    return where.rsplit(".", 1)[-1]
+
+
+def _ddl_for(qualified: str, store: Any) -> str:
+    from lakelog.connector.types import type_to_string
+
+    cols = [f"`{f.name}` {type_to_string(f.type)}" for f in store.schema.fields]
+    pk = list(store.schema.primary_keys)
+    if pk:
+        cols.append("PRIMARY KEY (" + ", ".join(f"`{k}`" for k in pk) + ") NOT ENFORCED")
+    part = list(store.schema.partition_keys)
+    ddl = f"CREATE TABLE IF NOT EXISTS {qualified} (" + ", ".join(cols) + ")"
+    if part:
+        ddl += " PARTITIONED BY (" + ", ".join(f"`{k}`" for k in part) + ")"
+    return ddl
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``lakelog sql -f script.sql [--mode batch|streaming] [--parallelism N]``."""
+    p = argparse.ArgumentParser(prog="lakelog sql", description="Run a Flink SQL script over lakelog tables")
+    p.add_argument("-f", "--file", required=True, help="SQL script (statements separated by ';')")
+    p.add_argument("--mode", default="streaming", choices=["streaming", "batch"])
+    p.add_argument("--parallelism", type=int, default=None)
+    p.add_argument("--checkpoint-interval-ms", type=int, default=None)
+    args = p.parse_args(list(argv) if argv is not None else None)
+    with open(args.file, encoding="utf-8") as fh:
+        text = fh.read()
+    sql = LakelogSql(
+        args.mode, parallelism=args.parallelism, checkpoint_interval_ms=args.checkpoint_interval_ms
+    )
+    try:
+        sql.run_script(text)
+    except LakelogError as e:
+        print(f"lakelog sql: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
