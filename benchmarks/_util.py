@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import shutil
 import sys
 import threading
 import time
@@ -21,6 +22,9 @@ __all__ = [
     "BENCH_SCHEMA",
     "Timing",
     "MemorySampler",
+    "TABLE",
+    "paimon_create",
+    "paimon_open",
     "make_batches",
     "final_rows",
     "normalize",
@@ -255,3 +259,24 @@ def serial_thread_pools(package: str) -> Iterator[list[str]]:
     finally:
         for mod, pool in patched:
             setattr(mod, _POOL_ATTR, pool)
+
+
+TABLE = "bench.t"
+
+
+def paimon_create(warehouse: str, buckets: int) -> Any:
+    """A fresh pypaimon primary-key table (key ``id``) of BENCH_SCHEMA in ``warehouse``."""
+    from pypaimon import CatalogFactory, Schema
+
+    shutil.rmtree(warehouse, ignore_errors=True)
+    cat = CatalogFactory.create({"warehouse": warehouse})
+    cat.create_database("bench", True)
+    schema = Schema.from_pyarrow_schema(BENCH_SCHEMA, primary_keys=["id"], options={"bucket": str(buckets)})
+    cat.create_table(TABLE, schema, False)
+    return cat.get_table(TABLE)
+
+
+def paimon_open(warehouse: str) -> Any:
+    from pypaimon import CatalogFactory
+
+    return CatalogFactory.create({"warehouse": warehouse}).get_table(TABLE)

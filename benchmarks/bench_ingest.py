@@ -36,10 +36,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _util import (  # noqa: E402
     BENCH_SCHEMA,
+    TABLE,
+    MemorySampler,
     Timing,
     fmt_bytes,
     fmt_rate,
     normalize,
+    paimon_create,
+    paimon_open,
     render_table,
     rss_bytes,
     serial_thread_pools,
@@ -49,7 +53,6 @@ from _util import (  # noqa: E402
 
 __all__ = ["main", "ZipfSource", "Config"]
 
-TABLE = "bench.t"
 WRITE_ONLY = {"write-only": "true"}  # no compaction inside write(): every commit adds a sorted run
 CONNECTOR_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "connector")
 
@@ -194,23 +197,6 @@ def lakelog_open(warehouse: str) -> Any:
     return lakelog.Catalog(warehouse).get_table(TABLE)
 
 
-def paimon_create(warehouse: str, buckets: int) -> Any:
-    from pypaimon import CatalogFactory, Schema
-
-    shutil.rmtree(warehouse, ignore_errors=True)
-    cat = CatalogFactory.create({"warehouse": warehouse})
-    cat.create_database("bench", True)
-    schema = Schema.from_pyarrow_schema(BENCH_SCHEMA, primary_keys=["id"], options={"bucket": str(buckets)})
-    cat.create_table(TABLE, schema, False)
-    return cat.get_table(TABLE)
-
-
-def paimon_open(warehouse: str) -> Any:
-    from pypaimon import CatalogFactory
-
-    return CatalogFactory.create({"warehouse": warehouse}).get_table(TABLE)
-
-
 def lakelog_write_all(table: Any, batches: list[pa.Table]) -> int:
     for b in batches:
         table.write(b)
@@ -272,32 +258,6 @@ def dir_bytes(path: str) -> int:
 # ---------------------------------------------------------------------------------------------------
 # the ingesting child process
 # ---------------------------------------------------------------------------------------------------
-class RssSampler:
-    """Max RSS of this process, sampled in a thread."""
-
-    def __init__(self, interval_s: float = 0.005) -> None:
-        self.interval_s = interval_s
-        self.max_rss = rss_bytes()
-        self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.max_rss = max(self.max_rss, rss_bytes())
-            self.samples += 1
-            self._stop.wait(self.interval_s)
-
-    def __enter__(self) -> RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.max_rss = max(self.max_rss, rss_bytes())
-
-
 def vm_hwm() -> int | None:
     """The kernel's peak-RSS mark of this process (Linux), in bytes."""
     try:
@@ -400,7 +360,7 @@ def ingest(cfg: Config, warehouse: str, progress: bool = True,
     batch = src.batch_at(0)
     rss_before = rss_bytes()
     t_start = time.perf_counter()
-    with Instruments() as inst, RssSampler() as sampler:
+    with Instruments() as inst, MemorySampler(interval_s=0.005) as sampler:
         for i in range(src.num_batches):
             if i:
                 batch = src.batch_at(i)

@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _util import (  # noqa: E402
     BENCH_SCHEMA,
+    TABLE,
     MemorySampler,
     Timing,
     final_rows,
@@ -40,6 +41,8 @@ from _util import (  # noqa: E402
     fmt_rate,
     make_batches,
     normalize,
+    paimon_create,
+    paimon_open,
     render_table,
     rss_bytes,
     serial_thread_pools,
@@ -49,7 +52,6 @@ from _util import (  # noqa: E402
 
 __all__ = ["main"]
 
-TABLE = "bench.t"
 CONNECTOR_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "connector")
 DEFAULT_WRITE_BUFFER = 256 << 20  # Paimon's default write-buffer-size
 WRITE_ONLY = {"write-only": "true"}  # no compaction inside write(): every commit adds one sorted run
@@ -135,23 +137,6 @@ def lakelog_write_buffer_bytes(table: Any) -> int:
 # ---------------------------------------------------------------------------------------------------
 # pypaimon
 # ---------------------------------------------------------------------------------------------------
-def paimon_create(warehouse: str, buckets: int) -> Any:
-    from pypaimon import CatalogFactory, Schema
-
-    shutil.rmtree(warehouse, ignore_errors=True)
-    cat = CatalogFactory.create({"warehouse": warehouse})
-    cat.create_database("bench", True)
-    schema = Schema.from_pyarrow_schema(BENCH_SCHEMA, primary_keys=["id"], options={"bucket": str(buckets)})
-    cat.create_table(TABLE, schema, False)
-    return cat.get_table(TABLE)
-
-
-def paimon_open(warehouse: str) -> Any:
-    from pypaimon import CatalogFactory
-
-    return CatalogFactory.create({"warehouse": warehouse}).get_table(TABLE)
-
-
 def paimon_write_all(table: Any, batches: list[pa.Table]) -> str:
     writer_class = ""
     for batch in batches:
