@@ -105,22 +105,7 @@ class TableCommit:
     def _find_committed(self, identifier: int) -> Optional[int]:
         if identifier == BATCH_COMMIT_IDENTIFIER:
             return None  # batch commits carry no order, so they are never deduplicated
-        sm = self.store.snapshot_manager
-        latest = sm.latest_id()
-        earliest = sm.earliest_id()
-        if latest is None or earliest is None:
-            return None
-        for sid in range(latest, earliest - 1, -1):
-            try:
-                s = sm.snapshot(sid)
-            except Exception:  # expired concurrently
-                break
-            if s.commit_user == self.commit_user:
-                if s.commit_identifier == identifier:
-                    return sid
-                if s.commit_identifier < identifier:
-                    return None  # identifiers of one user only grow: ours is not committed
-        return None
+        return self.store.snapshot_manager.find_commit(self.commit_user, identifier)
 
     def _commit_delta(self, delta: _Delta, identifier: int, properties: Optional[dict[str, str]]) -> int:
         store = self.store

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -326,38 +326,37 @@ class SnapshotManager:
                 hi = mid - 1
         return best
 
-    def latest_of_user(self, commit_user: str) -> Snapshot | None:
-        """The newest snapshot committed by ``commit_user`` (scanning back from the latest)."""
+    def newest_first(self) -> Iterator[Snapshot]:
+        """Snapshots from the latest back to the earliest, stopping at the first expired one."""
         sid = self.latest_id()
         while sid is not None and sid > 0:
             try:
-                s = self.snapshot(sid)
+                yield self.snapshot(sid)
             except SnapshotNotFoundError:
-                return None  # reached expired snapshots
-            if s.commit_user == commit_user:
-                return s
+                return  # reached expired snapshots
             sid -= 1
-        return None
 
-    def find_by_commit(self, commit_user: str, commit_identifier: int) -> bool:
-        """Whether a snapshot of ``commit_user`` with ``commit_identifier`` exists.
+    def latest_of_user(self, commit_user: str) -> Snapshot | None:
+        """The newest snapshot committed by ``commit_user`` (scanning back from the latest)."""
+        return next((s for s in self.newest_first() if s.commit_user == commit_user), None)
+
+    def find_commit(self, commit_user: str, commit_identifier: int) -> int | None:
+        """The id of ``commit_user``'s snapshot with ``commit_identifier``, or None.
 
         Scans back from the latest snapshot; one user's identifiers only grow, so the scan stops
         at that user's first snapshot with a smaller identifier, or at expired snapshots.
         """
-        sid = self.latest_id()
-        while sid is not None and sid > 0:
-            try:
-                s = self.snapshot(sid)
-            except SnapshotNotFoundError:
-                return False
+        for s in self.newest_first():
             if s.commit_user == commit_user:
                 if s.commit_identifier == commit_identifier:
-                    return True
+                    return s.id
                 if s.commit_identifier < commit_identifier:
-                    return False
-            sid -= 1
-        return False
+                    return None
+        return None
+
+    def find_by_commit(self, commit_user: str, commit_identifier: int) -> bool:
+        """Whether a snapshot of ``commit_user`` with ``commit_identifier`` exists."""
+        return self.find_commit(commit_user, commit_identifier) is not None
 
 
 # ---------------------------------------------------------------------------------------------

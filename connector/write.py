@@ -250,15 +250,11 @@ class TableWrite:
         if self._delta_commits is None and not self.store.options.full_compaction_delta_commits:
             self._delta_commits = 0
         if self._delta_commits is None:
-            sm = self.store.snapshot_manager
             count = 0
-            latest, earliest = sm.latest_id(), sm.earliest_id()
-            if latest is not None and earliest is not None:
-                for sid in range(latest, earliest - 1, -1):
-                    s = sm.snapshot(sid)
-                    if (s.properties or {}).get(FULL_COMPACTION_PROPERTY) == "true":
-                        break
-                    count += s.commit_kind == "APPEND"
+            for s in self.store.snapshot_manager.newest_first():
+                if (s.properties or {}).get(FULL_COMPACTION_PROPERTY) == "true":
+                    break
+                count += s.commit_kind == "APPEND"
             self._delta_commits = count
         return self._delta_commits
 

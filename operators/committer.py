@@ -38,19 +38,11 @@ END_OF_INPUT_PROPERTY = "lakelog.end-of-input"
 
 def _user_snapshots(store: TableStore, commit_user: str) -> list[tuple[int, int, dict[str, str]]]:
     """(snapshot id, commit identifier, properties) of ``commit_user``'s snapshots, newest first."""
-    sm = store.snapshot_manager
-    latest, earliest = sm.latest_id(), sm.earliest_id()
-    out: list[tuple[int, int, dict[str, str]]] = []
-    if latest is None or earliest is None:
-        return out
-    for sid in range(latest, earliest - 1, -1):
-        try:
-            s = sm.snapshot(sid)
-        except Exception:  # expired concurrently
-            break
-        if s.commit_user == commit_user:
-            out.append((sid, s.commit_identifier, dict(s.properties or {})))
-    return out
+    return [
+        (s.id, s.commit_identifier, dict(s.properties or {}))
+        for s in store.snapshot_manager.newest_first()
+        if s.commit_user == commit_user
+    ]
 
 
 def committed_ids(store: TableStore, commit_user: str) -> set[str]:
