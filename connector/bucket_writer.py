@@ -1,18 +1,33 @@
-"""The writer of one bucket: its LSM tree, level-0 flushes, spills, compaction and changelog."""
+"""The writer of one bucket: its LSM tree, level-0 flushes, spills, compaction and changelog.
+
+Compaction runs in the background: after a level-0 flush the writer picks a compaction unit and
+hands it to the table writer's compaction threads, then goes on taking rows. At most one
+compaction per bucket is in flight; its result is applied to the levels (and joins the next commit)
+once it has finished. Writes wait for it only when the bucket holds more than
+``num-sorted-run.stop-trigger`` sorted runs (a stall), and commits wait only when asked to
+(``prepare_commit(wait_compaction=True)``, which one-shot writes use), for a full compaction
+(``full-compaction.delta-commits``) and for the lookup changelog producer with ``lookup-wait``.
+
+Lookup changelog: the changelog of the rows written since the last one is the difference, for
+their keys, between the bucket's state above level 0 then and now. It is produced once level-0
+files have been compacted up: at every commit with ``lookup-wait`` (which pushes level 0 up first),
+otherwise when a background compaction has done so (the changelog then lags behind the data).
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Optional
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from lakelog.connector.changelog import state_change, write_changelog
+from lakelog.connector.changelog import write_changelog
 from lakelog.connector.compact import BucketCompactor, CompactResult, num_levels
 from lakelog.connector.kv import SEQUENCE_NUMBER, key_column
-from lakelog.connector.lsm import Levels
+from lakelog.connector.lsm import CompactUnit, Levels
 from lakelog.connector.manifest import DataFileMeta
 from lakelog.connector.options import ChangelogProducer
 from lakelog.connector.sort_merge import merge_streams
@@ -40,9 +55,18 @@ class KeyValueBucketWriter:
         self.changelog: list[DataFileMeta] = []
         self.compacted = CompactResult()
         self.spills: list[str] = []
-        self.new_keys: list[pa.Table] = []  # keys written since the last commit (lookup producer)
         self.commits = 0
         self.compactor = BucketCompactor(self.store, partition, bucket, self.levels)
+        self._running: Optional[Future[CompactResult]] = None  # the compaction in flight
+        self._deferred = False  # a flush asked for a compaction while one was in flight
+        # lookup changelog: keys written, by the last sequence number of their flush, not yet in
+        # a changelog; the files above level 0 when the last changelog was produced; restored
+        # level-0 files (written by an earlier writer: their keys are read back when compacted)
+        self._lookup = tw.changelog_producer == ChangelogProducer.LOOKUP and not tw.write_only
+        self._pending_keys: list[tuple[int, pa.Table]] = []
+        self._ready_keys: list[pa.Table] = []
+        self._changelog_base = [f for f in committed if f.level > 0]
+        self._foreign_level0 = {f.file_name: f for f in committed if f.level == 0} if self._lookup else {}
 
     # ---- input ------------------------------------------------------------------------------
     def add(self, group: pa.Table, *, spill: bool) -> None:
@@ -53,8 +77,9 @@ class KeyValueBucketWriter:
         self.next_seq = int(raw.column(SEQUENCE_NUMBER).to_numpy().max()) + 1
         if tw.changelog_producer == ChangelogProducer.INPUT:
             self.changelog += write_changelog(self.store, self.partition, self.bucket, raw)
-        if tw.changelog_producer == ChangelogProducer.LOOKUP:
-            self.new_keys.append(merged.select([key_column(k) for k in tw.keys]).rename_columns(tw.keys))
+        if self._lookup:
+            keys = merged.select([key_column(k) for k in tw.keys]).rename_columns(tw.keys)
+            self._pending_keys.append((self.next_seq - 1, keys))
         if spill:
             path = os.path.join(tw.spill_dir(), f"{self.bucket}-{id(self)}-{len(self.spills)}.arrow")
             with ipc.new_file(path, merged.schema) as sink:
@@ -102,26 +127,79 @@ class KeyValueBucketWriter:
         self.spills = []
 
     # ---- compaction -------------------------------------------------------------------------
-    def _run(self, full: bool = False, level0: bool = False) -> bool:
+    def _pick(self, *, full: bool = False, level0: bool = False) -> Optional[CompactUnit]:
         comp = self.compactor
-        unit = comp.pick_level0() if level0 else comp.pick(full=full)
+        if level0:
+            return comp.pick_level0()
+        unit = comp.pick(full=full)
+        if unit is None and self._lookup and self.levels.level0:
+            # lookup: level 0 is pushed up in the background too, so that changelog follows
+            unit = comp.pick_level0()
+        return unit
+
+    def _apply(self, res: CompactResult) -> None:
+        self.levels.update(res.before, res.after)
+        self.compacted.extend(res)
+        if self._lookup:
+            self._note_level0_compacted(res.before)
+
+    def _run(self, full: bool = False, level0: bool = False) -> bool:
+        """Compact now, on this thread (after the compaction in flight, if any)."""
+        self._wait()
+        unit = self._pick(full=full, level0=level0)
         if unit is None:
             return False
-        self.compacted.extend(comp.run(unit))
+        self._apply(self.compactor.compute(unit, self.compactor.drop_deletes(unit)))
         return True
 
+    def _start(self) -> bool:
+        """Start what the picker asks for in the background; False when it asks for nothing."""
+        unit = self._pick()
+        if unit is None:
+            return False
+        drop = self.compactor.drop_deletes(unit)
+        self._running = self.tw.compaction_executor().submit(self.compactor.compute, unit, drop)
+        return True
+
+    def _poll(self) -> None:
+        """Apply the compaction in flight if it has finished."""
+        if self._running is not None and self._running.done():
+            self._wait()
+
+    def _wait(self) -> None:
+        """Wait for the compaction in flight and apply it."""
+        running, self._running = self._running, None
+        if running is not None:
+            self._apply(running.result())
+
     def _maybe_compact(self) -> None:
-        """One compaction per flush when the picker asks; more while the sorted runs exceed
-        ``num-sorted-run.stop-trigger`` (the write waits for them: a stall)."""
+        """After a flush: start a compaction when the picker asks (in the background, or now when
+        the writer is not asynchronous). While the sorted runs exceed
+        ``num-sorted-run.stop-trigger`` the write waits for compactions: a stall."""
         if self.tw.write_only:
             return
-        self._run()
+        self._poll()
+        if self._running is None:
+            self._start()
+        else:
+            self._deferred = True
         stop = self.store.options.num_sorted_run_stop_trigger
-        while self.levels.number_of_sorted_runs() > stop and self._run():
-            pass
+        while self.levels.number_of_sorted_runs() > stop:
+            if self._running is None and not self._start():
+                break
+            self._wait()
+
+    def _catch_up(self) -> None:
+        """Before a commit that waits for compaction: finish the one in flight, and run the one a
+        flush asked for meanwhile."""
+        self._wait()
+        if self._deferred and not self.tw.write_only:
+            self._run()
+        self._deferred = False
 
     def compact(self, *, full: bool = False) -> None:
         self._merge_spills()
+        self._wait()
         if full:
             self._run(full=True)
         else:
@@ -132,29 +210,69 @@ class KeyValueBucketWriter:
                 ):
                     break
 
+    # ---- lookup changelog -------------------------------------------------------------------
+    def _note_level0_compacted(self, before: list[DataFileMeta]) -> None:
+        """Level-0 files left level 0: their keys are ready for a changelog."""
+        gone = [f for f in before if f.level == 0]
+        if not gone:
+            return
+        upto = max(f.max_sequence_number for f in gone)
+        keep: list[tuple[int, pa.Table]] = []
+        for last_seq, keys in self._pending_keys:
+            if last_seq <= upto:
+                self._ready_keys.append(keys)
+            else:
+                keep.append((last_seq, keys))
+        self._pending_keys = keep
+        for f in gone:
+            if self._foreign_level0.pop(f.file_name, None) is not None:
+                self._ready_keys.append(self.compactor.keys_of(f))
+
+    def _lookup_changelog(self) -> None:
+        """The changelog of the keys whose level-0 files have been compacted up."""
+        if not self._ready_keys:
+            return
+        upper = [f for f in self.levels.all_files() if f.level > 0]
+        self.compacted.changelog += self.compactor.lookup_changelog(
+            self._changelog_base, upper, self._ready_keys
+        )
+        self._changelog_base = upper
+        self._ready_keys = []
+
     # ---- commit -----------------------------------------------------------------------------
-    def prepare_commit(self) -> CommitMessage:
+    def close(self) -> None:
+        """Stop: a compaction still in flight is discarded (its files deleted)."""
+        running, self._running = self._running, None
+        if running is None:
+            return
+        try:
+            res = running.result()
+        except Exception:  # noqa: BLE001 - nothing of it was applied; orphan cleanup takes the rest
+            return
+        live = {f.file_name for f in res.before}
+        for f in res.after + res.changelog:
+            if f.file_name not in live:
+                self.store.file_io.delete(self.store.data_file_path(self.partition, self.bucket, f.file_name))
+
+    def prepare_commit(self, *, wait_compaction: bool = True) -> CommitMessage:
         from lakelog.connector.write import CommitMessage
 
         self._merge_spills()
         opts = self.store.options
-        producer = self.tw.changelog_producer
-        if not self.tw.write_only and (self.new_files or self.new_keys):
+        if wait_compaction:
+            self._catch_up()
+        else:
+            self._poll()
+        if not self.tw.write_only and self.new_files:
             self.commits += 1
             delta = opts.full_compaction_delta_commits
             if delta and (self.tw.delta_commits_before() + self.commits) % delta == 0:
                 if self._run(full=True):
                     self.tw.full_compacted = True
-            elif producer == ChangelogProducer.LOOKUP and opts.lookup_wait:
+            elif self._lookup and opts.lookup_wait:
                 self._run(level0=True)
-        if producer == ChangelogProducer.LOOKUP and self.new_keys and not self.tw.write_only:
-            keys = pa.concat_tables(self.new_keys).group_by(self.tw.keys).aggregate([])
-            seq = self.next_seq - 1
-            kv = state_change(
-                self.store, self.partition, self.bucket, self.committed, self.levels.all_files(), keys, seq
-            )
-            self.compacted.changelog += write_changelog(self.store, self.partition, self.bucket, kv)
-        self.new_keys = []
+        if self._lookup:
+            self._lookup_changelog()
         for f in self.compacted.intermediate:
             self.store.file_io.delete(self.store.data_file_path(self.partition, self.bucket, f.file_name))
         msg = CommitMessage(
@@ -172,9 +290,16 @@ class KeyValueBucketWriter:
         return msg
 
     def abort(self) -> None:
+        self.close()  # a compaction in flight is discarded
         fio = self.store.file_io
         committed = {f.file_name for f in self.committed}
-        for f in self.new_files + self.changelog + self.compacted.after + self.compacted.changelog:
+        for f in (
+            self.new_files
+            + self.changelog
+            + self.compacted.after
+            + self.compacted.changelog
+            + self.compacted.intermediate
+        ):
             if f.file_name not in committed:
                 fio.delete(self.store.data_file_path(self.partition, self.bucket, f.file_name))
         for p in self.spills:

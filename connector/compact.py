@@ -18,7 +18,7 @@ from lakelog.connector.binary_row import deserialize_row
 from lakelog.connector.changelog import state_change, write_changelog
 from lakelog.connector.commit import TableCommit
 from lakelog.connector.kv import SEQUENCE_NUMBER, VALUE_KIND, key_column
-from lakelog.connector.lsm import CompactUnit, Levels, UniversalCompaction, full_unit
+from lakelog.connector.lsm import CompactUnit, EarlyFullCompaction, Levels, UniversalCompaction, full_unit
 from lakelog.connector.manifest import DataFileMeta
 from lakelog.connector.options import ChangelogProducer
 from lakelog.connector.read import SplitRead, sections
@@ -84,10 +84,16 @@ class BucketCompactor:
         self.bucket = bucket
         self.levels = levels
         opts = store.options
+        interval = opts.compaction_optimization_interval
         self.picker = UniversalCompaction(
             opts.compaction_max_size_amplification_percent,
             opts.compaction_size_ratio,
             opts.num_sorted_run_compaction_trigger,
+            EarlyFullCompaction(
+                interval.millis if interval is not None else None,
+                opts.compaction_total_size_threshold,
+                opts.compaction_incremental_size_threshold,
+            ),
         )
         self.merge = merge_function_for(store)
         self.primary_key = store.is_primary_key_table
@@ -117,10 +123,21 @@ class BucketCompactor:
         return full_unit(self.levels.max_level, runs)
 
     # ---- running --------------------------------------------------------------------------------
-    def run(self, unit: CompactUnit) -> CompactResult:
-        levels = self.levels
+    def drop_deletes(self, unit: CompactUnit) -> bool:
+        """Whether retractions can go: nothing older than the unit's output level remains below it."""
         out_level = unit.output_level
-        drop_deletes = out_level != 0 and out_level >= levels.non_empty_highest_level()
+        return out_level != 0 and out_level >= self.levels.non_empty_highest_level()
+
+    def run(self, unit: CompactUnit) -> CompactResult:
+        """Compact ``unit`` now and apply the result to the levels."""
+        res = self.compute(unit, self.drop_deletes(unit))
+        self.levels.update(res.before, res.after)
+        return res
+
+    def compute(self, unit: CompactUnit, drop_deletes: bool) -> CompactResult:
+        """The result of compacting ``unit``, without touching the levels: safe to run on a
+        background thread while the writer adds level-0 files (the unit's files never change)."""
+        out_level = unit.output_level
         produce_full_changelog = (
             self.primary_key
             and unit.full
@@ -132,12 +149,30 @@ class BucketCompactor:
         if len(unit.files) == 1 and not produce_full_changelog:
             f = unit.files[0]
             if f.level != out_level and (not drop_deletes or f.delete_row_count == 0):
-                upgraded = f.upgrade(out_level)  # metadata only: the file moves up a level
-                levels.update([f], [upgraded])
-                return CompactResult([f], [upgraded], changelog)
+                return CompactResult([f], [f.upgrade(out_level)], changelog)  # metadata only
         after = self._rewrite(unit.files, out_level, drop_deletes)
-        levels.update(unit.files, after)
         return CompactResult(list(unit.files), after, changelog)
+
+    # ---- lookup changelog -------------------------------------------------------------------
+    def keys_of(self, f: DataFileMeta) -> pa.Table:
+        """Every key a data file holds (deleted ones too), as table columns."""
+        names = self.store.key_names
+        t = SplitRead(self.store, columns=names).read_file(self._split([f]), f, system=True)
+        return t.select([key_column(k) for k in names]).rename_columns(names)
+
+    def lookup_changelog(
+        self, before_upper: list[DataFileMeta], after_upper: list[DataFileMeta], keys: list[pa.Table]
+    ) -> list[DataFileMeta]:
+        """Changelog files of the lookup producer: for ``keys`` (those of level-0 files that were
+        compacted up), the change from the bucket's files above level 0 before to after. Produced
+        whenever level-0 data moves up, it keeps the changelog equal to the state above level 0."""
+        if not keys:
+            return []
+        names = self.store.key_names
+        distinct = pa.concat_tables(keys).group_by(names).aggregate([])
+        seq = max((f.max_sequence_number for f in after_upper), default=0)
+        kv = state_change(self.store, self.partition, self.bucket, before_upper, after_upper, distinct, seq)
+        return write_changelog(self.store, self.partition, self.bucket, kv)
 
     def _split(self, files: list[DataFileMeta]) -> Split:
         return Split(0, self.partition, self.bucket, self.store.options.bucket, files)
@@ -212,13 +247,25 @@ def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Opti
         levels = Levels.of(split.files, num_levels(store))
         comp = BucketCompactor(store, split.partition, split.bucket, levels)
         unit = comp.pick(full=full)
+        if unit is None and store.options.changelog_producer == ChangelogProducer.LOOKUP:
+            unit = comp.pick_level0()  # level-0 data waits for its lookup changelog
     else:
         levels = Levels.of([f.upgrade(0) if f.level else f for f in split.files], num_levels(store))
         comp = BucketCompactor(store, split.partition, split.bucket, levels)
         unit = CompactUnit(0, list(levels.level0)) if len(split.files) > 1 else None
     if unit is None:
         return None
+    before_upper = [f for f in split.files if f.level > 0]
     res = comp.run(unit)
+    if (
+        store.is_primary_key_table
+        and store.options.changelog_producer == ChangelogProducer.LOOKUP
+        and any(f.level == 0 for f in unit.files)
+    ):
+        # level-0 data moves up: its changelog (write-only writers leave this to compaction)
+        keys = [comp.keys_of(f) for f in unit.files if f.level == 0]
+        upper = [f for f in levels.all_files() if f.level > 0]
+        res.changelog += comp.lookup_changelog(before_upper, upper, keys)
     return CommitMessage(
         partition=split.partition,
         bucket=split.bucket,

@@ -11,19 +11,25 @@ from newest to oldest and picks, in this order:
 3. run count: when there are more than ``num-sorted-run.compaction-trigger`` runs, compact the
    newest runs down to the trigger.
 
+Before these, optional early full compaction (off by default): when
+``compaction.optimization-interval`` has passed since the last full compaction, when all runs
+together are smaller than ``compaction.total-size-threshold``, or when the runs below the top
+level exceed ``compaction.incremental-size-threshold``.
+
 The output level is one below the first run left out (never level 0), or the top level when
 every run takes part.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
 from lakelog.connector.manifest import DataFileMeta
 
-__all__ = ["SortedRun", "Levels", "CompactUnit", "UniversalCompaction"]
+__all__ = ["SortedRun", "Levels", "CompactUnit", "UniversalCompaction", "EarlyFullCompaction"]
 
 
 @dataclass
@@ -103,16 +109,72 @@ class Levels:
         return 0 if self.level0 else -1
 
 
+_now = time.monotonic  # the clock of early full compaction (tests replace it)
+
+
+class EarlyFullCompaction:
+    """Full compactions on a timer or by size, before the universal rules (all off by default)."""
+
+    def __init__(
+        self,
+        interval_ms: Optional[int] = None,
+        total_size_threshold: Optional[int] = None,
+        incremental_size_threshold: Optional[int] = None,
+        clock: Optional[Callable[[], float]] = None,
+    ) -> None:
+        self.interval_ms = interval_ms
+        self.total_size_threshold = total_size_threshold
+        self.incremental_size_threshold = incremental_size_threshold
+        self.clock = clock or (lambda: _now())
+        self.last_full = self.clock()  # the timer starts with the writer
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.interval_ms or self.total_size_threshold or self.incremental_size_threshold)
+
+    def pick(self, max_level: int, runs: Sequence[SortedRun]) -> Optional[CompactUnit]:
+        if not runs or (len(runs) == 1 and runs[0].level == max_level):
+            return None  # one run at the top already: nothing a full compaction would improve
+        if self.interval_ms and (self.clock() - self.last_full) * 1000.0 >= self.interval_ms:
+            return full_unit(max_level, runs)
+        if self.total_size_threshold and sum(r.total_size for r in runs) < self.total_size_threshold:
+            return full_unit(max_level, runs)
+        if self.incremental_size_threshold:
+            incremental = sum(r.total_size for r in runs if r.level != max_level)
+            if incremental > self.incremental_size_threshold:
+                return full_unit(max_level, runs)
+        return None
+
+    def full_compaction_picked(self) -> None:
+        self.last_full = self.clock()
+
+
 class UniversalCompaction:
     """Paimon's universal compaction picker (see the module docstring)."""
 
-    def __init__(self, max_size_amp: int, size_ratio: int, num_run_trigger: int) -> None:
+    def __init__(
+        self,
+        max_size_amp: int,
+        size_ratio: int,
+        num_run_trigger: int,
+        early: Optional[EarlyFullCompaction] = None,
+    ) -> None:
         self.max_size_amp = max_size_amp
         self.size_ratio = size_ratio
         self.num_run_trigger = num_run_trigger
+        self.early = early
 
     def pick(self, num_levels: int, runs: Sequence[SortedRun]) -> Optional[CompactUnit]:
-        max_level = num_levels - 1
+        unit = self._pick(num_levels - 1, runs)
+        if unit is not None and unit.full and self.early is not None:
+            self.early.full_compaction_picked()
+        return unit
+
+    def _pick(self, max_level: int, runs: Sequence[SortedRun]) -> Optional[CompactUnit]:
+        if self.early is not None and self.early.enabled:
+            unit = self.early.pick(max_level, runs)
+            if unit is not None:
+                return unit
         unit = self._pick_for_size_amp(max_level, runs)
         if unit is not None:
             return unit

@@ -620,6 +620,16 @@ class CoreOptions:
     COMPACTION_SIZE_RATIO: ClassVar[ConfigOption[int]] = _opt(
         "compaction.size-ratio", int, 1, "Percent flexibility when comparing sorted run sizes.",
         validator=_at_least(0))
+    COMPACTION_OPTIMIZATION_INTERVAL: ClassVar[ConfigOption[Duration]] = _opt(
+        "compaction.optimization-interval", Duration, None,
+        "How often a writer runs a full compaction of the buckets it writes (keeps the read-optimized "
+        "view fresh); unset: never on a timer.")
+    COMPACTION_TOTAL_SIZE_THRESHOLD: ClassVar[ConfigOption[MemorySize]] = _opt(
+        "compaction.total-size-threshold", MemorySize, None,
+        "A writer fully compacts a bucket whose files together are smaller than this.")
+    COMPACTION_INCREMENTAL_SIZE_THRESHOLD: ClassVar[ConfigOption[MemorySize]] = _opt(
+        "compaction.incremental-size-threshold", MemorySize, None,
+        "A writer fully compacts a bucket whose files below the top level together exceed this.")
     COMPACTION_MIN_FILE_NUM: ClassVar[ConfigOption[int]] = _opt(
         "compaction.min.file-num", int, 5, "Append tables: minimum files to trigger a compaction.",
         validator=_at_least(1))
@@ -931,6 +941,18 @@ class CoreOptions:
     @property
     def compaction_size_ratio(self) -> int:
         return self.get(self.COMPACTION_SIZE_RATIO)
+
+    @property
+    def compaction_optimization_interval(self) -> Optional[Duration]:
+        return self.get(self.COMPACTION_OPTIMIZATION_INTERVAL)
+
+    @property
+    def compaction_total_size_threshold(self) -> Optional[int]:
+        return self.get(self.COMPACTION_TOTAL_SIZE_THRESHOLD)
+
+    @property
+    def compaction_incremental_size_threshold(self) -> Optional[int]:
+        return self.get(self.COMPACTION_INCREMENTAL_SIZE_THRESHOLD)
 
     @property
     def full_compaction_delta_commits(self) -> int | None:

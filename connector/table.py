@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import duckdb
     import pandas
 
-__all__ = ["Table", "BatchWriter"]
+__all__ = ["Table", "BatchWriter", "StreamWriter"]
 
 
 class BatchWriter:
@@ -54,6 +54,7 @@ class BatchWriter:
         except BaseException:
             self._write.abort()
             raise
+        self._write.close()
         return self.snapshot_id
 
     def abort(self) -> None:
@@ -75,6 +76,77 @@ class BatchWriter:
             self.commit()
         else:
             self.abort()
+
+
+class StreamWriter:
+    """A long-lived writer that commits again and again, as a streaming job does at every
+    checkpoint: its LSM trees stay in memory between commits and compaction runs in the
+    background, so writing does not wait for it. A commit carries the compactions that have
+    finished by then (``wait_compaction=True`` waits for all of them). Commit identifiers
+    increase from 1 under one commit user, so a repeated commit is recognised and skipped.
+
+    Close it (or use it as a context manager) to stop its compaction threads; what was written
+    since the last commit is then dropped."""
+
+    def __init__(self, table: Table, *, commit_user: Optional[str] = None) -> None:
+        self._table = table
+        self._write = TableWrite(table._store)
+        self._commit = TableCommit(table._store, commit_user)
+        self._identifier = 0
+        self._closed = False
+
+    @property
+    def commit_user(self) -> str:
+        return self._commit.commit_user
+
+    def write(self, data: Any) -> StreamWriter:
+        self._check_open()
+        self._write.write(data)
+        return self
+
+    def write_changes(self, data: Any, kinds: Any) -> StreamWriter:
+        """Rows with explicit row kinds (0 +I, 1 -U, 2 +U, 3 -D)."""
+        self._check_open()
+        self._write.write_changes(data, kinds)
+        return self
+
+    def delete(self, keys: Any) -> StreamWriter:
+        self._check_open()
+        self._write.delete(keys)
+        return self
+
+    def commit(self, *, wait_compaction: bool = False) -> Optional[int]:
+        """Publish what was written since the last commit (and finished compactions); return the
+        last snapshot id made, or None when there was nothing to commit."""
+        self._check_open()
+        try:
+            msgs = self._write.prepare_commit(wait_compaction=wait_compaction)
+            self._identifier += 1
+            sid = self._commit.commit(msgs, self._identifier, properties=self._write.commit_properties())
+        except BaseException:
+            self._closed = True
+            self._write.abort()
+            raise
+        if self._commit.compaction_discarded:
+            # another compaction won a race for the same files: reload the trees from the table
+            self._write.close()
+            self._write = TableWrite(self._table._store)
+        return sid
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._write.abort()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this writer is closed")
+
+    def __enter__(self) -> StreamWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class Table:
@@ -122,6 +194,11 @@ class Table:
     def writer(self, *, commit_user: Optional[str] = None) -> BatchWriter:
         """A writer for several batches that commits once (use as a context manager)."""
         return BatchWriter(self, commit_user=commit_user)
+
+    def stream_writer(self, *, commit_user: Optional[str] = None) -> StreamWriter:
+        """A long-lived writer committing repeatedly, with background compaction (see
+        :class:`StreamWriter`)."""
+        return StreamWriter(self, commit_user=commit_user)
 
     def write(self, data: Any) -> Optional[int]:
         """Upsert (primary-key table) or append rows in one atomic commit; return the snapshot id."""

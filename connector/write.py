@@ -9,6 +9,7 @@ bucket, key, arrival), and the merge engine combines neighbouring rows. Python l
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -104,6 +105,7 @@ class TableWrite:
         self._restored: set[bytes] = set()
         self._spill_dir: Optional[str] = None
         self._delta_commits: Optional[int] = None
+        self._compactor_pool: Optional[ThreadPoolExecutor] = None
         self.full_compacted = False  # a full-compaction.delta-commits compaction ran in this commit
 
     # ---- input --------------------------------------------------------------------------------
@@ -268,13 +270,30 @@ class TableWrite:
         return self._spill_dir
 
     # ---- output ---------------------------------------------------------------------------------
-    def prepare_commit(self) -> list[CommitMessage]:
-        """Flush, compact as configured, and return one message per bucket with changes."""
+    def prepare_commit(self, *, wait_compaction: bool = True) -> list[CommitMessage]:
+        """Flush, compact as configured, and return one message per bucket with changes.
+
+        Compactions run in the background. With ``wait_compaction`` (one-shot writes) the commit
+        waits for them, so it carries their results; without (a long-lived writer committing
+        again and again, e.g. every checkpoint), it carries the compactions that have finished,
+        and the others join a later commit."""
         self.flush()
         self.full_compacted = False
         self.delta_commits_before()
-        msgs = _in_parallel(lambda w: w.prepare_commit(), list(self._buckets.values()))
+        writers = list(self._buckets.values())
+        if self.pk:
+            msgs = _in_parallel(lambda w: w.prepare_commit(wait_compaction=wait_compaction), writers)
+        else:
+            msgs = [w.prepare_commit() for w in writers]
         return [m for m in msgs if not m.is_empty()]
+
+    def compaction_executor(self) -> ThreadPoolExecutor:
+        """The threads that run this writer's background compactions (Parquet encoding and Arrow
+        kernels release the GIL, so they overlap with the writing thread)."""
+        if self._compactor_pool is None:
+            workers = max(1, min(_COMPACT_THREADS, os.cpu_count() or 1))
+            self._compactor_pool = ThreadPoolExecutor(workers, thread_name_prefix="lakelog-compact")
+        return self._compactor_pool
 
     def compact(self, *, full: bool = False) -> None:
         """Compact every bucket this writer holds (used by dedicated compaction runs)."""
@@ -289,6 +308,14 @@ class TableWrite:
         self.close()
 
     def close(self) -> None:
+        """Release local resources; compactions still in flight are discarded (what was not
+        handed out by :meth:`prepare_commit` is not committed)."""
+        for w in self._buckets.values():
+            if self.pk:
+                w.close()
+        if self._compactor_pool is not None:
+            self._compactor_pool.shutdown(wait=True)
+            self._compactor_pool = None
         if self._spill_dir is not None:
             shutil.rmtree(self._spill_dir, ignore_errors=True)
             self._spill_dir = None
@@ -299,6 +326,7 @@ class TableWrite:
 
 
 _WRITE_THREADS = 4
+_COMPACT_THREADS = 4
 
 
 def _in_parallel(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
