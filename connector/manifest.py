@@ -17,28 +17,28 @@ fields by name. ``_CREATION_TIME`` stays the raw long Paimon stores, never a ``d
 
 from __future__ import annotations
 
-import bz2
 import contextlib
 import dataclasses
-import functools
 import gc
-import io
 import itertools
 import json
-import lzma
-import os
 import threading
 import time
 import uuid
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import fastavro
-
-from lakelog.connector.errors import CorruptFileError, OptionError
+from lakelog.connector.avro import (
+    ContainerWriter,
+    avro_codec,
+    decode_file,
+    encode_long,
+    read_long,
+    schema_shape,
+)
+from lakelog.connector.errors import CorruptFileError
 from lakelog.connector.fileio import FileIO
 from lakelog.connector.types import DataType
 
@@ -79,9 +79,6 @@ DEFAULT_TARGET_FILE_SIZE = 8 * 1024 * 1024
 _RECORD_VERSION = 2
 # Paimon checks the rolling size every this many records.
 _ROLL_CHECK_RECORDS = 1000
-# Uncompressed bytes per Avro block (Avro's default sync interval).
-_BLOCK_BYTES = 64000
-_AVRO_MAGIC = b"Obj\x01"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,229 +170,9 @@ MANIFEST_FILE_META_SCHEMA: dict[str, Any] = {
 }
 
 
-def _strip_logical_types(schema: Any) -> Any:
-    """The same schema with every ``logicalType`` annotation dropped (same binary encoding)."""
-    if isinstance(schema, list):
-        return [_strip_logical_types(s) for s in schema]
-    if isinstance(schema, dict):
-        if "logicalType" in schema:
-            return _strip_logical_types(schema["type"])
-        return {k: _strip_logical_types(v) for k, v in schema.items()}
-    return schema
-
-
-def _shape(schema: Any) -> Any:
-    """The binary layout of a schema: field names and types, without names, docs or logical types."""
-    if isinstance(schema, str):
-        return "int" if schema == "long" else schema  # int and long share one encoding
-    if isinstance(schema, list):
-        return tuple(_shape(s) for s in schema)
-    if isinstance(schema, dict):
-        t = schema.get("type")
-        if t == "record":
-            return ("record", tuple((f.get("name"), _shape(f.get("type"))) for f in schema.get("fields", [])))
-        if t == "array":
-            return ("array", _shape(schema.get("items")))
-        if t in ("map", "enum", "fixed"):
-            return (t, json.dumps(schema, sort_keys=True))
-        return _shape(t)
-    return repr(schema)
-
-
 _ENTRY_SCHEMA_JSON = json.dumps(MANIFEST_ENTRY_SCHEMA).encode()
 _META_SCHEMA_JSON = json.dumps(MANIFEST_FILE_META_SCHEMA).encode()
-_ENTRY_SHAPE = _shape(MANIFEST_ENTRY_SCHEMA)
-
-
-# ---------------------------------------------------------------------------------------------
-# Avro binary encoding and the object container format
-# ---------------------------------------------------------------------------------------------
-
-
-def _varlong(n: int) -> bytes:
-    """Zig-zag variable-length encoding of an Avro int or long."""
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
-_SMALL = [_varlong(i) for i in range(1 << 14)]
-
-
-def _vl(n: int) -> bytes:
-    return _SMALL[n] if 0 <= n < 16384 else _varlong(n)
-
-
-def _read_long(d: bytes, p: int) -> tuple[int, int]:
-    b = d[p]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), p + 1
-    acc = b & 0x7F
-    shift = 7
-    p += 1
-    while True:
-        b = d[p]
-        p += 1
-        acc |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (acc >> 1) ^ -(acc & 1), p
-        shift += 7
-        if shift > 63:
-            raise ValueError(f"malformed varint at byte {p}")
-
-
-@functools.cache
-def _zstd() -> Any:
-    """A module with ``compress``/``decompress`` for zstd, or None."""
-    try:
-        from compression import zstd  # type: ignore[import-not-found]
-
-        return zstd
-    except ImportError:
-        pass
-    try:
-        from backports import zstd  # type: ignore[import-not-found,no-redef]
-
-        return zstd
-    except ImportError:
-        return None
-
-
-def _compress(codec: str, data: bytes) -> bytes:
-    if codec == "null":
-        return data
-    if codec == "deflate":
-        c = zlib.compressobj(6, zlib.DEFLATED, -15)
-        return c.compress(data) + c.flush()
-    if codec == "zstandard":
-        return bytes(_zstd().compress(data))
-    if codec == "bzip2":
-        return bz2.compress(data)
-    if codec == "xz":
-        return lzma.compress(data)
-    raise OptionError(f"unsupported Avro codec {codec!r} for option 'manifest.compression'")
-
-
-def avro_codec(compression: str) -> str:
-    """Map a Paimon ``manifest.compression`` value to the Avro codec written.
-
-    ``zstd`` (Paimon's default) becomes Avro's ``zstandard``; without a zstd module
-    (``backports.zstd`` before Python 3.14) it falls back to ``deflate``.
-    """
-    lower = compression.strip().lower()
-    if lower in ("zstd", "zstandard"):
-        return "zstandard" if _zstd() is not None else "deflate"
-    if lower in ("null", "none", "uncompressed"):
-        return "null"
-    if lower in ("deflate", "bzip2", "xz"):
-        return lower
-    raise OptionError(
-        f"unsupported value {compression!r} for option 'manifest.compression' "
-        "(supported: zstd, deflate, bzip2, xz, none)"
-    )
-
-
-def _parse_header(data: bytes) -> tuple[dict[str, bytes], bytes, int]:
-    """Split an Avro container file into (metadata, sync marker, offset of the first block)."""
-    if data[:4] != _AVRO_MAGIC:
-        raise ValueError("not an Avro object container file (bad magic)")
-    pos = 4
-    meta: dict[str, bytes] = {}
-    while True:
-        count, pos = _read_long(data, pos)
-        if count == 0:
-            break
-        if count < 0:
-            count = -count
-            _size, pos = _read_long(data, pos)
-        for _ in range(count):
-            klen, pos = _read_long(data, pos)
-            key = data[pos : pos + klen].decode()
-            pos += klen
-            vlen, pos = _read_long(data, pos)
-            meta[key] = data[pos : pos + vlen]
-            pos += vlen
-    sync = data[pos : pos + 16]
-    if len(sync) != 16:
-        raise ValueError("truncated Avro header")
-    if "avro.schema" not in meta:
-        raise ValueError("Avro header has no schema")
-    return meta, sync, pos + 16
-
-
-def _encode_header(meta: Mapping[str, bytes], sync: bytes) -> bytes:
-    out = bytearray(_AVRO_MAGIC)
-    out += _vl(len(meta))
-    for key, value in meta.items():
-        kb = key.encode()
-        out += _vl(len(kb)) + kb + _vl(len(value)) + value
-    out += b"\x00" + sync
-    return bytes(out)
-
-
-class _ContainerWriter:
-    """Collects encoded records into compressed Avro blocks of one container file."""
-
-    def __init__(self, schema_json: bytes, codec: str) -> None:
-        self.codec = codec
-        self.sync = os.urandom(16)
-        self.parts: list[bytes] = [
-            _encode_header({"avro.codec": codec.encode(), "avro.schema": schema_json}, self.sync)
-        ]
-        self.size = len(self.parts[0])
-        self.pending: list[bytes] = []
-        self.pending_size = 0
-
-    def add(self, record: bytes) -> None:
-        self.pending.append(record)
-        self.pending_size += len(record)
-        if self.pending_size >= _BLOCK_BYTES:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.pending:
-            return
-        body = _compress(self.codec, b"".join(self.pending))
-        block = b"".join((_vl(len(self.pending)), _vl(len(body)), body, self.sync))
-        self.parts.append(block)
-        self.size += len(block)
-        self.pending = []
-        self.pending_size = 0
-
-    def finish(self) -> bytes:
-        self.flush()
-        return b"".join(self.parts)
-
-
-def _decode_file(
-    data: bytes, shape: Any, key_field: str, fast: Callable[[bytes, int], list[Any]] | None
-) -> tuple[list[Any], bool]:
-    """Decode an Avro container file: (values, True) through ``fast`` when the writer schema has
-    exactly ``shape``, else (fastavro record dicts, False)."""
-    meta, sync, body = _parse_header(data)
-    if meta.get("avro.codec") == b"zstandard" and _zstd() is None:
-        raise ValueError("the file uses Avro codec 'zstandard': install backports.zstd to read it")
-    schema = json.loads(meta["avro.schema"])
-    if not isinstance(schema, dict) or schema.get("type") != "record":
-        raise ValueError(f"writer schema is not a record: {str(schema)[:80]}")
-    if key_field not in {f.get("name") for f in schema.get("fields", [])}:
-        raise ValueError(f"writer schema {schema.get('name')!r} has no field {key_field}")
-    if fast is not None and _shape(schema) == shape:
-        out: list[Any] = []
-        for block in fastavro.block_reader(io.BytesIO(data)):
-            raw = block.bytes_.getvalue()  # type: ignore[attr-defined]
-            out.extend(fast(raw, block.num_records))
-        return out, True
-    plain = _strip_logical_types(schema)
-    if plain != schema:
-        meta = dict(meta)
-        meta["avro.schema"] = json.dumps(plain).encode()
-        data = _encode_header(meta, sync) + data[body:]
-    return list(fastavro.reader(io.BytesIO(data))), False
+_ENTRY_SHAPE = schema_shape(MANIFEST_ENTRY_SCHEMA)
 
 
 def local_now_millis() -> int:
@@ -516,20 +293,20 @@ _EMPTY_ARRAY = b"\x00"
 
 
 def _enc_bytes(b: bytes) -> bytes:
-    return _vl(len(b)) + b
+    return encode_long(len(b)) + b
 
 
 def _enc_str(s: str) -> bytes:
     b = s.encode()
-    return _vl(len(b)) + b
+    return encode_long(len(b)) + b
 
 
 def _enc_opt_long(v: int | None) -> bytes:
-    return _NULL if v is None else _SOME + _vl(v)
+    return _NULL if v is None else _SOME + encode_long(v)
 
 
 def _enc_opt_bytes(v: bytes | None) -> bytes:
-    return _NULL if v is None else _SOME + _vl(len(v)) + v
+    return _NULL if v is None else _SOME + encode_long(len(v)) + v
 
 
 def _enc_opt_str(v: str | None) -> bytes:
@@ -539,7 +316,7 @@ def _enc_opt_str(v: str | None) -> bytes:
 def _enc_str_array(items: Sequence[str]) -> bytes:
     if not items:
         return _EMPTY_ARRAY
-    return b"".join([_vl(len(items)), *[_enc_str(s) for s in items], _EMPTY_ARRAY])
+    return b"".join([encode_long(len(items)), *[_enc_str(s) for s in items], _EMPTY_ARRAY])
 
 
 def _enc_opt_str_array(items: Sequence[str] | None) -> bytes:
@@ -551,7 +328,7 @@ def _enc_opt_long_array(items: Sequence[int] | None) -> bytes:
         return _NULL
     if not items:
         return _SOME + _EMPTY_ARRAY
-    return b"".join([_SOME, _vl(len(items)), *[_vl(v) for v in items], _EMPTY_ARRAY])
+    return b"".join([_SOME, encode_long(len(items)), *[encode_long(v) for v in items], _EMPTY_ARRAY])
 
 
 def _enc_stats(s: SimpleStats) -> bytes:
@@ -562,12 +339,19 @@ def _enc_stats(s: SimpleStats) -> bytes:
         tail = _SOME + _EMPTY_ARRAY
     else:
         tail = b"".join(
-            [_SOME, _vl(len(nc)), *[_NULL if v is None else _SOME + _vl(v) for v in nc], _EMPTY_ARRAY]
+            [
+                _SOME,
+                encode_long(len(nc)),
+                *[_NULL if v is None else _SOME + encode_long(v) for v in nc],
+                _EMPTY_ARRAY,
+            ]
         )
-    return b"".join((_vl(len(s.min_values)), s.min_values, _vl(len(s.max_values)), s.max_values, tail))
+    return b"".join(
+        (encode_long(len(s.min_values)), s.min_values, encode_long(len(s.max_values)), s.max_values, tail)
+    )
 
 
-_VERSION_BYTES = _vl(_RECORD_VERSION)
+_VERSION_BYTES = encode_long(_RECORD_VERSION)
 
 
 def _encode_entry(e: ManifestEntry) -> bytes:
@@ -575,21 +359,21 @@ def _encode_entry(e: ManifestEntry) -> bytes:
     return b"".join(
         (
             _VERSION_BYTES,
-            _vl(e.kind),
+            encode_long(e.kind),
             _enc_bytes(e.partition),
-            _vl(e.bucket),
-            _vl(e.total_buckets),
+            encode_long(e.bucket),
+            encode_long(e.total_buckets),
             _enc_str(f.file_name),
-            _vl(f.file_size),
-            _vl(f.row_count),
+            encode_long(f.file_size),
+            encode_long(f.row_count),
             _enc_bytes(f.min_key),
             _enc_bytes(f.max_key),
             _enc_stats(f.key_stats),
             _enc_stats(f.value_stats),
-            _vl(f.min_sequence_number),
-            _vl(f.max_sequence_number),
-            _vl(f.schema_id),
-            _vl(f.level),
+            encode_long(f.min_sequence_number),
+            encode_long(f.max_sequence_number),
+            encode_long(f.schema_id),
+            encode_long(f.level),
             _enc_str_array(f.extra_files),
             _enc_opt_long(f.creation_time_millis),
             _enc_opt_long(f.delete_row_count),
@@ -609,11 +393,11 @@ def _encode_meta(m: ManifestFileMeta) -> bytes:
         (
             _VERSION_BYTES,
             _enc_str(m.file_name),
-            _vl(m.file_size),
-            _vl(m.num_added_files),
-            _vl(m.num_deleted_files),
+            encode_long(m.file_size),
+            encode_long(m.num_added_files),
+            encode_long(m.num_deleted_files),
             _enc_stats(m.partition_stats),
-            _vl(m.schema_id),
+            encode_long(m.schema_id),
             _enc_opt_long(m.min_bucket),
             _enc_opt_long(m.max_bucket),
             _enc_opt_long(m.min_level),
@@ -637,7 +421,7 @@ def _dec_bytes(d: bytes, p: int) -> tuple[bytes, int]:
         p += 1
         e = p + (b >> 1)
     else:
-        n, p = _read_long(d, p)
+        n, p = read_long(d, p)
         if n < 0:
             raise ValueError(f"negative length {n} at byte {p}")
         e = p + n
@@ -657,7 +441,7 @@ def _dec_opt_long(d: bytes, p: int) -> tuple[int | None, int]:
     b = d[p + 1]
     if b < 0x80:
         return (b >> 1) ^ -(b & 1), p + 2
-    return _read_long(d, p + 1)
+    return read_long(d, p + 1)
 
 
 def _dec_opt_bytes(d: bytes, p: int) -> tuple[bytes | None, int]:
@@ -676,9 +460,9 @@ def _block_count(d: bytes, p: int) -> tuple[int, int]:
     b = d[p]
     if b < 0x80 and not b & 1:
         return b >> 1, p + 1
-    n, p = _read_long(d, p)
+    n, p = read_long(d, p)
     if n < 0:  # a negative count is followed by the block's byte size
-        _size, p = _read_long(d, p)
+        _size, p = read_long(d, p)
         n = -n
     return n, p
 
@@ -710,7 +494,7 @@ def _dec_opt_long_array(d: bytes, p: int) -> tuple[list[int] | None, int]:
         if n == 0:
             return out, p
         for _ in range(n):
-            v, p = _read_long(d, p)
+            v, p = read_long(d, p)
             out.append(v)
 
 
@@ -732,7 +516,7 @@ def _dec_stats(d: bytes, p: int) -> tuple[SimpleStats, int]:
 
 def _decode_entries(d: bytes, count: int) -> list[ManifestEntry]:
     out: list[ManifestEntry] = []
-    rl = _read_long
+    rl = read_long
     ol = _dec_opt_long
     p = 0
     for _ in range(count):
@@ -856,7 +640,7 @@ def _read_avro(
     data = file_io.read_bytes(path)  # MissingFileError names the path
     with _gc_paused():
         try:
-            values, done = _decode_file(data, shape, key_field, fast)
+            values, done = decode_file(data, shape, key_field, fast)
         except Exception as e:  # noqa: BLE001 - whatever fails to decode, the file is corrupt
             raise CorruptFileError(f"cannot decode {kind} {path}: {type(e).__name__}: {e}") from e
         if done:
@@ -973,7 +757,7 @@ class ManifestFile:
         try:
             start = 0
             while start < len(items):
-                writer = _ContainerWriter(_ENTRY_SCHEMA_JSON, self.codec)
+                writer = ContainerWriter(_ENTRY_SCHEMA_JSON, self.codec)
                 end = start
                 while end < len(items):
                     stop = min(end + _ROLL_CHECK_RECORDS, len(items))
@@ -1061,7 +845,7 @@ class ManifestList:
 
     def write(self, metas: Iterable[ManifestFileMeta]) -> tuple[str, int]:
         """Write a new manifest list; return its file name and size in bytes."""
-        writer = _ContainerWriter(_META_SCHEMA_JSON, self.codec)
+        writer = ContainerWriter(_META_SCHEMA_JSON, self.codec)
         for m in metas:
             writer.add(_encode_meta(m))
         data = writer.finish()

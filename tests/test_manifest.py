@@ -16,6 +16,7 @@ from typing import Any
 import fastavro
 import pytest
 
+from lakelog.connector import avro
 from lakelog.connector import manifest as M
 from lakelog.connector.errors import CorruptFileError, MissingFileError, OptionError
 from lakelog.connector.fileio import FileIO
@@ -231,7 +232,7 @@ def test_reading_pypaimon_manifests_matches_raw_avro(oracle: dict[str, Any], tab
         kinds.update(e.kind for e in ours)
         # the fast decoder is used for pypaimon's files (same layout)
         with open(os.path.join(mdir, name), "rb") as f:
-            _values, fast = M._decode_file(f.read(), M._ENTRY_SHAPE, "_FILE", M._decode_entries)
+            _values, fast = M.decode_file(f.read(), M._ENTRY_SHAPE, "_FILE", M._decode_entries)
         assert fast
     if table == "ap":
         assert kinds == {0, 1}  # the overwrite wrote DELETE entries
@@ -540,7 +541,7 @@ def test_older_writer_schema_goes_through_fastavro(tmp_path: Path) -> None:
     """A manifest from an older Paimon (no _VALUE_STATS_COLS.._WRITE_COLS_SEQUENCES, other record
     names, fields nested differently named) is still read, missing fields as None."""
     dropped = {"_VALUE_STATS_COLS", "_EXTERNAL_PATH", "_FIRST_ROW_ID", "_WRITE_COLS", "_WRITE_COLS_SEQUENCES"}
-    schema = M._strip_logical_types(MANIFEST_ENTRY_SCHEMA)
+    schema = avro.strip_logical_types(MANIFEST_ENTRY_SCHEMA)
     schema["name"] = "org.apache.paimon.avro.generated.record"
     file_schema = schema["fields"][5]["type"]
     file_schema["name"] = "record__FILE"
