@@ -70,12 +70,13 @@ class KeyValueBucketWriter:
 
     # ---- input ------------------------------------------------------------------------------
     def add(self, group: pa.Table, *, spill: bool) -> None:
-        from lakelog.connector.write import merge_group
+        from lakelog.connector.write import merge_group, sorted_by_key
 
         tw = self.tw
         raw, merged = merge_group(group, tw.keys, self.next_seq, tw.merge, tw.arrow_schema)
         self.next_seq = int(raw.column(SEQUENCE_NUMBER).to_numpy().max()) + 1
-        if tw.changelog_producer == ChangelogProducer.INPUT:
+        if tw.changelog_producer == ChangelogProducer.INPUT:  # the input rows, by key, as Paimon writes them
+            raw = sorted_by_key(raw, tw.keys)
             self.changelog += write_changelog(self.store, self.partition, self.bucket, raw)
         if self._lookup:
             keys = merged.select([key_column(k) for k in tw.keys]).rename_columns(tw.keys)

@@ -207,16 +207,19 @@ class TableWrite:
         else:
             buckets = np.zeros(table.num_rows, dtype=np.int32)
         table = table.append_column(_BUCKET, pa.array(buckets, pa.int32()))
+        # group rows by (partition, bucket), keeping arrival order inside each group (a stable
+        # sort of the small group columns); each bucket writer then takes and sorts its own rows
+        # by key, the buckets in parallel
         group_cols = self.partition_keys + [_BUCKET]
-        order = sort_indices(table, group_cols + (self.keys if self.pk else []), then=[_ARRIVAL])
-        table = table.take(pa.array(order))
+        order = sort_indices(table, group_cols)
         groups = [
-            (serialize_row(list(values), self.store.partition_types), bucket, group)
-            for values, bucket, group in _split_groups(table, self.partition_keys)
+            (serialize_row(list(values), self.store.partition_types), bucket, order[start:stop])
+            for values, bucket, start, stop in _group_bounds(table.select(group_cols).take(pa.array(order)),
+                                                             self.partition_keys)
         ]
         self._restore({p for p, _, _ in groups} - self._restored)
-        work = [(self._bucket(partition, bucket), group) for partition, bucket, group in groups]
-        _in_parallel(lambda wg: wg[0].add(wg[1], spill=spill), work)
+        work = [(self._bucket(partition, bucket), rows) for partition, bucket, rows in groups]
+        _in_parallel(lambda wr: wr[0].add(table.take(pa.array(wr[1])), spill=spill), work)
 
     def _bucket(self, partition: bytes, bucket: int) -> Any:
         from lakelog.connector.bucket_writer import AppendBucketWriter, KeyValueBucketWriter
@@ -367,17 +370,18 @@ def _row_kinds_from_field(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int8)
 
 
-def _split_groups(
-    table: pa.Table, partition_keys: Sequence[str]
-) -> Iterator[tuple[tuple[Any, ...], int, pa.Table]]:
-    """Split a table sorted by (partition..., bucket) into its groups."""
-    ends = np.flatnonzero(group_ends(table, list(partition_keys) + [_BUCKET]))
+def _group_bounds(
+    groups: pa.Table, partition_keys: Sequence[str]
+) -> Iterator[tuple[tuple[Any, ...], int, int, int]]:
+    """(partition values, bucket, start, stop) of each run of equal (partition..., bucket) in
+    ``groups``, a table of those columns sorted by them."""
+    ends = np.flatnonzero(group_ends(groups, list(partition_keys) + [_BUCKET]))
+    buckets = groups.column(_BUCKET)
     start = 0
     for end in ends:
         stop = int(end) + 1
-        g = table.slice(start, stop - start)
-        values = tuple(g.column(k)[0].as_py() for k in partition_keys)
-        yield values, int(g.column(_BUCKET)[0].as_py()), g
+        values = tuple(groups.column(k)[start].as_py() for k in partition_keys)
+        yield values, int(buckets[start].as_py()), start, stop
         start = stop
 
 
@@ -396,4 +400,10 @@ def merge_group(
         raw = raw.append_column(group.schema.field(f.name), group.column(f.name))
     merged = merge_sorted(raw, [key_column(k) for k in keys], merge)
     return raw, merged
+
+
+def sorted_by_key(raw: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """``raw`` (rows of one bucket in arrival order) sorted by key, arrival order kept per key."""
+    order = sort_indices(raw, [key_column(k) for k in keys])
+    return raw.take(pa.array(order))
 
