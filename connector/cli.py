@@ -145,11 +145,59 @@ def cmd_expire(args: argparse.Namespace) -> int:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
+    if args.full and args.universal:
+        raise UsageError("give --full or --universal, not both")
+    for n in _STREAMING_FLAGS + _JOB_FLAGS:
+        flag = "--" + n.replace("_", "-")
+        if getattr(args, n) is None:
+            continue
+        if n in _STREAMING_FLAGS and not args.streaming:
+            raise UsageError(f"{flag} needs --streaming")
+        if not (args.streaming or args.job):
+            raise UsageError(f"{flag} needs --job or --streaming")
     t = _catalog(args).get_table(_table_arg(args))
+    if args.streaming or args.job:  # a Flink job (needs the flink extra; pyflink loads only now)
+        import importlib.util
+
+        if importlib.util.find_spec("pyflink") is None:
+            raise UsageError(
+                "--job and --streaming run a Flink job: install the flink extra ('lakelog[flink]')"
+            )
+        from lakelog.jobs.compact import run_from_args
+
+        # --job compacts fully by default, as the in-process command does; --streaming keeps to
+        # universal picks unless --full is given
+        full = args.full or not (args.universal or args.streaming)
+        return run_from_args(t.path, args, full=full)
     bar = ProgressBar(f"compacting {t.identifier}") if sys.stderr.isatty() or args.progress else None
     sid = t.compact(full=not args.universal, progress=bar)
     print(f"compaction committed snapshot {sid}" if sid else "nothing to compact")
     return 0
+
+
+_STREAMING_FLAGS = (
+    "discovery_interval",
+    "max_rounds",
+    "idle_timeout",
+    "channel_dir",
+    "checkpoint_interval_ms",
+)
+_JOB_FLAGS = ("parallelism", "commit_user")
+
+
+def _compact_job_arguments(s: argparse.ArgumentParser) -> None:
+    """The Flink compaction job's flags (lakelog.jobs.compact), declared here so that ``--help``
+    needs no pyflink."""
+    s.add_argument("--streaming", action="store_true", help="a streaming Flink job that keeps compacting")
+    s.add_argument("--parallelism", type=int, help="job: compactor parallelism")
+    s.add_argument("--checkpoint-interval-ms", type=int, help="streaming: checkpoint interval")
+    s.add_argument("--discovery-interval", help="streaming: e.g. '2 s' (default: the table's option)")
+    s.add_argument("--max-rounds", type=int, help="streaming: end after this many discovery rounds")
+    s.add_argument(
+        "--idle-timeout", type=float, help="streaming: stop once the table had no new snapshot this long (s)"
+    )
+    s.add_argument("--channel-dir", help="streaming: the commit channel folder")
+    s.add_argument("--commit-user", help="job: commit user of the COMPACT snapshots")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -197,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--progress", action="store_true", help="show the progress bar even when not on a terminal"
     )
+    s.add_argument("--job", action="store_true", help="run as a batch Flink job (parallel compaction)")
+    s.add_argument("--full", action="store_true", help="with --streaming: full compactions")
+    _compact_job_arguments(s)
     s.set_defaults(func=cmd_compact)
     return p
 

@@ -1,0 +1,170 @@
+"""The dedicated compaction job (lakelog.jobs.compact) on a MiniCluster: batch through the CLI,
+streaming while a writer keeps writing, and ``python -m lakelog.jobs.compact --streaming``."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("pyflink")
+
+import lakelog  # noqa: E402
+from lakelog.connector.cli import main as cli_main  # noqa: E402
+from lakelog.operators.compact_ops import sorted_run_counts  # noqa: E402
+
+pytestmark = [
+    pytest.mark.flink,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+]
+
+SCHEMA = pa.schema(
+    [pa.field("dt", pa.string(), False), pa.field("id", pa.int64(), False), pa.field("v", pa.string())]
+)
+
+
+def _pk_table(wh: str) -> lakelog.Table:
+    return lakelog.Catalog(wh).create_table(
+        "db.t",
+        SCHEMA,
+        primary_key=["dt", "id"],
+        partition_by=["dt"],
+        options={"bucket": "2", "write-only": "true"},
+    )
+
+
+def _write(t: lakelog.Table, dt: str, i: int, expected: dict[tuple[str, int], str]) -> None:
+    ids = list(range(i * 5, i * 5 + 20))  # overlaps the previous write: updates
+    t.write(pa.table({"dt": [dt] * 20, "id": ids, "v": [f"w{i}"] * 20}, schema=SCHEMA))
+    expected.update({(dt, k): f"w{i}" for k in ids})
+
+
+def _content(t: lakelog.Table) -> dict[tuple[str, int], str]:
+    rows = t.refresh().to_arrow().to_pylist()
+    out = {(r["dt"], r["id"]): r["v"] for r in rows}
+    assert len(out) == len(rows)
+    return out
+
+
+def test_batch_job_through_the_cli(tmp_path: Any) -> None:
+    wh = str(tmp_path / "wh")
+    t = _pk_table(wh)
+    expected: dict[tuple[str, int], str] = {}
+    for i in range(6):
+        for dt in ("a", "b"):
+            _write(t, dt, i, expected)
+    runs = sorted_run_counts(t.store)
+    assert len(runs) == 4 and set(runs.values()) == {6}
+    last = t.latest_snapshot()
+    assert last is not None
+
+    out = io.StringIO()
+    t0 = time.monotonic()
+    with contextlib.redirect_stdout(out):
+        rc = cli_main(["--warehouse", wh, "compact", "db.t", "--job", "--universal", "--parallelism", "2"])
+    print(f"batch compaction job: {time.monotonic() - t0:.1f} s")
+    assert rc == 0, out.getvalue()
+    assert "compaction committed 1 snapshot(s)" in out.getvalue()
+    snaps = t.refresh().snapshots()
+    assert [s.commit_kind for s in snaps if s.id > last.id] == ["COMPACT"]  # one commit for all buckets
+    assert snaps[-1].commit_user.startswith("lakelog-compact-")
+    after = sorted_run_counts(t.store)
+    assert set(after) == set(runs) and all(after[k] < runs[k] for k in runs)
+    assert _content(t) == expected
+
+    # nothing left for universal compaction: no job is started at all
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli_main(["--warehouse", wh, "compact", "db.t", "--job", "--universal"]) == 0
+    assert "nothing to compact" in out.getvalue()
+    assert len(t.refresh().snapshots()) == len(snaps)
+
+
+def test_streaming_job_compacts_while_a_writer_writes(tmp_path: Any) -> None:
+    from lakelog.jobs.compact import make_env, start_compaction
+
+    t = _pk_table(str(tmp_path / "wh"))
+    expected: dict[tuple[str, int], str] = {}
+    for i in range(6):
+        _write(t, "a", i, expected)
+    env = make_env(streaming=True, parallelism=2, checkpoint_interval_ms=1000)
+    t0 = time.monotonic()
+    job = start_compaction(
+        env, t.path, streaming=True, discovery_interval="500 ms", channel_dir=str(tmp_path / "ch")
+    )
+    assert job is not None
+    # keep writing (write-only: the writer never compacts) until the job has compacted a few times
+    i = 6
+    while time.monotonic() - t0 < 300:
+        _write(t, "a", i, expected)
+        i += 1
+        time.sleep(0.3)
+        if sum(s.commit_kind == "COMPACT" for s in t.refresh().snapshots()) >= 3:
+            _write(t, "a", i, expected)  # and one more after them
+            i += 1
+            break
+    last_append = max(s.id for s in t.refresh().snapshots() if s.commit_kind == "APPEND")
+    summary = job.stop_when_idle(6.0, timeout_s=300)
+    print(f"streaming compaction: {time.monotonic() - t0:.1f} s, {i} writes; {summary}")
+    assert job.status() == "FINISHED"
+
+    snaps = t.refresh().snapshots()
+    compacts = [s for s in snaps if s.commit_kind == "COMPACT"]
+    assert len(compacts) >= 3 and [s.id for s in compacts] == summary.snapshots
+    assert all(s.commit_user == summary.commit_user for s in compacts)
+    assert sum(s.id < last_append for s in compacts) >= 3  # compacted while the writer was writing
+    assert _content(t) == expected
+    trigger = t.store.options.num_sorted_run_compaction_trigger
+    assert max(sorted_run_counts(t.store).values()) <= trigger  # writes alone: `i` runs per bucket
+
+
+def test_streaming_module_with_max_rounds(tmp_path: Any) -> None:
+    wh = str(tmp_path / "wh")
+    schema = pa.schema([pa.field("id", pa.int64(), False), pa.field("v", pa.string())])
+    t = lakelog.Catalog(wh).create_table("db.log", schema, options={"bucket": "2", "bucket-key": "id"})
+    for i in range(6):
+        t.write(pa.table({"id": [i * 10 + k for k in range(10)], "v": [f"w{i}"] * 10}, schema=schema))
+    before = {b: sorted_run_counts(t.store)[b] for b in sorted_run_counts(t.store)}
+    assert set(before.values()) == {6}
+    rows_before = t.to_arrow().sort_by("id")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYFLINK_GATEWAY")}
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lakelog.jobs.compact",
+            "--warehouse",
+            wh,
+            "--table",
+            "db.log",
+            "--streaming",
+            "--max-rounds",
+            "2",
+            "--discovery-interval",
+            "1 s",
+            "--channel-dir",
+            str(tmp_path / "ch"),
+            "--checkpoint-interval-ms",
+            "1000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+    )
+    print(f"python -m lakelog.jobs.compact --streaming --max-rounds 2: {time.monotonic() - t0:.1f} s")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "compaction committed" in proc.stdout, proc.stdout
+    assert sorted_run_counts(t.store) == {b: 1 for b in before}  # the small files became one per bucket
+    assert t.refresh().to_arrow().sort_by("id").equals(rows_before)
+    latest = t.latest_snapshot()
+    assert latest is not None and latest.commit_kind == "COMPACT"
