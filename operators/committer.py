@@ -9,6 +9,7 @@ commits a file twice. Commit identifiers of one commit user strictly increase: t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -91,7 +92,7 @@ class SinkCommitter:
                 len(committables),
             )
             return None
-        todo = [c for c in committables if c.id not in self.committed]
+        todo = [c for c in committables if c.id not in self.committed and self._files_exist(c)]
         if not todo:
             return None
         messages = _cancel_chained_compactions([m for c in todo for m in c.messages])
@@ -110,18 +111,42 @@ class SinkCommitter:
         return identifier
 
 
+    def _files_exist(self, c: Committable) -> bool:
+        """A committable whose new files are gone was committed long ago (its snapshots and files
+        expired since) or aborted: committing it would break the table, so it is skipped."""
+        store = self.store
+        for m in c.messages:
+            for f in m.new_files + m.changelog_files:
+                if not store.file_io.exists(store.data_file_path(m.partition, m.bucket, f.file_name)):
+                    log.warning(
+                        "committable %s of %s names the missing file %s; skipped (committed before "
+                        "and expired, or aborted)",
+                        c.id,
+                        self.commit_user,
+                        f.file_name,
+                    )
+                    return False
+        return True
+
+
 class ChannelReader:
     """Reads committables that the FileSink channel has released: lines of finished part files
     (in-progress and pending files start with a dot and are skipped). Finished files never change,
-    so each is read once; lines already committed are dropped."""
+    so each is read once; lines already committed are dropped.
+
+    A finished file whose committables are all committed is deleted: the channel does not grow
+    without end, and a later run cannot replay it after the snapshots that recorded its ids have
+    expired (the committer would no longer know they were committed)."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self._seen: set[str] = set()
         self._lines: dict[str, str] = {}
+        self._file_ids: dict[str, set[str]] = {}
 
     def released(self, committed: set[str]) -> dict[str, str]:
         """``{id: line}`` of released committables not in ``committed``, in file order."""
+        self._prune(committed)
         for root, dirs, files in os.walk(self.directory):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             for name in sorted(files):
@@ -130,6 +155,7 @@ class ChannelReader:
                 path = os.path.join(root, name)
                 if path in self._seen:
                     continue
+                ids = self._file_ids.setdefault(path, set())
                 with open(path, encoding="utf-8") as fh:
                     for line in fh:
                         line = line.strip()
@@ -138,10 +164,18 @@ class ChannelReader:
                         d = json.loads(line)
                         if isinstance(d, dict) and isinstance(d.get("id"), str):
                             self._lines[d["id"]] = line
+                            ids.add(d["id"])
                 self._seen.add(path)
         for i in [i for i in self._lines if i in committed]:
             del self._lines[i]
         return dict(self._lines)
+
+    def _prune(self, committed: set[str]) -> None:
+        for path, ids in list(self._file_ids.items()):
+            if ids <= committed:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
+                del self._file_ids[path]  # stays in _seen: never read again
 
 
 def _cancel_chained_compactions(messages: list[CommitMessage]) -> list[CommitMessage]:
