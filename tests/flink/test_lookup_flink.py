@@ -1,0 +1,141 @@
+"""Lookup joins on a MiniCluster: a DataStream lookup_join that sees the dimension change mid-job, and
+SQL joins in one job: LATERAL TABLE inner and left, the rewritten FOR SYSTEM_TIME AS OF form, and the
+vectorised (pandas) row function."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import lakelog
+
+pytest.importorskip("pyflink")
+pytestmark = [
+    pytest.mark.flink,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+]
+
+DIM = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("city", pa.string()),
+    ]
+)
+ORDERS = [(1, 1), (2, 2), (3, 4), (4, 9), (100, 3), (6, 1), (7, 2), (8, 4)]  # (oid, customer id)
+
+
+def _dim(tmp_path: Any, name: str = "cust") -> lakelog.Table:
+    t = lakelog.Catalog(str(tmp_path / "wh")).create_table(
+        f"db.{name}", DIM, primary_key=["id"], options={"bucket": "2"}
+    )
+    t.write(pa.table({"id": [1, 2, 3], "name": ["a1", "b1", "c1"], "city": ["x", "y", "z"]}, schema=DIM))
+    return t
+
+
+class _UpdateDimOnMarker:
+    """A map that, on order 100, changes the dimension (so later orders must see the new rows)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self, row: Any) -> Any:
+        if row[0] == 100:
+            from lakelog.connector.store import TableStore
+            from lakelog.connector.table import Table
+
+            t = Table(TableStore(self.path), "cust")
+            with t.writer() as w:
+                w.write(pa.table({"id": [1, 4], "name": ["a2", "d2"], "city": ["x", "w"]}, schema=DIM))
+                w.delete(pa.table({"id": [2]}))
+        return row
+
+
+def test_datastream_lookup_join_sees_updates_during_the_job(tmp_path: Any) -> None:
+    from pyflink.common import Configuration, Row, Types
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    from lakelog.operators.lookup import lookup_join
+
+    cfg = Configuration()
+    cfg.set_string("python.executable", sys.executable)
+    cfg.set_string("python.fn-execution.bundle.size", "1")  # see pipeline()
+    env = StreamExecutionEnvironment.get_execution_environment(cfg)
+    env.set_parallelism(1)
+    row_t = Types.ROW_NAMED(["oid", "cid"], [Types.LONG(), Types.LONG()])
+    tag = Types.ROW_NAMED(
+        ["j", "oid", "cid", "name"], [Types.STRING(), Types.LONG(), Types.LONG(), Types.STRING()]
+    )
+
+    def pipeline(dim: lakelog.Table) -> Any:
+        # a linear chain of Python operators is fused into one, which runs a bundle through one
+        # operator after the other: with bundles of one record, each order passes the updater and
+        # the lookup before the next one does, so the orders after the marker must see the update
+        orders = env.from_collection([Row(o, c) for o, c in ORDERS], type_info=row_t)
+        return orders.map(_UpdateDimOnMarker(dim.path), output_type=row_t)
+
+    left_dim, inner_dim = _dim(tmp_path, "cust_l"), _dim(tmp_path, "cust_i")
+    left = lookup_join(pipeline(left_dim), left_dim.path, "cid", columns=["name"], join_type="left",
+                       refresh_interval=0)  # fmt: skip
+    inner = lookup_join(pipeline(inner_dim), inner_dim.path, {"cid": "id"}, columns=["id", "name"],
+                        refresh_interval=0)  # fmt: skip
+    assert inner.get_type().get_field_names() == ["oid", "cid", "id", "name"]
+    out = left.map(lambda r: Row("left", r[0], r[1], r[2]), output_type=tag).union(
+        inner.map(lambda r: Row("inner", r[0], r[1], r[3]), output_type=tag)
+    )
+    got = sorted(tuple(r) for r in out.execute_and_collect())
+    expect_left = [
+        (1, 1, "a1"), (2, 2, "b1"), (3, 4, None), (4, 9, None),  # before the marker
+        (100, 3, "c1"), (6, 1, "a2"), (7, 2, None), (8, 4, "d2"),  # after it
+    ]  # fmt: skip
+    expect = [("left", *r) for r in expect_left] + [("inner", *r) for r in expect_left if r[2] is not None]
+    assert got == sorted(expect)
+
+
+def test_sql_lateral_table_joins(tmp_path: Any) -> None:
+    from pyflink.table import DataTypes
+
+    from lakelog.jobs.sql import LakelogSql
+    from lakelog.operators.lookup import register_lookup_function
+
+    t = _dim(tmp_path)
+    t.write(pa.table({"id": [3, 4], "name": ["c2", "d1"], "city": ["z", "w"]}, schema=DIM))  # between runs
+    sql = LakelogSql("batch", parallelism=1)
+    t_env = sql.t_env
+    t_env.create_temporary_view(
+        "orders",
+        t_env.from_elements(
+            ORDERS,
+            DataTypes.ROW(
+                [DataTypes.FIELD("oid", DataTypes.BIGINT()), DataTypes.FIELD("cid", DataTypes.BIGINT())]
+            ),
+        ),
+    )
+    cols = register_lookup_function(t_env, "dim", t.path, columns=["name", "city"])
+    assert cols == ["name", "city"]
+    assert register_lookup_function(t_env, "dim_row", t.path, vectorized=True) == ["id", "name", "city"]
+    sql.execute(
+        f"CREATE TABLE cust (id BIGINT NOT NULL, name STRING, city STRING) WITH ('connector'='lakelog', 'path'='{t.path}')"
+    )
+    query = """
+        SELECT 'inner' AS j, o.oid, d.name FROM orders AS o, LATERAL TABLE(dim(o.cid)) AS d
+        UNION ALL
+        SELECT 'left' AS j, o.oid, d.name FROM orders AS o LEFT JOIN LATERAL TABLE(dim(o.cid)) AS d ON TRUE
+        UNION ALL
+        SELECT 'systime' AS j, o.oid, c.name FROM orders AS o
+          LEFT JOIN cust FOR SYSTEM_TIME AS OF PROCTIME() AS c ON o.cid = c.id
+        UNION ALL
+        SELECT 'vector' AS j, x.oid, x.r.name FROM (SELECT o.oid, dim_row(o.cid) AS r FROM orders AS o) AS x
+          WHERE x.r.id IS NOT NULL
+    """
+    with sql.sql_query(query).execute().collect() as it:
+        got = sorted(tuple(r) for r in it)
+    names = {1: "a1", 2: "b1", 3: "c2", 4: "d1"}
+    expect = [(j, o, names[c]) for j in ("inner", "vector") for o, c in ORDERS if c in names]
+    expect += [(j, o, names.get(c)) for j in ("left", "systime") for o, c in ORDERS]
+    assert got == sorted(expect)

@@ -1,0 +1,494 @@
+"""LookupTable (lakelog.operators.lookup) against dict oracles: refreshes after upserts, deletes,
+compaction and snapshot expiration; partitioned and multi-bucket tables; secondary keys; odd keys."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import math
+import random
+import time
+from typing import Any, Optional
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import lakelog
+from lakelog.connector.errors import InvalidInputError, OptionError, SchemaError
+from lakelog.connector.schema import AddColumn
+from lakelog.operators.lookup import LookupTable, rewrite_lookup_joins
+from lakelog.operators.lookup_index import column_hash, py_value_hash
+
+CUST = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("city", pa.string()),
+        pa.field("amount", pa.float64()),
+    ]
+)
+PART = pa.schema(
+    [
+        pa.field("dt", pa.string(), nullable=False),
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("city", pa.string()),
+        pa.field("amount", pa.float64()),
+    ]
+)
+CODES = pa.schema(
+    [
+        pa.field("region", pa.string(), nullable=False),
+        pa.field("code", pa.string(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("city", pa.string()),
+        pa.field("amount", pa.float64()),
+    ]
+)
+CITIES = ["berlin", "paris", "rome", "oslo", None]
+
+
+# ---- a random workload with a dict oracle ----------------------------------------------------------------
+class Workload:
+    """Random upserts and deletes on a primary-key table, mirrored in ``self.rows`` (key -> row)."""
+
+    def __init__(self, table: lakelog.Table, schema: pa.Schema, pk: list[str], seed: int) -> None:
+        self.t = table
+        self.schema = schema
+        self.pk = pk
+        self.rnd = random.Random(seed)
+        self.rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def random_key(self) -> tuple[Any, ...]:
+        r = self.rnd
+        if self.pk == ["id"]:
+            return (r.randrange(200),)
+        if self.pk == ["dt", "id"]:
+            return (r.choice(["2024-01-01", "2024-01-02", "2024-01-03"]), r.randrange(60))
+        return (r.choice(["eu", "us", "asia"]), f"c{r.randrange(70):03d}")
+
+    def row(self, key: tuple[Any, ...]) -> dict[str, Any]:
+        r = self.rnd
+        out = dict(zip(self.pk, key))
+        out["name"] = r.choice([None, f"n{r.randrange(10**6)}"])
+        out["city"] = r.choice(CITIES)
+        out["amount"] = r.choice([None, round(r.uniform(-100, 100), 3)])
+        return out
+
+    def commit(self) -> None:
+        """One commit: some upserts and some deletes of distinct keys."""
+        keys = list({self.random_key() for _ in range(self.rnd.randrange(1, 30))})
+        self.rnd.shuffle(keys)
+        n_del = self.rnd.randrange(0, len(keys) // 2 + 1)
+        deletes, upserts = keys[:n_del], keys[n_del:]
+        up_rows = [self.row(k) for k in upserts]
+        with self.t.writer() as w:
+            if up_rows:
+                w.write(pa.Table.from_pylist(up_rows, schema=self.schema))
+            if deletes:
+                w.delete(pa.Table.from_pylist([dict(zip(self.pk, k)) for k in deletes]))
+        for k, r in zip(upserts, up_rows):
+            self.rows[k] = r
+        for k in deletes:
+            self.rows.pop(k, None)
+
+
+def _sorted_rows(rows: list[dict[str, Any]], names: list[str]) -> list[tuple[Any, ...]]:
+    return sorted((tuple(r[n] for n in names) for r in rows), key=repr)
+
+
+def check_primary(lt: LookupTable, w: Workload) -> None:
+    names = lt.columns
+    assert _sorted_rows(lt.to_arrow().to_pylist(), names) == _sorted_rows(list(w.rows.values()), names)
+    assert lt.num_rows == len(w.rows)
+    # a batch of present, absent and null keys
+    probes: list[Optional[tuple[Any, ...]]] = [w.random_key() for _ in range(40)]
+    probes += list(w.rows)[:10]
+    probes.append(None)
+    cols = {c: [None if p is None else p[i] for p in probes] for i, c in enumerate(w.pk)}
+    got = lt.lookup(pa.table(cols)).to_pylist()
+    for p, g in zip(probes, got):
+        want = w.rows.get(p) if p is not None else None
+        assert g == (want if want is not None else dict.fromkeys(names)), (p, g, want)
+    found = lt.contains(cols)
+    assert list(found) == [p is not None and p in w.rows for p in probes]
+    # single keys
+    for p in probes[:15] + probes[-11:-1]:
+        assert p is not None
+        assert lt.get(p) == w.rows.get(p)
+
+
+def check_secondary(lt: LookupTable, w: Workload, column: str) -> None:
+    probe = CITIES + ["nowhere"] if column == "city" else sorted({k[-1] for k in w.rows})[:20] + [10**6]
+    pi, got = lt.lookup_all(pa.array(probe, type=w.schema.field(column).type))
+    assert list(pi) == sorted(pi)
+    for i, v in enumerate(probe):
+        want = [r for r in w.rows.values() if v is not None and r[column] == v]
+        mine = [got.slice(j, 1).to_pylist()[0] for j in np.flatnonzero(pi == i)]
+        assert _sorted_rows(mine, lt.columns) == _sorted_rows(want, lt.columns), v
+        assert _sorted_rows(lt.get_all(v), lt.columns) == _sorted_rows(want, lt.columns)
+
+
+SCENARIOS = {
+    "int-key-4-buckets": (CUST, ["id"], None, {"bucket": "4"}),
+    "partitioned-2-buckets": (PART, ["dt", "id"], ["dt"], {"bucket": "2"}),
+    "string-pair-key-3-buckets": (CODES, ["region", "code"], None, {"bucket": "3"}),
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_random_upserts_deletes_compaction_expiration(catalog: lakelog.Catalog, scenario: str) -> None:
+    schema, pk, part, opts = SCENARIOS[scenario]
+    t = catalog.create_table("db.dim", schema, primary_key=pk, partition_by=part, options=opts)
+    w = Workload(t, schema, pk, seed=len(scenario))
+    w.commit()
+    lt = LookupTable(t.path, refresh_interval=math.inf)
+    sec_col = "city" if scenario != "partitioned-2-buckets" else "id"
+    sec = LookupTable(t.path, key_columns=[sec_col], columns=["name", sec_col, "amount", *pk][:4],
+                      refresh_interval=math.inf)  # fmt: skip
+    assert not sec.unique and lt.unique
+    check_primary(lt, w)
+    modes: set[str] = set()
+    for rnd in range(14):
+        for _ in range(w.rnd.randrange(1, 3)):
+            w.commit()
+        if rnd % 4 == 3:
+            t.compact(full=rnd % 8 == 3)
+        if rnd % 5 == 4:  # the lookups are behind: the snapshots they need disappear
+            w.commit()
+            t.expire_snapshots(retain_min=1, retain_max=1, older_than_millis=int(time.time() * 1000) + 1)
+        assert lt.refresh()
+        assert sec.refresh()
+        assert lt.snapshot_id == t.latest_snapshot().id == sec.snapshot_id
+        modes.add(lt.last_refresh.mode)
+        check_primary(lt, w)
+        check_secondary(sec, w, sec_col)
+    assert {"delta", "full"} <= modes, modes
+    # compaction alone changes nothing and costs nothing
+    t.compact()
+    assert lt.refresh() and lt.last_refresh.mode == "compact"
+    check_primary(lt, w)
+    assert not lt.refresh()  # nothing new
+
+
+def test_basic_get_lookup_join(catalog: lakelog.Catalog) -> None:
+    t = catalog.create_table("db.cust", CUST, primary_key=["id"], options={"bucket": "2"})
+    t.write(pa.table({"id": [1, 2, 3], "name": ["a", "b", "c"], "city": ["x", "y", "x"], "amount": [1.0, 2.0, 3.0]},
+                     schema=CUST))  # fmt: skip
+    lt = LookupTable(t, columns=["name", "city"], refresh_interval=0)
+    assert lt.get(1) == {"name": "a", "city": "x"}
+    assert lt.get((2,)) == {"name": "b", "city": "y"}
+    assert lt.get(7) is None and lt.get(None) is None and lt.get_all(7) == []
+    assert lt.get_values(3) == (("c", "x"),)
+    assert lt.schema.names == ["name", "city"]
+    out = lt.lookup(pa.array([3, None, 9, 1], pa.int32()))  # another integer type, cast to the key's
+    assert out.to_pylist() == [
+        {"name": "c", "city": "x"},
+        {"name": None, "city": None},
+        {"name": None, "city": None},
+        {"name": "a", "city": "x"},
+    ]
+    assert lt.lookup([[1, 2]]).column("name").to_pylist() == ["a", "b"]  # a list of key columns
+    assert lt.lookup(pa.array([2**40, -1], pa.int64())).column("name").to_pylist() == [None, None]
+    orders = pa.table({"oid": [10, 11, 12, 13], "id": [3, 4, 1, 3], "name": ["o1", "o2", "o3", "o4"]})
+    inner = lt.join(orders, "id")
+    assert inner.column_names == ["oid", "id", "name", "name_dim", "city"]
+    assert inner.to_pylist() == [
+        {"oid": 10, "id": 3, "name": "o1", "name_dim": "c", "city": "x"},
+        {"oid": 12, "id": 1, "name": "o3", "name_dim": "a", "city": "x"},
+        {"oid": 13, "id": 3, "name": "o4", "name_dim": "c", "city": "x"},
+    ]
+    left = lt.join(orders.to_batches()[0], {"id": "id"}, "left", suffix="_c")
+    assert left.column("name_c").to_pylist() == ["c", None, "a", "c"]
+    assert left.schema.field("name_c").nullable
+    # refresh_interval=0: every lookup sees the latest snapshot
+    t.write(pa.table({"id": [4], "name": ["d"], "city": ["z"], "amount": [4.0]}, schema=CUST))
+    t.delete(pa.table({"id": [1]}))
+    assert lt.get(4) == {"name": "d", "city": "z"} and lt.get(1) is None
+    assert lt.last_refresh is not None and lt.last_refresh.mode == "delta"
+    assert lt.last_refresh.from_snapshot == 1 and lt.last_refresh.to_snapshot == 3
+    assert lt.memory_bytes() > 0
+
+
+def test_refresh_interval_controls_staleness(catalog: lakelog.Catalog) -> None:
+    t = catalog.create_table("db.cust", CUST, primary_key=["id"], options={"bucket": "1"})
+    t.write(pa.table({"id": [1], "name": ["a"], "city": ["x"], "amount": [1.0]}, schema=CUST))
+    lt = LookupTable(t.path, refresh_interval="1 h")
+    t.write(pa.table({"id": [1], "name": ["b"], "city": ["x"], "amount": [1.0]}, schema=CUST))
+    assert lt.get(1)["name"] == "a"  # within the interval: the loaded snapshot
+    assert lt.snapshot_id == 1
+    assert lt.refresh() and lt.get(1)["name"] == "b"
+    default = LookupTable(t.path)  # the table's continuous.discovery-interval (10 s)
+    assert default.refresh_interval == 10.0
+
+
+def test_async_refresh_and_consumer(catalog: lakelog.Catalog) -> None:
+    t = catalog.create_table("db.cust", CUST, primary_key=["id"], options={"bucket": "2"})
+    t.write(pa.table({"id": [1], "name": ["a"], "city": ["x"], "amount": [1.0]}, schema=CUST))
+    with LookupTable(t.path, refresh_interval=0.05, async_refresh=True, consumer_id="dim-lookup") as lt:
+        assert t.store.consumer_manager.get("dim-lookup") == 2
+        t.write(pa.table({"id": [1, 2], "name": ["b", "c"], "city": ["x", "y"], "amount": [1.0, 2.0]},
+                         schema=CUST))  # fmt: skip
+        deadline = time.monotonic() + 20
+        while lt.snapshot_id != 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert lt.get(1)["name"] == "b" and lt.get(2)["name"] == "c"
+        assert t.store.consumer_manager.get("dim-lookup") == 3
+    assert lt._thread is None
+
+
+def test_lazy_load_and_empty_table(catalog: lakelog.Catalog) -> None:
+    t = catalog.create_table("db.cust", CUST, primary_key=["id"], options={"bucket": "2"})
+    lt = LookupTable(t.path, refresh_interval=0, lazy=True)
+    assert lt.snapshot_id is None and lt.num_rows == 0
+    assert lt.get(1) is None
+    assert lt.lookup(pa.array([1, 2])).num_rows == 2
+    t.write(pa.table({"id": [1], "name": ["a"], "city": ["x"], "amount": [1.0]}, schema=CUST))
+    assert lt.get(1)["name"] == "a" and lt.last_refresh.mode == "initial"
+
+
+def test_filter_pushdown_and_rows_leaving_it(catalog: lakelog.Catalog) -> None:
+    t = catalog.create_table("db.cust", CUST, primary_key=["id"], options={"bucket": "2"})
+    t.write(pa.table({"id": [1, 2, 3], "name": ["a", "b", "c"], "city": ["x", "y", "x"], "amount": [1.0, 2.0, 3.0]},
+                     schema=CUST))  # fmt: skip
+    lt = LookupTable(t.path, columns=["name"], filter="city = 'x' AND amount < 10", refresh_interval=0)
+    assert [lt.get(i) for i in (1, 2, 3)] == [{"name": "a"}, None, {"name": "c"}]
+    t.write(
+        pa.table({"id": [1, 2], "name": ["a2", "b2"], "city": ["y", "x"], "amount": [1.0, 2.0]}, schema=CUST)
+    )
+    assert [lt.get(i) for i in (1, 2, 3)] == [None, {"name": "b2"}, {"name": "c"}]
+    assert lt.last_refresh.mode == "delta"
+
+
+def test_partial_update_engine_reloads_touched_buckets(catalog: lakelog.Catalog) -> None:
+    t = catalog.create_table(
+        "db.cust", CUST, primary_key=["id"], options={"bucket": "4", "merge-engine": "partial-update"}
+    )
+    t.write(pa.table({"id": list(range(40)), "name": [f"n{i}" for i in range(40)], "city": ["x"] * 40,
+                      "amount": [float(i) for i in range(40)]}, schema=CUST))  # fmt: skip
+    lt = LookupTable(t.path, refresh_interval=0)
+    t.write(pa.table({"id": [5], "name": [None], "city": ["y"], "amount": [None]}, schema=CUST))
+    assert lt.get(5) == {"id": 5, "name": "n5", "city": "y", "amount": 5.0}  # merged, not replayed
+    info = lt.last_refresh
+    assert info.mode == "buckets" and "merge engine" in info.reason
+    assert info.rows_read < 40  # only the touched bucket
+    assert lt.num_rows == 40
+    assert _sorted_rows(lt.to_arrow().to_pylist(), lt.columns) == _sorted_rows(
+        t.to_arrow().to_pylist(), lt.columns
+    )
+
+
+def test_append_table_secondary_key(catalog: lakelog.Catalog) -> None:
+    schema = pa.schema([pa.field("k", pa.string()), pa.field("v", pa.int64())])
+    t = catalog.create_table("db.events", schema)
+    t.write(pa.table({"k": ["a", "b", "a", None], "v": [1, 2, 3, 4]}, schema=schema))
+    with pytest.raises(OptionError, match="no primary key"):
+        LookupTable(t.path)
+    lt = LookupTable(t.path, key_columns=["k"], refresh_interval=0)
+    assert sorted(r["v"] for r in lt.get_all("a")) == [1, 3]
+    assert lt.get_all(None) == []
+    t.write(pa.table({"k": ["a", "c"], "v": [5, 6]}, schema=schema))
+    assert sorted(r["v"] for r in lt.get_all("a")) == [1, 3, 5]
+    assert lt.last_refresh.mode == "delta"
+    with pytest.raises(InvalidInputError, match="not unique"):
+        lt.lookup(pa.array(["a"]))
+    assert lt.lookup(pa.array(["b", "c"])).column("v").to_pylist() == [2, 6]  # one match each: fine
+    pi, rows = lt.lookup_all(pa.array(["c", "a", "zz", None]))
+    assert list(pi) == [0, 1, 1, 1] and rows.column("v").to_pylist()[0] == 6
+
+
+def test_schema_change_reloads(catalog: lakelog.Catalog) -> None:
+    t = catalog.create_table("db.cust", CUST, primary_key=["id"], options={"bucket": "2"})
+    t.write(pa.table({"id": [1], "name": ["a"], "city": ["x"], "amount": [1.0]}, schema=CUST))
+    lt = LookupTable(t.path, columns=["name"], refresh_interval=0)
+    t.alter(AddColumn("tier", pa.int32()))
+    t2 = catalog.get_table("db.cust")
+    t2.write(pa.table({"id": [2], "name": ["b"], "city": ["y"], "amount": [2.0], "tier": [7]},
+                      schema=t2.schema))  # fmt: skip
+    assert lt.get(2) == {"name": "b"} and lt.get(1) == {"name": "a"}
+    assert lt.last_refresh.mode == "full" and "schema" in lt.last_refresh.reason
+
+
+@pytest.mark.parametrize(
+    "atype,values",
+    [
+        (pa.string(), ["", "a", "ünïcode", "x" * 100]),
+        (pa.binary(), [b"", b"\x00", b"\xff\x00abc"]),
+        (pa.date32(), [datetime.date(2024, 1, 1), datetime.date(1969, 12, 31)]),
+        (pa.timestamp("us"), [datetime.datetime(2024, 1, 1, 12, 0, 0, 5), datetime.datetime(1999, 1, 1)]),
+        (pa.decimal128(12, 2), [decimal.Decimal("1.50"), decimal.Decimal("-99.99"), decimal.Decimal("0.00")]),
+        (pa.int16(), [0, -5, 300]),
+        (pa.float64(), [0.0, 1.5, -2.25]),
+        (pa.bool_(), [True, False]),
+    ],
+)
+def test_key_types(catalog: lakelog.Catalog, atype: pa.DataType, values: list[Any]) -> None:
+    schema = pa.schema([pa.field("k", atype, nullable=False), pa.field("v", pa.int64())])
+    t = catalog.create_table("db.typed", schema, primary_key=["k"], options={"bucket": "2"})
+    t.write(pa.table({"k": pa.array(values, atype), "v": list(range(len(values)))}, schema=schema))
+    lt = LookupTable(t.path, refresh_interval=math.inf)
+    for i, v in enumerate(values):
+        assert lt.get(v) == {"k": v, "v": i}
+    assert lt.lookup(pa.array(values[::-1], atype)).column("v").to_pylist() == list(range(len(values)))[::-1]
+    # two-column key with the same type: exercises the equality check
+    lt2 = LookupTable(t.path, key_columns=["k", "v"], refresh_interval=math.inf)
+    assert lt2.get((values[0], 0)) == {"k": values[0], "v": 0}
+    assert lt2.get((values[0], 1)) is None
+
+
+def test_hash_python_and_arrow_agree() -> None:
+    rnd = random.Random(5)
+    strs = ["", "a", "ab", "é", "x" * 70] + [
+        "".join(rnd.choice("abcé€") for _ in range(rnd.randrange(20))) for _ in range(50)
+    ]
+    arr = pa.array(strs + [None], pa.string())
+    for a in (arr, arr.slice(3), pa.array(strs, pa.large_string())):
+        h, valid = column_hash(a, "bytes")
+        for x, hv, ok in zip(a.to_pylist(), h, valid):
+            assert ok == (x is not None)
+            if x is not None:
+                assert int(hv) == py_value_hash(x, "bytes", a.type)
+    ints = pa.array([0, 1, -1, 2**62, -(2**63), None], pa.int64())
+    h, valid = column_hash(ints, "int")
+    assert [int(x) for x, ok in zip(h, valid) if ok] == [
+        py_value_hash(v, "int", pa.int64()) for v in ints.to_pylist() if v is not None
+    ]
+    assert py_value_hash(2**63, "int", pa.int64()) == -1  # cannot be in the column
+
+
+def test_errors(catalog: lakelog.Catalog) -> None:
+    t = catalog.create_table("db.cust", CUST, primary_key=["id"], options={"bucket": "2"})
+    with pytest.raises(SchemaError, match="unknown column"):
+        LookupTable(t.path, columns=["nope"])
+    with pytest.raises(SchemaError, match="unknown column"):
+        LookupTable(t.path, key_columns=["nope"])
+    lt = LookupTable(t.path)
+    with pytest.raises(InvalidInputError, match="value"):
+        lt.get((1, 2))
+    with pytest.raises(OptionError):
+        lt.join(pa.table({"a": [1]}), ["a", "b"])
+    with pytest.raises(SchemaError):
+        lt.lookup(pa.array(["x"]))
+    nested = pa.schema([pa.field("k", pa.list_(pa.int64())), pa.field("v", pa.int64())])
+    t2 = catalog.create_table("db.nested", nested)
+    with pytest.raises(SchemaError, match="cannot be a lookup key"):
+        LookupTable(t2.path, key_columns=["k"])
+
+
+def test_compaction_of_replaced_rows_keeps_memory_bounded(catalog: lakelog.Catalog) -> None:
+    t = catalog.create_table("db.cust", CUST, primary_key=["id"], options={"bucket": "2"})
+    ids = list(range(2000))
+    t.write(
+        pa.table({"id": ids, "name": ["a"] * 2000, "city": ["x"] * 2000, "amount": [0.0] * 2000}, schema=CUST)
+    )
+    lt = LookupTable(t.path, refresh_interval=math.inf)
+    for round_ in range(4):  # every row replaced each round
+        t.write(pa.table({"id": ids, "name": [f"r{round_}"] * 2000, "city": ["x"] * 2000, "amount": [0.0] * 2000},
+                         schema=CUST))  # fmt: skip
+        lt.refresh()
+        assert lt.get(1999)["name"] == f"r{round_}"
+    st = lt._state
+    assert st.rows.num_rows <= 2 * 2000 + 1024 and lt.num_rows == 2000
+
+
+# ---- SQL rewrite ------------------------------------------------------------------------------------------
+def _resolve(parts: list[str]) -> Optional[str]:
+    return "/wh/db.db/cust" if parts[-1] == "cust" else None
+
+
+def _register(path: str, keys: list[str], hint: Optional[str]) -> tuple[str, list[str]]:
+    _register.calls.append((path, keys, hint))  # type: ignore[attr-defined]
+    return "dim_fn", ["id", "name"]
+
+
+def test_rewrite_lookup_joins() -> None:
+    _register.calls = []  # type: ignore[attr-defined]
+    sql = (
+        "SELECT o.oid, c.name FROM orders AS o JOIN cust FOR SYSTEM_TIME AS OF o.proc AS c "
+        "ON o.cid = c.id WHERE o.oid > 1"
+    )
+    assert rewrite_lookup_joins(sql, _resolve, _register) == (
+        "SELECT o.oid, c.name FROM orders AS o JOIN LATERAL TABLE(dim_fn(o.cid)) AS `c`(`id`, `name`) ON TRUE "
+        "WHERE o.oid > 1"
+    )
+    sql = (
+        "SELECT * FROM orders o LEFT JOIN db.cust /*+ OPTIONS('x'='1') */ FOR SYSTEM_TIME AS OF PROCTIME() c "
+        "ON c.id = o.cid AND c.name = UPPER(o.n)"
+    )
+    assert rewrite_lookup_joins(sql, _resolve, _register) == (
+        "SELECT * FROM orders o LEFT JOIN LATERAL TABLE(dim_fn(o.cid, UPPER(o.n))) AS `c`(`id`, `name`) ON TRUE"
+    )
+    assert _register.calls[-1] == ("/wh/db.db/cust", ["id", "name"], "/*+ OPTIONS('x'='1') */")  # type: ignore[attr-defined]
+    # inner joins keep other conditions; non-lakelog tables stay as they are
+    sql = (
+        "SELECT * FROM orders o JOIN cust FOR SYSTEM_TIME AS OF o.p AS c ON o.cid = c.id AND c.name <> 'x' "
+        "AND o.a BETWEEN 1 AND 2 JOIN other FOR SYSTEM_TIME AS OF o.p AS z ON z.k = o.k"
+    )
+    assert rewrite_lookup_joins(sql, _resolve, _register) == (
+        "SELECT * FROM orders o JOIN LATERAL TABLE(dim_fn(o.cid)) AS `c`(`id`, `name`) ON (c.name <> 'x') "
+        "AND (o.a BETWEEN 1 AND 2) JOIN other FOR SYSTEM_TIME AS OF o.p AS z ON z.k = o.k"
+    )
+    with pytest.raises(OptionError, match="LEFT lookup join"):
+        rewrite_lookup_joins(
+            "SELECT * FROM o LEFT JOIN cust FOR SYSTEM_TIME AS OF o.p AS c ON o.k = c.id AND c.name > 'a'",
+            _resolve,
+            _register,
+        )
+    with pytest.raises(OptionError, match="equalities"):
+        rewrite_lookup_joins(
+            "SELECT * FROM o JOIN cust FOR SYSTEM_TIME AS OF o.p AS c ON o.k > c.id", _resolve, _register
+        )
+    plain = "SELECT * FROM a JOIN cust AS c ON a.x = c.id"
+    assert rewrite_lookup_joins(plain, _resolve, _register) == plain
+
+
+def test_files_vanishing_during_a_refresh_fall_back_to_full(
+    catalog: lakelog.Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lakelog.connector.errors import MissingFileError
+    from lakelog.connector.read import SplitRead
+
+    t = catalog.create_table("db.cust", CUST, primary_key=["id"], options={"bucket": "2"})
+    t.write(pa.table({"id": [1], "name": ["a"], "city": ["x"], "amount": [1.0]}, schema=CUST))
+    lt = LookupTable(t.path, refresh_interval=math.inf)
+    t.write(pa.table({"id": [2], "name": ["b"], "city": ["x"], "amount": [1.0]}, schema=CUST))
+
+    def gone(*args: Any, **kwargs: Any) -> Any:
+        raise MissingFileError("data file expired")
+
+    monkeypatch.setattr(SplitRead, "read_file", gone)  # the delta path reads single files
+    assert lt.refresh()
+    assert lt.last_refresh.mode == "full" and "expired" in lt.last_refresh.reason
+    assert lt.get(2) == {"id": 2, "name": "b", "city": "x", "amount": 1.0}
+
+
+def test_follows_a_table_written_by_pypaimon(warehouse: str) -> None:
+    pytest.importorskip("pypaimon")
+    from tests.interop_util import pp_create_table, pp_read, pp_write
+
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string()), ("op", pa.string())])
+    pp_create_table(
+        warehouse, "db.t", schema, primary_key=["id"], options={"bucket": "2", "rowkind.field": "op"}
+    )
+    pp_write(
+        warehouse,
+        "db.t",
+        pa.table(
+            {"id": list(range(10)), "v": [f"a{i}" for i in range(10)], "op": ["+I"] * 10}, schema=schema
+        ),
+    )
+    t = lakelog.Catalog(warehouse).get_table("db.t")
+    lt = LookupTable(t.path, columns=["v"], refresh_interval=0)
+    assert lt.get(3) == {"v": "a3"}
+    pp_write(
+        warehouse,
+        "db.t",
+        pa.table(
+            {"id": [1, 2, 3, 11], "v": ["x", "x", "u", "n"], "op": ["-D", "-D", "+U", "+I"]}, schema=schema
+        ),
+    )
+    want = {r["id"]: r["v"] for r in pp_read(warehouse, "db.t").to_pylist()}
+    got = {i: (r or {}).get("v") for i in range(13) for r in [lt.get(i)]}
+    assert got == {i: want.get(i) for i in range(13)}
+    assert lt.last_refresh.mode == "delta"
