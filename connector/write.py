@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -106,6 +107,7 @@ class TableWrite:
         self._spill_dir: Optional[str] = None
         self._delta_commits: Optional[int] = None
         self._compactor_pool: Optional[ThreadPoolExecutor] = None
+        self._pool_lock = threading.Lock()
         self.full_compacted = False  # a full-compaction.delta-commits compaction ran in this commit
 
     # ---- input --------------------------------------------------------------------------------
@@ -293,10 +295,11 @@ class TableWrite:
     def compaction_executor(self) -> ThreadPoolExecutor:
         """The threads that run this writer's background compactions (Parquet encoding and Arrow
         kernels release the GIL, so they overlap with the writing thread)."""
-        if self._compactor_pool is None:
-            workers = max(1, min(_COMPACT_THREADS, os.cpu_count() or 1))
-            self._compactor_pool = ThreadPoolExecutor(workers, thread_name_prefix="lakelog-compact")
-        return self._compactor_pool
+        with self._pool_lock:  # bucket writers flush on several threads
+            if self._compactor_pool is None:
+                workers = max(1, min(_COMPACT_THREADS, os.cpu_count() or 1))
+                self._compactor_pool = ThreadPoolExecutor(workers, thread_name_prefix="lakelog-compact")
+            return self._compactor_pool
 
     def compact(self, *, full: bool = False) -> None:
         """Compact every bucket this writer holds (used by dedicated compaction runs)."""
