@@ -18,7 +18,12 @@ Python cannot register a Flink ``DynamicTableFactory``, so :class:`LakelogSql` w
 * ``SET 'execution.runtime-mode' = 'batch'|'streaming'`` (and any other ``SET``); everything else
   goes to Flink unchanged.
 
-Run a script: ``python -m lakelog.jobs.sql -f script.sql`` or ``flink run -py jobs/sql.py -- -f script.sql``.
+Run a script: ``lakelog sql -f script.sql`` (= ``python -m lakelog.jobs.sql -f script.sql``) on a local
+MiniCluster, ``... --remote [host:port]`` on a running cluster, or ``flink run -py jobs/sql.py -f
+script.sql`` through Flink's CLI. Settings come from the Flink configuration directory
+(``--conf-dir``, ``$FLINK_CONF_DIR`` or the repository's ``flink-conf/``; see
+:mod:`lakelog.jobs.flink_env`). An ``INSERT INTO`` a deduplicating primary-key table drops ``-U`` rows,
+as Paimon's Flink sink does.
 """
 
 from __future__ import annotations
@@ -27,13 +32,20 @@ import argparse
 import os
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
 import pyarrow as pa
 
-from lakelog.connector.errors import LakelogError, OptionError, SchemaError
+try:
+    from lakelog.connector.errors import LakelogError, OptionError, SchemaError
+except ImportError as _e:  # pragma: no cover - run as a file by an interpreter without lakelog
+    if __name__ != "__main__":
+        raise
+    raise SystemExit(
+        f"{sys.executable} cannot import lakelog ({_e}); install it: pip install -e '<repo>[flink]'"
+    ) from _e
 
 __all__ = ["split_statements", "LakelogSql", "main", "SYSTEM_TABLES"]
 
@@ -148,27 +160,42 @@ class LakelogSql:
 
     def __init__(
         self,
-        mode: str = "streaming",
+        mode: Optional[str] = None,
         *,
         parallelism: Optional[int] = None,
         checkpoint_interval_ms: Optional[int] = None,
-        config: Optional[dict[str, str]] = None,
+        config: Optional[Mapping[str, str]] = None,
     ) -> None:
+        """``config``: Flink settings for the environment (e.g. from
+        :func:`lakelog.jobs.flink_env.load_settings`; ``execution.target: remote`` submits to a
+        cluster). ``mode`` defaults to its ``execution.runtime-mode``, else streaming; checkpoints
+        default to its ``execution.checkpointing.interval``, else every 2 s."""
+        self._config = dict(config or {})
+        default_mode = self._config.pop("execution.runtime-mode", "streaming")
+        if parallelism:  # the table config must not bring the configuration's default back
+            self._config["parallelism.default"] = str(parallelism)
         self._parallelism = parallelism
         self._checkpoint_ms = checkpoint_interval_ms
-        self._config = dict(config or {})
         self.catalogs: dict[str, str] = {}  # lakelog catalog name -> warehouse
         self._ddl_log: list[str] = []
         self._replaying = False
         self._views = 0
         self.mode = ""
-        self._make_env(mode)
+        self._make_env(mode or default_mode)
+
+    @property
+    def remote(self) -> bool:
+        """True when jobs go to a remote cluster (``execution.target: remote``)."""
+        from lakelog.jobs.flink_env import is_remote
+
+        return is_remote(self._config)
 
     # -- environment --
     def _make_env(self, mode: str) -> None:
-        from pyflink.common import Configuration
-        from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
+        from pyflink.datastream import RuntimeExecutionMode
         from pyflink.table import EnvironmentSettings, StreamTableEnvironment
+
+        from lakelog.jobs.flink_env import execution_environment
 
         mode = mode.lower()
         if mode not in ("streaming", "batch"):
@@ -176,17 +203,15 @@ class LakelogSql:
         if mode == self.mode:
             return
         self.mode = mode
-        cfg = Configuration()
-        cfg.set_string("python.executable", sys.executable)
-        for k, v in self._config.items():
-            cfg.set_string(k, v)
-        env = StreamExecutionEnvironment.get_execution_environment(cfg)
+        env = execution_environment({"python.executable": sys.executable, **self._config})
         env.set_runtime_mode(
             RuntimeExecutionMode.BATCH if mode == "batch" else RuntimeExecutionMode.STREAMING
         )
         if self._parallelism:
             env.set_parallelism(self._parallelism)
-        if mode == "streaming":
+        if mode == "streaming" and (
+            self._checkpoint_ms or "execution.checkpointing.interval" not in self._config
+        ):
             env.enable_checkpointing(self._checkpoint_ms or 2000)
         settings = (
             EnvironmentSettings.in_batch_mode()
@@ -216,12 +241,23 @@ class LakelogSql:
 
     # -- statements --
     def run_script(self, text: str, *, print_results: bool = True, wait: bool = True) -> list[Any]:
+        """Run every statement of ``text``. Query results are printed (``print_results``); lakelog
+        ``INSERT`` jobs in streaming mode are waited for unless ``wait`` is False (a detached
+        submission to a cluster); batch-mode inserts always run to the end."""
         results = []
         for stmt in split_statements(text):
             res = self.execute(stmt)
-            if print_results and res is not None:
+            if res is None:
+                pass
+            elif _is_job_client(res):
+                job_id = res.get_job_id()
+                if wait:
+                    res.get_job_execution_result().result()
+                if print_results:
+                    print(f"job {job_id} {'finished' if wait else 'submitted'}", flush=True)
+            elif print_results:
                 res.print()
-            elif wait and res is not None and hasattr(res, "wait"):
+            elif wait and hasattr(res, "wait"):
                 res.wait()
             results.append(res)
         return results
@@ -241,8 +277,28 @@ class LakelogSql:
         if head in ("INSERT",):
             return self._insert(stmt)
         if head in ("SELECT", "WITH", "VALUES"):
-            return self.sql_query(stmt).execute()
+            mark = self._pending_transformations()
+            try:
+                return self.sql_query(stmt).execute()
+            finally:
+                # the query's job took the read pipelines that the rewrite built on self.env; left in
+                # the environment they would run again inside the next INSERT's job (an unbounded
+                # streaming read would keep that job from ever finishing)
+                self._drop_transformations(mark)
         return self.t_env.execute_sql(stmt)
+
+    def _transformation_list(self) -> Any:
+        from pyflink.util.java_utils import get_field_value
+
+        return get_field_value(self.env._j_stream_execution_environment, "transformations")
+
+    def _pending_transformations(self) -> int:
+        return int(self._transformation_list().size())
+
+    def _drop_transformations(self, mark: int) -> None:
+        pending = self._transformation_list()  # a py4j JavaList
+        while len(pending) > mark:
+            pending.pop()
 
     def _ddl(self, head: str, w: list[str], stmt: str) -> Any:
         if head == "CREATE" and "CATALOG" in w[1:2]:
@@ -520,8 +576,36 @@ class LakelogSql:
         rows = list(table_rows(data))
         return self.t_env.from_elements(rows, schema)
 
+    def rewrite_lookup_joins(self, sql: str) -> str:
+        """``JOIN <lakelog table> FOR SYSTEM_TIME AS OF ... ON d.k = o.k`` as a ``LATERAL TABLE`` join
+        over a table function (see :func:`lakelog.operators.lookup.rewrite_lookup_joins`). Hint
+        options: ``continuous.discovery-interval`` (refresh interval), ``lookup.refresh.async``,
+        ``lookup.cache-rows``."""
+        if not re.search(r"\bSYSTEM_TIME\b", sql, re.I):
+            return sql
+        from lakelog.operators.lookup import register_lookup_function, rewrite_lookup_joins
+
+        def register(path: str, keys: list[str], hint: Optional[str]) -> tuple[str, list[str]]:
+            m = re.search(r"OPTIONS\s*\((.*)\)", hint or "", re.I | re.S)
+            opts = _parse_kv_list(m.group(1)) if m else {}
+            self._views += 1
+            name = f"__lakelog_lookup_{self._views}"
+            cols = register_lookup_function(
+                self.t_env,
+                name,
+                path,
+                key_columns=keys,
+                refresh_interval=opts.get("continuous.discovery-interval"),
+                async_refresh=opts.get("lookup.refresh.async", "false").lower() == "true",
+                cache_rows=int(opts.get("lookup.cache-rows", "10000")),
+            )
+            return name, cols
+
+        return rewrite_lookup_joins(sql, lambda parts: self.lakelog_path(*self._resolve(parts)), register)
+
     def rewrite(self, sql: str) -> str:
         """``sql`` with every lakelog table reference replaced by a view over its source."""
+        sql = self.rewrite_lookup_joins(sql)
         toks = list(_lex(sql))
         out: list[str] = []
         i = 0
@@ -637,11 +721,47 @@ class LakelogSql:
         )
         cast_table = self.t_env.sql_query(f"SELECT {casts} FROM `{src}`")
         ds = self.t_env.to_changelog_stream(cast_table)
+        if _upsert_only(store):
+            from lakelog.operators.sink import row_type_of
+
+            ds = ds.flat_map(_DropUpdateBefore(), output_type=row_type_of(store.schema.arrow_schema())).name(
+                f"lakelog-upsert-{os.path.basename(table_path)}"
+            )
         sink_to_lakelog(ds, table_path, batch=self.mode == "batch")
         if self.mode == "batch":
             self.env.execute(job_name)
             return None
         return self.env.execute_async(job_name)
+
+
+def _upsert_only(store: Any) -> bool:
+    """Whether the table needs only the new row of an update (Paimon's Flink sink decides the same):
+    a primary-key table whose merge engine overwrites rows (deduplicate, first-row) and that keeps
+    no input changelog. Its sink drops -U rows; otherwise a -U committed without its +U (they can
+    fall into different flushes) would briefly delete the key."""
+    from lakelog.connector.options import ChangelogProducer, MergeEngine
+
+    opts = store.options
+    return bool(store.schema.primary_keys) and (
+        opts.changelog_producer != ChangelogProducer.INPUT
+        and opts.merge_engine in (MergeEngine.DEDUPLICATE, MergeEngine.FIRST_ROW)
+    )
+
+
+class _DropUpdateBefore:
+    """A Flink flat-map passing every row but UPDATE_BEFORE on (with its RowKind)."""
+
+    def __call__(self, row: Any) -> Iterator[Any]:
+        from pyflink.common import RowKind
+
+        if row.get_row_kind() != RowKind.UPDATE_BEFORE:
+            yield row
+
+
+def _is_job_client(obj: Any) -> bool:
+    from pyflink.common import JobClient
+
+    return isinstance(obj, JobClient)
 
 
 def _split_path(text: str) -> list[str]:
@@ -667,25 +787,66 @@ def _ddl_for(qualified: str, store: Any) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``lakelog sql -f script.sql [--mode batch|streaming] [--parallelism N]``."""
+    """``lakelog sql -f script.sql [--mode batch|streaming] [--parallelism N] [--conf-dir DIR]
+    [--remote [HOST:PORT]] [--detached]``."""
+    from lakelog.jobs.flink_env import is_remote, load_settings
+
     p = argparse.ArgumentParser(prog="lakelog sql", description="Run a Flink SQL script over lakelog tables")
     p.add_argument("-f", "--file", required=True, help="SQL script (statements separated by ';')")
-    p.add_argument("--mode", default="streaming", choices=["streaming", "batch"])
+    p.add_argument(
+        "--mode",
+        default=None,
+        choices=["streaming", "batch"],
+        help="runtime mode (default: execution.runtime-mode of the Flink configuration)",
+    )
     p.add_argument("--parallelism", type=int, default=None)
     p.add_argument("--checkpoint-interval-ms", type=int, default=None)
-    args = p.parse_args(list(argv) if argv is not None else None)
-    with open(args.file, encoding="utf-8") as fh:
-        text = fh.read()
-    sql = LakelogSql(
-        args.mode, parallelism=args.parallelism, checkpoint_interval_ms=args.checkpoint_interval_ms
+    p.add_argument(
+        "--conf-dir",
+        default=None,
+        help="Flink configuration directory (default: $FLINK_CONF_DIR, else the repository's flink-conf/)",
     )
+    p.add_argument(
+        "--remote",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="HOST:PORT",
+        help="submit to a running cluster (default: rest.address:rest.port of the configuration)",
+    )
+    p.add_argument(
+        "--detached",
+        action="store_true",
+        help="with a remote cluster: submit streaming INSERT jobs and exit without waiting",
+    )
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if args_in[:1] == ["--"]:  # `flink run -py jobs/sql.py -- -f x.sql` may pass the separator on
+        args_in = args_in[1:]
+    args = p.parse_args(args_in)
     try:
-        sql.run_script(text)
-    except LakelogError as e:
+        settings = load_settings(args.conf_dir, remote=args.remote)
+        if args.detached and not is_remote(settings):
+            raise OptionError("--detached needs a remote cluster (--remote or execution.target: remote)")
+        with open(args.file, encoding="utf-8") as fh:
+            text = fh.read()
+        sql = LakelogSql(
+            args.mode,
+            parallelism=args.parallelism,
+            checkpoint_interval_ms=args.checkpoint_interval_ms,
+            config=settings,
+        )
+        sql.run_script(text, wait=not args.detached)
+    except (LakelogError, OSError) as e:
         print(f"lakelog sql: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     return 0
 
 
 if __name__ == "__main__":
+    if not __package__:
+        # run as a file (`flink run -py jobs/sql.py`, `python jobs/sql.py`): use the installed package's
+        # module, so that nothing the job ships to Python workers refers to this __main__ copy
+        from lakelog.jobs.sql import main as _installed_main
+
+        sys.exit(_installed_main())
     sys.exit(main())

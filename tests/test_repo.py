@@ -17,15 +17,29 @@ def _readme_commands() -> list[str]:
 
 def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one() -> None:
     main_cmd, test_cmd = _readme_commands()[:2]
-    assert "lakelog.jobs.demo" in main_cmd and "pip install" in main_cmd
+    # the main job is the PyFlink pipeline (tests/flink/test_main_job.py runs it)
+    assert "pip install" in main_cmd and "'.[flink]'" in main_cmd
+    assert main_cmd.endswith(".venv/bin/python -m lakelog.jobs.pipeline")
+    assert (ROOT / "jobs" / "pipeline.py").is_file()
     assert "pytest" in test_cmd and "pip install" in test_cmd
     ci = (ROOT / ".ci" / "run").read_text()
     assert f'TEST_CMD="{test_cmd}"' in ci
+    # CI installs what the test command installs (the flink extra the main job needs included)
+    assert ".venv/bin/pip install -q -e '.[test,flink]'" in ci
+
+
+def test_readme_keeps_the_no_flink_demo_and_documents_clusters() -> None:
+    text = (ROOT / "README.md").read_text()
+    assert "python -m lakelog.jobs.demo" in text
+    for needle in ("lakelog sql -f", "--remote", "flink run -py jobs/sql.py", "start-cluster.sh", "flink-conf/"):
+        assert needle in text, needle
 
 
 def test_layout() -> None:
     for name in ("pyproject.toml", "connector", "operators", "jobs", "tests", "flink-conf", "benchmarks", "README.md"):
         assert (ROOT / name).exists(), name
+    for name in ("config.yaml", "workers", "masters", "log4j.properties", "log4j-cli.properties"):
+        assert (ROOT / "flink-conf" / name).is_file(), name  # a complete FLINK_CONF_DIR for pyflink/bin
     assert (ROOT / ".ci" / "run").exists()
     assert not (ROOT / "pom.xml").exists()
 
