@@ -23,8 +23,6 @@ from typing import Any, Optional
 import numpy as np
 import pyarrow as pa
 
-from lakelog.connector.binary_row import serialize_row, to_binary_row
-from lakelog.connector.bucket import buckets_from_hashes
 from lakelog.connector.errors import InvalidInputError, SchemaError
 from lakelog.operators.codec import Committable, decode_committable, encode_committable
 from lakelog.operators.committer import ChannelReader, SinkCommitter, committed_ids
@@ -34,7 +32,6 @@ __all__ = ["sink_to_lakelog", "sink_table_to_lakelog", "flink_type_of", "row_typ
 log = logging.getLogger(__name__)
 
 END_OF_INPUT = 2**63 - 2  # a keyed event-time timer here fires at end of bounded input
-KEY_FIELD = "__lakelog_key"
 KIND_FIELD = "__lakelog_kind"
 DEFAULT_FLUSH_INTERVAL_MS = 10_000
 DEFAULT_POLL_MS = 300
@@ -76,68 +73,108 @@ def row_type_of(schema: pa.Schema) -> Any:
 
 
 def _assigned_row_type(schema: pa.Schema) -> Any:
-    """Row(key, kind, *table columns): what the key assigner emits and the writer buffers."""
+    """Row(kind, *table columns): what the writer receives and buffers (the key travels beside it)."""
     from pyflink.common import Types
 
     return Types.ROW_NAMED(
-        [KEY_FIELD, KIND_FIELD] + [f.name for f in schema],
-        [Types.STRING(), Types.BYTE()] + [flink_type_of(f.type, f.name) for f in schema],
+        [KIND_FIELD] + [f.name for f in schema],
+        [Types.BYTE()] + [flink_type_of(f.type, f.name) for f in schema],
     )
+
+
+def _keyed_row_type(schema: pa.Schema) -> Any:
+    """Row(key, Row(kind, *table columns)): the assigner's output, keyed on field 0 by Java."""
+    from pyflink.common import Types
+
+    return Types.ROW([Types.STRING(), _assigned_row_type(schema)])
 
 
 # ---- step 1: assign (partition, bucket) ----------------------------------------------------------
 class _KeyAssigner:
-    """Maps an input Row to ``Row(key, kind, *table_columns)``; key = "<partition hex>:<bucket>"."""
+    """Maps an input Row to ``Row(key, Row(kind, *table_columns))``; key = "<partition hex>:<bucket>".
 
-    def __init__(self, table_path: str) -> None:
+    It is the whole per-row work before the shuffle, so it stays cheap: field values are taken from
+    the Row's value list (by position, or through a cached name -> position map), the key comes from
+    :class:`~lakelog.operators.sink_keys.KeyEncoder` (no numpy per row), and the output Rows are made
+    with their field names set, which is the fast path of PyFlink's Row coder."""
+
+    def __init__(self, table_path: str, max_parallelism: Optional[int] = None) -> None:
         self.table_path = table_path
+        self.max_parallelism = max_parallelism
         self._ready = False
 
     def _setup(self) -> None:
+        from pyflink.common import Row, RowKind
+
         from lakelog.connector.store import TableStore
+        from lakelog.operators.sink_keys import KeyEncoder
 
         store = TableStore(self.table_path)
         schema = store.schema
         self.names = [f.name for f in schema.arrow_schema()]
         self.pos = {n: i for i, n in enumerate(self.names)}
-        self.part_idx = [self.pos[k] for k in schema.partition_keys]
-        self.part_types = store.partition_types
-        self.num_buckets = int(store.options.bucket)
-        self.bucket_idx = [self.pos[k] for k in schema.bucket_keys] if self.num_buckets > 0 else []
-        self.bucket_types = store.field_types(list(schema.bucket_keys)) if self.num_buckets > 0 else []
+        num_buckets = int(store.options.bucket)
+        bucket_keys = list(schema.bucket_keys) if num_buckets > 0 else []
+        self.keys = KeyEncoder(
+            [self.pos[k] for k in schema.partition_keys],
+            store.partition_types,
+            [self.pos[k] for k in bucket_keys],
+            store.field_types(bucket_keys) if bucket_keys else [],
+            num_buckets,
+            self.max_parallelism,
+        )
+        self.inner_names = [KIND_FIELD, *self.names]
+        self.outer_names = ["f0", "f1"]
+        self.orders: dict[tuple[str, ...], list[int]] = {}
+        self._row_class = Row
+        self._new_row = Row.__new__
+        self._insert = RowKind.INSERT
         self._ready = True
 
+    def _row(self, values: list[Any], names: list[str]) -> Any:
+        # Row(*values) plus set_field_names, without Row's per-attribute __setattr__ hooks
+        r = self._new_row(self._row_class)
+        d = r.__dict__
+        d["_values"] = values
+        d["_fields"] = names
+        d["_from_dict"] = False
+        d["_row_kind"] = self._insert
+        return r
+
     def values_of(self, row: Any) -> list[Any]:
-        fields = getattr(row, "_fields", None)
-        if fields:
-            d = row.as_dict()
-            try:
-                return [d[n] for n in self.names]
-            except KeyError as exc:
-                raise InvalidInputError(f"input row lacks column {exc.args[0]!r}") from None
-        values = list(row)
+        d = getattr(row, "__dict__", None) if isinstance(row, self._row_class) else None
+        if d is not None and "_values" in d:
+            values: list[Any] = d["_values"]
+            fields = d.get("_fields")
+        else:
+            values = list(row)
+            fields = None
+        if fields is not None and fields != self.names:
+            order = self.orders.get(tuple(fields))
+            if order is None:
+                try:
+                    at = {n: i for i, n in enumerate(fields)}
+                    order = [at[n] for n in self.names]
+                except KeyError as exc:
+                    raise InvalidInputError(f"input row lacks column {exc.args[0]!r}") from None
+                self.orders[tuple(fields)] = order
+            return [values[i] for i in order]
         if len(values) != len(self.names):
             raise InvalidInputError(f"input row has {len(values)} fields; the table has {self.names}")
         return values
 
     def key_of(self, values: Sequence[Any]) -> str:
-        part = serialize_row([values[i] for i in self.part_idx], self.part_types).hex()
-        if self.num_buckets <= 0:
-            return part + ":0"
-        import mmh3
-
-        data = to_binary_row([values[i] for i in self.bucket_idx], self.bucket_types)
-        h = np.array([mmh3.hash(data, 42, signed=True)], dtype=np.int64)
-        return f"{part}:{int(buckets_from_hashes(h, self.num_buckets)[0])}"
-
-    def __call__(self, row: Any) -> Any:
-        from pyflink.common import Row
-
         if not self._ready:
             self._setup()
-        kind = row.get_row_kind().value if hasattr(row, "get_row_kind") else 0
+        return self.keys.key(values)
+
+    def __call__(self, row: Any) -> Any:
+        if not self._ready:
+            self._setup()
+        kind = row.get_row_kind().value if isinstance(row, self._row_class) else 0
         values = self.values_of(row)
-        return Row(self.key_of(values), kind, *values)
+        inner = self._row([kind, *values], self.inner_names)
+        return self._row([self.keys.key(values), inner], self.outer_names)
 
 
 # ---- step 3: the writer ----------------------------------------------------------------------------
@@ -175,15 +212,32 @@ def _make_writer(
             self.buf = runtime_context.get_list_state(
                 ListStateDescriptor("buf", _assigned_row_type(self.arrow_schema))
             )
-            self.timer = runtime_context.get_state(ValueStateDescriptor("timer", Types.LONG()))
+            # no timer ValueState: PyFlink re-caches every registered state of the old key at each
+            # key switch (nearly every row), so each state costs per row. After a restart the restored
+            # processing timer fires and a new one is armed at the key's first row: at worst an extra
+            # early flush.
             self.last_id = runtime_context.get_state(ValueStateDescriptor("last_id", Types.STRING()))
+            # buffered-size estimate per row: a fixed part, plus the length of strings and binaries
+            # (positions in Row(kind, *columns))
+            self.row_bytes = 16 + 8 * len(self.arrow_schema)
+            self.var_idx = [
+                i + 1
+                for i, f in enumerate(self.arrow_schema)
+                if pa.types.is_string(f.type)
+                or pa.types.is_large_string(f.type)
+                or pa.types.is_binary(f.type)
+                or pa.types.is_large_binary(f.type)
+                or pa.types.is_fixed_size_binary(f.type)
+            ]
 
         def close(self) -> None:
             for w in getattr(self, "writes", {}).values():
                 w.close()
 
-        def process_element(self, value: Any, ctx: Any) -> Iterator[str]:
-            key = value[0]
+        def process_element(self, value: Any, ctx: Any) -> Optional[Iterator[str]]:
+            # per row: keep it (keyed ListState; in memory in BATCH mode), arm the key's timers once
+            # per process, count its bytes; returns None (no generator) unless the buffer is full
+            key = ctx.get_current_key()
             if batch:
                 self.pending_rows.setdefault(key, []).append(value)
             else:
@@ -191,20 +245,22 @@ def _make_writer(
             if key not in self.armed:
                 ts = ctx.timer_service()
                 ts.register_event_time_timer(END_OF_INPUT)
-                if not batch and self.timer.value() is None:
-                    t = ts.current_processing_time() + flush_ms
-                    ts.register_processing_time_timer(t)
-                    self.timer.update(t)
+                if not batch:
+                    ts.register_processing_time_timer(ts.current_processing_time() + flush_ms)
                 self.armed.add(key)
-            size = self.sizes.get(key, 0) + _estimate_bytes(value)
+            size = self.sizes.get(key, 0) + self.row_bytes
+            for i in self.var_idx:
+                v = value[i]
+                if v is not None:
+                    size += len(v)
             self.sizes[key] = size
             if size >= self.buffer_limit:
-                yield from self._flush(key)
+                return self._flush(key)
+            return None
 
         def on_timer(self, timestamp: int, ctx: Any) -> Iterator[str]:
             key = ctx.get_current_key()
             if timestamp != END_OF_INPUT:
-                self.timer.clear()
                 self.armed.discard(key)
             yield from self._flush(key)
 
@@ -269,18 +325,12 @@ def _wait_committed(store: Any, commit_user: str, committable_id: str, timeout_s
         time.sleep(0.2)
 
 
-def _estimate_bytes(row: Any) -> int:
-    n = 16
-    for v in row:
-        n += len(v) if isinstance(v, (str, bytes)) else 8
-    return n
-
-
 def _rows_to_arrow(rows: list[Any], schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:
+    """Rows of (kind, *columns) -> (Arrow table, int8 kinds), converted column by column."""
     cols = list(zip(*rows))
-    kinds = np.asarray(cols[1], dtype=np.int8)
+    kinds = np.asarray(cols[0], dtype=np.int8)
     arrays = []
-    for f, col in zip(schema, cols[2:]):
+    for f, col in zip(schema, cols[1:]):
         try:
             arrays.append(pa.array(col, type=f.type))
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
@@ -411,7 +461,7 @@ def sink_to_lakelog(
     - ``write_only``: skip compaction in the writers (default: the table's ``write-only``).
     - ``flush_interval``: milliseconds (int) or a duration string ("2 s"); writers flush at the latest
       this long after a key's first unflushed row. Default: ``sink.flush-interval`` of the table, else
-      the checkpoint interval, else 10 s.
+      a quarter of the checkpoint interval (100 ms to 1 s), else 10 s.
     - ``batch``: force the batch path; default: read ``execution.runtime-mode`` (BATCH -> batch).
     - ``parallelism``: writer parallelism (default: the environment's).
     """
@@ -432,8 +482,10 @@ def sink_to_lakelog(
         if configured is not None:
             flush_ms = configured.nanos // 1_000_000
         else:
+            # a quarter of the checkpoint interval, at most 1 s: a row then waits for its flush a
+            # fraction of the checkpoint that publishes it (freshness <= checkpoint interval + 2 s)
             ckpt = _checkpoint_interval_ms(env)
-            flush_ms = ckpt if ckpt > 0 else DEFAULT_FLUSH_INTERVAL_MS
+            flush_ms = max(100, min(ckpt // 4, 1000)) if ckpt > 0 else DEFAULT_FLUSH_INTERVAL_MS
     elif isinstance(flush_interval, int):
         flush_ms = flush_interval
     else:
@@ -447,17 +499,25 @@ def sink_to_lakelog(
         os.makedirs(channel, exist_ok=True)
 
     name = os.path.basename(os.path.normpath(table_path))
-    keyed_rows = ds.map(_KeyAssigner(table_path), output_type=row_type).name(f"lakelog-assign-{name}")
-    if parallelism:
-        keyed_rows = keyed_rows.set_parallelism(parallelism)
-    writer = _make_writer(table_path, user, write_only, flush_ms, is_batch, restart_wait_s)
-    committables = (
-        keyed_rows.key_by(lambda r: r[0], key_type=Types.STRING())
-        .process(writer, output_type=Types.STRING())
-        .name(f"lakelog-writer-{name}")
+    # the assigner emits Row(key, row) and Java keys the stream on field 0: the same wiring as
+    # DataStream.key_by, minus its extra per-row Python step that would compute Row(key, row) again
+    # key strings are salted so that Flink spreads the buckets over the writers evenly; that needs
+    # the writers' max parallelism pinned (key groups) and Flink's key-group function confirmed
+    writer_p = parallelism or env.get_parallelism()
+    max_p = _writer_max_parallelism(env, writer_p)
+    balance = max_p if _key_groups_match_jvm(max_p) else None
+    with_key = ds.map(_KeyAssigner(table_path, balance), output_type=_keyed_row_type(schema)).name(
+        f"lakelog-assign-{name}"
     )
     if parallelism:
+        with_key = with_key.set_parallelism(parallelism)
+    keyed_rows = _keyed_on_field0(with_key, row_type, ds)
+    writer = _make_writer(table_path, user, write_only, flush_ms, is_batch, restart_wait_s)
+    committables = keyed_rows.process(writer, output_type=Types.STRING()).name(f"lakelog-writer-{name}")
+    if parallelism:
         committables = committables.set_parallelism(parallelism)
+    if max_p is not None:
+        committables = committables.set_max_parallelism(max_p)
     if channel is not None:
         file_sink = (
             FileSink.for_row_format("file://" + os.path.abspath(channel), Encoder.simple_string_encoder())
@@ -475,6 +535,59 @@ def sink_to_lakelog(
         .set_max_parallelism(1)
     )
     _discard(out)
+
+
+def _writer_max_parallelism(env: Any, writer_parallelism: int) -> Optional[int]:
+    """The writers' max parallelism (number of key groups): the environment's if set, else Flink's
+    default for the writer parallelism. None when the parallelism is unknown (then nothing is pinned)."""
+    from lakelog.operators.sink_keys import default_max_parallelism
+
+    try:
+        configured = int(env.get_max_parallelism())
+    except Exception:  # pragma: no cover - defensive
+        configured = -1
+    if configured > 0:
+        return configured
+    if writer_parallelism is None or writer_parallelism <= 0:
+        return None
+    return default_max_parallelism(int(writer_parallelism))
+
+
+def _key_groups_match_jvm(max_parallelism: Optional[int]) -> bool:
+    """Whether :func:`~lakelog.operators.sink_keys.flink_key_group` agrees with the JVM's
+    ``KeyGroupRangeAssignment`` for keys like the sink's (checked on the client, once per sink)."""
+    if max_parallelism is None:
+        return False
+    from lakelog.operators.sink_keys import flink_key_group
+
+    try:
+        from pyflink.java_gateway import get_gateway
+
+        jvm = get_gateway().jvm
+        assign = jvm.org.apache.flink.runtime.state.KeyGroupRangeAssignment.assignToKeyGroup
+        for i in range(64):
+            key = f"{i * 7919:024x}:{i % 13}" + (f"~{i}" if i % 3 else "")
+            row = jvm.org.apache.flink.types.Row(1)
+            row.setField(0, key)
+            if int(assign(row, max_parallelism)) != flink_key_group(key, max_parallelism):
+                log.warning("Flink's key groups differ from lakelog's model; writer keys are not balanced")
+                return False
+        return True
+    except Exception as exc:  # pragma: no cover - no gateway: do not balance
+        log.warning("could not check Flink's key groups (%s); writer keys are not balanced", exc)
+        return False
+
+
+def _keyed_on_field0(with_key: Any, value_type: Any, origin: Any) -> Any:
+    """A KeyedStream over ``with_key`` (Rows of (key string, value)) keyed by field 0, whose functions
+    see the value; what ``DataStream.key_by`` builds after its own Python key-extraction step."""
+    from pyflink.common import Types
+    from pyflink.datastream.data_stream import KeyedStream
+    from pyflink.java_gateway import get_gateway
+
+    j_selector = get_gateway().jvm.org.apache.flink.streaming.api.functions.python.KeyByKeySelector()
+    j_keyed = with_key._j_data_stream.keyBy(j_selector, Types.ROW([Types.STRING()]).get_java_type_info())
+    return KeyedStream(j_keyed, value_type, origin)
 
 
 def _discard(ds: Any) -> None:

@@ -1,0 +1,358 @@
+"""Freshness of the PyFlink sink: from a row being emitted to it being visible to a streaming read.
+
+Not a timed test: one run prints latency percentiles, the target and PASS/FAIL. See
+benchmarks/README.md.
+
+    /work/flinkvenv/bin/python benchmarks/bench_freshness.py                  # 200 rows/s for 40 s
+    /work/flinkvenv/bin/python benchmarks/bench_freshness.py --checkpoint-ms 1000 --flush-ms 250
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+import pyarrow as pa
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _util import render_table  # noqa: E402
+
+__all__ = ["main", "Stamp", "SnapshotPoller"]
+
+WORKER_MODE_ENV = "_python_worker_execution_mode"  # read by PyFlink when a job is executed locally
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("emit_ms", pa.int64()),
+        pa.field("payload", pa.string()),
+    ]
+)
+
+METHOD = """\
+Method (one Flink job on a local MiniCluster, Python workers in their own processes; shared machine):
+  emitter    Flink's datagen source (Java, 'rows-per-second' = --rate, ids 0, 1, 2, ...) -> Stamp
+             (Python map) that stamps each row with emit_ms = its wall-clock time (time.time()) when
+             the row enters Python. The source holds more rows than are measured, so the job is still
+             emitting when it is cancelled: every measured row goes through the sink's normal,
+             checkpoint-gated commit path (never the end-of-input commit).
+  sink       sink_to_lakelog into a primary-key table (id, emit_ms, payload), one table per flush
+             interval tried (all fed by the same emitter, in the same job).
+  readers    (a) "streaming read": read_lakelog(mode='streaming', default scan mode latest-full: the
+             snapshot current at its first poll in full, then each new snapshot's changes; discovery
+             interval --discovery-ms) of each table in the same job, followed by a Python map
+             (chained, parallelism 1) that records time.time() when each row reaches it;
+             (b) "snapshot poller": a thread of this client process that lists the table's snapshots
+             every --poll-ms and reads the rows each new APPEND snapshot added (lakelog's
+             delta read, lakelog.operators.source.delta_rows), recording the wall time after the
+             read. (b) is when a row became visible in the table; (a) adds the Flink reader's
+             discovery interval and its hand-off.
+  latency    arrival wall time - emit_ms, per row, for the rows emitted in the measured window minus
+             the first --warmup-s seconds (job start-up, first checkpoint, first writer set-up);
+             the warm-up rows are reported separately.
+  target     p95 and max <= checkpoint interval + 2 s."""
+
+
+# ---- emitter --------------------------------------------------------------------------------------------
+class Stamp:
+    """Map ``Row(id) -> Row(id, emit_ms, payload)``: emit_ms is the wall-clock time the row enters the
+    Python pipeline (the rate is set by the Java datagen source in front of it)."""
+
+    def open(self, runtime_context: Any) -> None:
+        from pyflink.common import Row
+
+        self.row = Row
+
+    def map(self, r: Any) -> Any:
+        i = int(r[0])
+        return self.row(i, int(time.time() * 1000), f"row-{i}")
+
+
+def _stamp() -> Any:
+    from pyflink.datastream import MapFunction
+
+    class _StampFn(Stamp, MapFunction):  # type: ignore[misc]
+        pass
+
+    return _StampFn()
+
+
+class Recorder:
+    """Map after read_lakelog: appends ``id,emit_ms,arrival_ms`` of every row to a file (flushed)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def open(self, runtime_context: Any) -> None:
+        self.fh = open(self.path, "a", buffering=1)  # noqa: SIM115 - lives as long as the operator
+
+    def map(self, row: Any) -> int:
+        now = int(time.time() * 1000)
+        self.fh.write(f"{row[0]},{row[1]},{now}\n")
+        return int(row[0])
+
+    def close(self) -> None:
+        fh = getattr(self, "fh", None)
+        if fh is not None:
+            fh.close()
+
+
+def _recorder(path: str) -> Any:
+    from pyflink.datastream import MapFunction
+
+    class _RecorderFn(Recorder, MapFunction):  # type: ignore[misc]
+        pass
+
+    return _RecorderFn(path)
+
+
+# ---- the snapshot poller ----------------------------------------------------------------------------------
+class SnapshotPoller(threading.Thread):
+    """Follows a table's snapshots from this process; records when each id first became readable."""
+
+    def __init__(self, table_path: str, interval_s: float) -> None:
+        super().__init__(daemon=True)
+        from lakelog.connector.store import TableStore
+
+        self.store = TableStore(table_path)
+        self.interval_s = interval_s
+        self.arrivals: dict[int, tuple[int, int]] = {}  # id -> (emit_ms, arrival_ms)
+        self.next_snapshot = 1
+        self.error: Optional[BaseException] = None
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        from lakelog.operators.source import delta_rows
+
+        try:
+            while not self._halt.is_set():
+                latest = self.store.snapshot_manager.latest_id()
+                while latest is not None and self.next_snapshot <= latest:
+                    t = delta_rows(self.store, self.next_snapshot - 1, self.next_snapshot)
+                    now = int(time.time() * 1000)
+                    ids = t.column("id").to_pylist()
+                    emits = t.column("emit_ms").to_pylist()
+                    for i, e in zip(ids, emits):
+                        self.arrivals.setdefault(i, (e, now))
+                    self.next_snapshot += 1
+                self._halt.wait(self.interval_s)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            self.error = exc
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join()
+
+
+# ---- job ------------------------------------------------------------------------------------------------------
+@dataclass
+class Variant:
+    flush_ms: Optional[int]  # None: the sink's default (the checkpoint interval)
+    table_path: str = ""
+    record_path: str = ""
+    poller: Optional[SnapshotPoller] = None
+    flink: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return "sink default (= checkpoint interval)" if self.flush_ms is None else f"{self.flush_ms} ms"
+
+
+def read_records(path: str) -> dict[int, tuple[int, int]]:
+    out: dict[int, tuple[int, int]] = {}
+    if not os.path.exists(path):
+        return out
+    with open(path) as fh:
+        for line in fh:
+            parts = line.strip().split(",")
+            if len(parts) == 3:
+                out.setdefault(int(parts[0]), (int(parts[1]), int(parts[2])))
+    return out
+
+
+def stats(lat_ms: list[int]) -> dict[str, float]:
+    if not lat_ms:
+        return {"n": 0, "p50": float("nan"), "p95": float("nan"), "max": float("nan"), "min": float("nan")}
+    a = np.asarray(lat_ms, dtype=np.float64) / 1000.0
+    return {"n": len(a), "p50": float(np.percentile(a, 50)), "p95": float(np.percentile(a, 95)),
+            "max": float(a.max()), "min": float(a.min())}
+
+
+def loadavg() -> str:
+    try:
+        return "/".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def step(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')} load {loadavg()}] {msg}", file=sys.stderr, flush=True)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    workdir = args.workdir or tempfile.mkdtemp(prefix="lakelog-freshness-")
+    try:
+        return run(args, workdir)
+    finally:
+        if not args.keep and args.workdir is None:
+            time.sleep(1.0)  # let the cancelled job's tasks stop writing
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rate", type=float, default=200.0, help="rows per second emitted")
+    p.add_argument("--seconds", type=float, default=40.0, help="measured emission window")
+    p.add_argument("--warmup-s", type=float, default=5.0, help="first seconds of the window reported apart")
+    p.add_argument("--checkpoint-ms", type=int, default=2000)
+    p.add_argument("--flush-ms", default="default,500",
+                   help="comma list of writer flush intervals in ms, 'default' = the sink's default")
+    p.add_argument("--parallelism", type=int, default=2, help="writer parallelism (and job default)")
+    p.add_argument("--buckets", type=int, default=2)
+    p.add_argument("--bundle-time", type=int, default=100, help="python.fn-execution.bundle.time (ms)")
+    p.add_argument("--discovery-ms", type=int, default=200, help="read_lakelog continuous.discovery-interval")
+    p.add_argument("--poll-ms", type=int, default=50, help="snapshot poller interval")
+    p.add_argument("--no-flink-reader", action="store_true", help="only the snapshot poller")
+    p.add_argument("--timeout-s", type=float, default=180.0, help="give up waiting for rows after this")
+    p.add_argument("--workers", choices=["process", "loopback"], default="process")
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--keep", action="store_true")
+    return p
+
+
+def run(args: argparse.Namespace, workdir: str) -> int:
+    os.environ[WORKER_MODE_ENV] = args.workers
+    variants = [Variant(None if x.strip() == "default" else int(x)) for x in args.flush_ms.split(",") if x.strip()]
+    measured = int(args.rate * args.seconds)
+    warm = int(args.rate * args.warmup_s)
+    total = measured + int(args.rate * 120)  # the job is cancelled long before the emitter runs dry
+    load_start = loadavg()
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    from pyflink.common import Configuration, Types
+    from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
+    from pyflink.table import StreamTableEnvironment
+
+    import lakelog
+    from lakelog.operators.sink import row_type_of, sink_to_lakelog
+    from lakelog.operators.source import read_lakelog
+
+    job = None
+    try:
+        cat = lakelog.Catalog(os.path.join(workdir, "wh"))
+        conf = Configuration()
+        conf.set_string("python.executable", sys.executable)
+        conf.set_string("python.client.executable", sys.executable)
+        conf.set_string("python.fn-execution.bundle.time", str(args.bundle_time))
+        conf.set_string("restart-strategy.type", "none")
+        env = StreamExecutionEnvironment.get_execution_environment(conf)
+        env.set_parallelism(args.parallelism)
+        env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
+        env.enable_checkpointing(args.checkpoint_ms)
+        t_env = StreamTableEnvironment.create(env)
+        t_env.execute_sql(
+            "CREATE TEMPORARY TABLE fresh_ids (id BIGINT) WITH ('connector'='datagen', "
+            f"'rows-per-second'='{args.rate:g}', 'fields.id.kind'='sequence', 'fields.id.start'='0', "
+            f"'fields.id.end'='{total - 1}')"
+        )
+        rows = (t_env.to_data_stream(t_env.from_path("fresh_ids"))
+                .map(_stamp(), output_type=row_type_of(SCHEMA)).name("stamp"))
+        for i, v in enumerate(variants):
+            t = cat.create_table(f"bench.fresh_{i}", SCHEMA, primary_key=["id"],
+                                 options={"bucket": str(args.buckets)})
+            v.table_path = str(t.store.path)
+            v.record_path = os.path.join(workdir, f"arrivals-{i}.csv")
+            sink_to_lakelog(rows, v.table_path, flush_interval=v.flush_ms,
+                            channel_dir=os.path.join(workdir, f"channel-{i}-{uuid.uuid4().hex[:6]}"))
+            if not args.no_flink_reader:
+                read = read_lakelog(env, v.table_path, mode="streaming",
+                                    discovery_interval=args.discovery_ms / 1000.0)
+                recorded = (read.map(_recorder(v.record_path), output_type=Types.LONG()).set_parallelism(1)
+                            .name(f"record-{i}"))
+                _discard(recorded)
+            v.poller = SnapshotPoller(v.table_path, args.poll_ms / 1000.0)
+            v.poller.start()
+        step(f"submitting: {len(variants)} table(s), {measured} measured rows at {args.rate:g} rows/s")
+        job = env.execute_async("lakelog-freshness")
+        deadline = time.time() + args.timeout_s + args.seconds
+        while time.time() < deadline:
+            time.sleep(1.0)
+            done = True
+            for v in variants:
+                assert v.poller is not None
+                if v.poller.error is not None:
+                    raise RuntimeError(f"snapshot poller failed: {v.poller.error!r}")
+                have = sum(1 for i in range(measured) if i in v.poller.arrivals)
+                flink_have = -1
+                if not args.no_flink_reader:
+                    v.flink = read_records(v.record_path)
+                    flink_have = sum(1 for i in range(measured) if i in v.flink)
+                    done &= flink_have >= measured
+                done &= have >= measured
+                status = f"poller {have}/{measured}" + (f", flink {flink_have}/{measured}" if flink_have >= 0 else "")
+            step(f"waiting for rows ({status} for the last table)")
+            if done:
+                break
+    finally:
+        if job is not None:
+            try:
+                job.cancel().result()
+            except Exception as exc:  # noqa: BLE001 - report and go on
+                print(f"cancel: {exc!r}", file=sys.stderr)
+        for v in variants:
+            if v.poller is not None and v.poller.is_alive():
+                v.poller.stop()
+    load_end = loadavg()
+    target_s = args.checkpoint_ms / 1000.0 + 2.0
+    print(METHOD)
+    print()
+    print(f"settings: runtime mode STREAMING, checkpointing every {args.checkpoint_ms} ms (EXACTLY_ONCE), "
+          f"python.execution-mode=process (workers: {args.workers}), parallelism {args.parallelism}, "
+          f"python.fn-execution.bundle.time={args.bundle_time} ms, {args.rate:g} rows/s for {args.seconds:g} s "
+          f"({measured} rows, first {args.warmup_s:g} s = {warm} rows are warm-up), {args.buckets} buckets, "
+          f"read_lakelog discovery {args.discovery_ms} ms, poller every {args.poll_ms} ms, committer poll "
+          f"300 ms; load average (1/5/15 min) at start {load_start}, end {load_end}")
+    print()
+    head = ["writer flush interval", "reader", "rows", "p50 s", "p95 s", "max s", "min s", "warm-up p50/max s",
+            "target", "p95", "max"]
+    body = []
+    ok = True
+    for v in variants:
+        assert v.poller is not None
+        for reader, arr in (("snapshot poller", v.poller.arrivals), ("streaming read (read_lakelog)", v.flink)):
+            if reader.startswith("streaming") and args.no_flink_reader:
+                continue
+            lat = [arr[i][1] - arr[i][0] for i in range(warm, measured) if i in arr]
+            lat_warm = [arr[i][1] - arr[i][0] for i in range(warm) if i in arr]
+            s, w = stats(lat), stats(lat_warm)
+            missing = measured - sum(1 for i in range(measured) if i in arr)
+            ok &= missing == 0
+            body.append([v.label, reader, f"{s['n']}" + (f" ({missing} missing)" if missing else ""),
+                         f"{s['p50']:.2f}", f"{s['p95']:.2f}", f"{s['max']:.2f}", f"{s['min']:.2f}",
+                         f"{w['p50']:.2f} / {w['max']:.2f}", f"<= {target_s:g} s",
+                         "PASS" if s["p95"] <= target_s else "FAIL", "PASS" if s["max"] <= target_s else "FAIL"])
+    print(render_table(head, body))
+    return 0 if ok else 1
+
+
+def _discard(ds: Any) -> None:
+    from pyflink.datastream.connectors import Sink
+    from pyflink.java_gateway import get_gateway
+
+    j_sink = get_gateway().jvm.org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink()
+    ds.sink_to(Sink(j_sink)).name("discard").set_parallelism(1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
