@@ -43,8 +43,13 @@ Method (one process, jobs run one after another on a local MiniCluster; the mach
              / 100, qty=x % 10000, city=<one of 8>) (the table's 5 columns); it records the wall-clock
              time of its first and its last row (time.time()) and writes them out in close().
   baseline   source -> map -> DiscardingSink (Java), the same environment settings.
-  lakelog    source -> map -> sink_to_lakelog(table) (key assigner, key_by(partition, bucket), writer
-             with keyed state, checkpoint-gated commit channel, committer). Fresh table per job.
+  lakelog    source -> map -> sink_to_lakelog(table): Flink batches the rows into Arrow batches for a
+             pandas UDF that groups them into one blob per (partition, bucket); key_by(partition,
+             bucket) -> writer (one call per blob) -> checkpoint-gated commit channel -> committer.
+             Fresh table per job. pk: primary-key table fed as an insert-only stream of upserts
+             (changelog=False); append: append table; pk-changelog: primary-key table with
+             changelog=True (the default for primary-key tables: a Python flat-map reads each row's
+             RowKind first).
   throughput rows / (t_end - t_first), t_first = the earliest first-row time over the map subtasks, so
              the job start-up (MiniCluster, Python workers) is excluded. baseline: t_end = the latest
              last-row time of the map subtasks (the discarding sink is chained, in Java). lakelog:
@@ -279,7 +284,7 @@ def _discard(ds: Any) -> None:
     ds.sink_to(Sink(j_sink)).name("discard")
 
 
-def run_job(cfg: Config, kind: str, table_path: Optional[str] = None) -> JobResult:
+def run_job(cfg: Config, kind: str, table_path: Optional[str] = None, changelog: bool = False) -> JobResult:
     """kind: 'baseline' (discard), 'floor' (key_by + no-op keyed process + discard), 'lakelog'."""
     from pyflink.common import Types, WatermarkStrategy
     from pyflink.datastream.connectors.number_seq import NumberSequenceSource
@@ -300,7 +305,8 @@ def run_job(cfg: Config, kind: str, table_path: Optional[str] = None) -> JobResu
         _discard(keyed)
     else:
         assert table_path is not None
-        sink_to_lakelog(rows, table_path, channel_dir=os.path.join(cfg.workdir, f"channel-{run_id}"))
+        sink_to_lakelog(rows, table_path, changelog=changelog,
+                        channel_dir=os.path.join(cfg.workdir, f"channel-{run_id}"))
     t0 = time.time()
     with CpuSampler() as cpu_sampler:
         result = env.execute(f"bench-{run_id}")
@@ -399,7 +405,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--workers", choices=["process", "loopback"], default="process",
                    help="process-mode Python workers: separate processes, or threads of this client")
     p.add_argument("--buckets", type=int, default=4)
-    p.add_argument("--tables", default="pk,append", help="comma list of pk, append")
+    p.add_argument("--tables", default="pk,append,pk-changelog",
+                   help="comma list of pk (insert-only upserts), append, pk-changelog (RowKinds read per row)")
     p.add_argument("--bundle-size", type=int, default=None, help="python.fn-execution.bundle.size")
     p.add_argument("--bundle-time", type=int, default=None, help="python.fn-execution.bundle.time (ms)")
     p.add_argument("--floor", action="store_true", help="also run map -> key_by -> no-op keyed process")
@@ -410,7 +417,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = p.parse_args(argv)
     tables = [t.strip() for t in args.tables.split(",") if t.strip()]
     for t in tables:
-        if t not in ("pk", "append"):
+        if t not in ("pk", "append", "pk-changelog"):
             p.error(f"--tables: unknown table kind {t!r}")
     workdir = args.workdir or tempfile.mkdtemp(prefix="lakelog-flink-ingest-")
     extra = dict(kv.split("=", 1) for kv in args.conf)
@@ -436,7 +443,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                 step(f"round {rnd + 1}: {name} job")
                 try:
                     if name.startswith("lakelog"):
-                        r = run_job(cfg, "lakelog", create_table(cfg, kind))
+                        r = run_job(cfg, "lakelog", create_table(cfg, kind.split("-")[0]),
+                                    changelog=kind.endswith("-changelog"))
                     else:
                         r = run_job(cfg, kind)
                 except Exception as exc:  # noqa: BLE001 - reported in the output, the run goes on

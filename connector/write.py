@@ -39,7 +39,7 @@ from lakelog.connector.manifest import DataFileMeta
 from lakelog.connector.options import ChangelogProducer, MergeEngine
 from lakelog.connector.store import TableStore, merge_function_for
 
-__all__ = ["CommitMessage", "TableWrite"]
+__all__ = ["CommitMessage", "TableWrite", "bucket_groups"]
 
 FULL_COMPACTION_PROPERTY = "lakelog.full-compaction"
 _BUCKET = "__lakelog_bucket"
@@ -203,21 +203,9 @@ class TableWrite:
         table = pa.concat_tables(self._buffer, promote_options="default")
         self._buffer = []
         self._buffered_bytes = 0
-        if self.num_buckets > 0:
-            types = self.store.field_types(self.bucket_keys)
-            buckets = compute_buckets(table, self.bucket_keys, types, self.num_buckets)
-        else:
-            buckets = np.zeros(table.num_rows, dtype=np.int32)
-        table = table.append_column(_BUCKET, pa.array(buckets, pa.int32()))
-        # group rows by (partition, bucket), keeping arrival order inside each group (a stable
-        # sort of the small group columns); each bucket writer then takes and sorts its own rows
-        # by key, the buckets in parallel
-        group_cols = self.partition_keys + [_BUCKET]
-        order = sort_indices(table, group_cols)
+        # each bucket writer then takes and sorts its own rows by key, the buckets in parallel
         groups = [
-            (serialize_row(list(values), self.store.partition_types), bucket, order[start:stop])
-            for values, bucket, start, stop in _group_bounds(table.select(group_cols).take(pa.array(order)),
-                                                             self.partition_keys)
+            (partition, bucket, rows) for _, partition, bucket, rows in bucket_groups(self.store, table)
         ]
         self._restore({p for p, _, _ in groups} - self._restored)
         work = [(self._bucket(partition, bucket), rows) for partition, bucket, rows in groups]
@@ -291,6 +279,11 @@ class TableWrite:
         else:
             msgs = [w.prepare_commit() for w in writers]
         return [m for m in msgs if not m.is_empty()]
+
+    def compacting(self) -> bool:
+        """Whether a background compaction of some bucket is still running (its result joins a
+        later :meth:`prepare_commit`)."""
+        return any(getattr(w, "_running", None) is not None for w in self._buckets.values())
 
     def compaction_executor(self) -> ThreadPoolExecutor:
         """The threads that run this writer's background compactions (Parquet encoding and Arrow
@@ -373,6 +366,31 @@ def _row_kinds_from_field(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int8)
 
 
+BucketGroup = tuple[tuple[Any, ...], bytes, int, np.ndarray]
+
+
+def bucket_groups(store: TableStore, table: pa.Table) -> list[BucketGroup]:
+    """The rows of ``table`` (in the table's columns) grouped by (partition, bucket): one
+    ``(partition values, serialized partition, bucket, row indices)`` per group, the indices in
+    arrival order (a stable sort of the small group columns only)."""
+    opts = store.options
+    partition_keys = list(store.schema.partition_keys)
+    if opts.bucket > 0:
+        bucket_keys = list(store.schema.bucket_keys)
+        buckets = compute_buckets(table, bucket_keys, store.field_types(bucket_keys), opts.bucket)
+    else:
+        buckets = np.zeros(table.num_rows, dtype=np.int32)
+    groups = table.select(partition_keys).append_column(_BUCKET, pa.array(buckets, pa.int32()))
+    if groups.num_rows == 0:
+        return []
+    group_cols = partition_keys + [_BUCKET]
+    order = sort_indices(groups, group_cols)
+    return [
+        (values, serialize_row(list(values), store.partition_types), bucket, order[start:stop])
+        for values, bucket, start, stop in _group_bounds(groups.take(pa.array(order)), partition_keys)
+    ]
+
+
 def _group_bounds(
     groups: pa.Table, partition_keys: Sequence[str]
 ) -> Iterator[tuple[tuple[Any, ...], int, int, int]]:
@@ -409,4 +427,3 @@ def sorted_by_key(raw: pa.Table, keys: Sequence[str]) -> pa.Table:
     """``raw`` (rows of one bucket in arrival order) sorted by key, arrival order kept per key."""
     order = sort_indices(raw, [key_column(k) for k in keys])
     return raw.take(pa.array(order))
-

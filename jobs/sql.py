@@ -701,7 +701,7 @@ class LakelogSql:
         from lakelog.connector.types import type_to_string, with_nullable
 
         try:
-            from lakelog.operators.sink import sink_to_lakelog
+            from lakelog.operators.sink import sink_table_to_lakelog
         except ImportError as e:  # pragma: no cover
             raise LakelogError(f"INSERT INTO lakelog tables needs lakelog.operators.sink: {e}") from e
         store = TableStore(table_path)
@@ -720,42 +720,13 @@ class LakelogSql:
             for q, f in zip(names, target)
         )
         cast_table = self.t_env.sql_query(f"SELECT {casts} FROM `{src}`")
-        ds = self.t_env.to_changelog_stream(cast_table)
-        if _upsert_only(store):
-            from lakelog.operators.sink import row_type_of
-
-            ds = ds.flat_map(_DropUpdateBefore(), output_type=row_type_of(store.schema.arrow_schema())).name(
-                f"lakelog-upsert-{os.path.basename(table_path)}"
-            )
-        sink_to_lakelog(ds, table_path, batch=self.mode == "batch")
+        # an insert-only query goes in as is, an updating one as its changelog (-U rows dropped for
+        # tables that only need the new row, as Paimon's sink does)
+        sink_table_to_lakelog(self.t_env, cast_table, table_path, batch=self.mode == "batch")
         if self.mode == "batch":
             self.env.execute(job_name)
             return None
         return self.env.execute_async(job_name)
-
-
-def _upsert_only(store: Any) -> bool:
-    """Whether the table needs only the new row of an update (Paimon's Flink sink decides the same):
-    a primary-key table whose merge engine overwrites rows (deduplicate, first-row) and that keeps
-    no input changelog. Its sink drops -U rows; otherwise a -U committed without its +U (they can
-    fall into different flushes) would briefly delete the key."""
-    from lakelog.connector.options import ChangelogProducer, MergeEngine
-
-    opts = store.options
-    return bool(store.schema.primary_keys) and (
-        opts.changelog_producer != ChangelogProducer.INPUT
-        and opts.merge_engine in (MergeEngine.DEDUPLICATE, MergeEngine.FIRST_ROW)
-    )
-
-
-class _DropUpdateBefore:
-    """A Flink flat-map passing every row but UPDATE_BEFORE on (with its RowKind)."""
-
-    def __call__(self, row: Any) -> Iterator[Any]:
-        from pyflink.common import RowKind
-
-        if row.get_row_kind() != RowKind.UPDATE_BEFORE:
-            yield row
 
 
 def _is_job_client(obj: Any) -> bool:

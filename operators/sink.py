@@ -2,7 +2,9 @@
 
 Topology (see ``operators/README.md`` for the full design)::
 
-    rows --map(assign key)--> key_by(partition, bucket) --writer (keyed state, LSM files)--> committables
+    rows [--flat_map: RowKind -> column (changelog input only)]
+         --pandas UDF (Flink batches rows on the Java side; Arrow in, one blob per (partition,
+           bucket) out)--> key_by(partition, bucket) --writer (LSM files)--> committables
     committables --FileSink (on-checkpoint rolling) ......> channel dir   (released on checkpoint completion)
     committables --key_by(0)--> committer (parallelism 1): commits what the channel released, and at
                                 end of input everything it holds
@@ -12,6 +14,7 @@ Topology (see ``operators/README.md`` for the full design)::
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import tempfile
@@ -33,7 +36,6 @@ log = logging.getLogger(__name__)
 
 END_OF_INPUT = 2**63 - 2  # a keyed event-time timer here fires at end of bounded input
 KIND_FIELD = "__lakelog_kind"
-DEFAULT_FLUSH_INTERVAL_MS = 10_000
 DEFAULT_POLL_MS = 300
 
 
@@ -72,197 +74,260 @@ def row_type_of(schema: pa.Schema) -> Any:
     return Types.ROW_NAMED([f.name for f in schema], [flink_type_of(f.type, f.name) for f in schema])
 
 
-def _assigned_row_type(schema: pa.Schema) -> Any:
-    """Row(kind, *table columns): what the writer receives and buffers (the key travels beside it)."""
-    from pyflink.common import Types
-
-    return Types.ROW_NAMED(
-        [KIND_FIELD] + [f.name for f in schema],
-        [Types.BYTE()] + [flink_type_of(f.type, f.name) for f in schema],
-    )
+# ---- step 1: rows -> one Arrow blob per (partition, bucket) and batch (a vectorised Flink UDF) ----
+BLOB_SEP = b"\n"
 
 
-def _keyed_row_type(schema: pa.Schema) -> Any:
-    """Row(key, Row(kind, *table columns)): the assigner's output, keyed on field 0 by Java."""
-    from pyflink.common import Types
+def encode_blob(key: str, table: pa.Table, kinds: Optional[np.ndarray]) -> bytes:
+    """``key`` + newline + an Arrow IPC stream of ``table`` (plus the row kinds as an int8 column)."""
+    if kinds is not None:
+        table = table.append_column(KIND_FIELD, pa.array(kinds, pa.int8()))
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return key.encode() + BLOB_SEP + sink.getvalue().to_pybytes()
 
-    return Types.ROW([Types.STRING(), _assigned_row_type(schema)])
+
+def blob_key(blob: bytes) -> str:
+    return blob[: blob.index(BLOB_SEP)].decode()
 
 
-# ---- step 1: assign (partition, bucket) ----------------------------------------------------------
-class _KeyAssigner:
-    """Maps an input Row to ``Row(key, Row(kind, *table_columns))``; key = "<partition hex>:<bucket>".
+def decode_blob(blob: bytes) -> tuple[pa.Table, Optional[np.ndarray]]:
+    """(rows, int8 row kinds or None for insert-only) of a blob made by :func:`encode_blob`."""
+    table = pa.ipc.open_stream(memoryview(blob)[blob.index(BLOB_SEP) + 1 :]).read_all()
+    if KIND_FIELD not in table.column_names:
+        return table, None
+    i = table.schema.get_field_index(KIND_FIELD)
+    kinds = table.column(i).to_numpy().astype(np.int8)
+    return table.remove_column(i), kinds
 
-    It is the whole per-row work before the shuffle, so it stays cheap: field values are taken from
-    the Row's value list (by position, or through a cached name -> position map), the key comes from
-    :class:`~lakelog.operators.sink_keys.KeyEncoder` (no numpy per row), and the output Rows are made
-    with their field names set, which is the fast path of PyFlink's Row coder."""
 
-    def __init__(self, table_path: str, max_parallelism: Optional[int] = None) -> None:
+def _masked(t: pa.DataType) -> bool:
+    """Columns whose nulls pandas cannot carry losslessly (ints become floats, NaN means null): the
+    sink passes their null mask beside them."""
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+class BatchEncoder:
+    """The body of the sink's pandas UDF. Flink hands it a batch of rows as pandas Series (the row
+    kind first when the input is a changelog; each table column, numeric nullable ones followed by
+    their null mask); it converts them to the table's Arrow types, groups the rows by (partition,
+    bucket) with the storage's vectorised bucket function, and returns one blob per group in the
+    first positions of the result (None elsewhere), each prefixed by the group's writer key."""
+
+    def __init__(
+        self, table_path: str, changelog: bool, masks: Sequence[bool], max_parallelism: Optional[int]
+    ) -> None:
         self.table_path = table_path
+        self.changelog = changelog
+        self.masks = list(masks)
         self.max_parallelism = max_parallelism
         self._ready = False
 
     def _setup(self) -> None:
-        from pyflink.common import Row, RowKind
-
         from lakelog.connector.store import TableStore
         from lakelog.operators.sink_keys import KeyEncoder
 
-        store = TableStore(self.table_path)
-        schema = store.schema
-        self.names = [f.name for f in schema.arrow_schema()]
-        self.pos = {n: i for i, n in enumerate(self.names)}
-        num_buckets = int(store.options.bucket)
+        self.store = TableStore(self.table_path)
+        schema = self.store.schema
+        self.arrow_schema = schema.arrow_schema()
+        pos = {f.name: i for i, f in enumerate(self.arrow_schema)}
+        num_buckets = int(self.store.options.bucket)
         bucket_keys = list(schema.bucket_keys) if num_buckets > 0 else []
         self.keys = KeyEncoder(
-            [self.pos[k] for k in schema.partition_keys],
-            store.partition_types,
-            [self.pos[k] for k in bucket_keys],
-            store.field_types(bucket_keys) if bucket_keys else [],
+            [pos[k] for k in schema.partition_keys],
+            self.store.partition_types,
+            [pos[k] for k in bucket_keys],
+            self.store.field_types(bucket_keys) if bucket_keys else [],
             num_buckets,
             self.max_parallelism,
         )
-        self.inner_names = [KIND_FIELD, *self.names]
-        self.outer_names = ["f0", "f1"]
-        self.orders: dict[tuple[str, ...], list[int]] = {}
-        self._row_class = Row
-        self._new_row = Row.__new__
-        self._insert = RowKind.INSERT
         self._ready = True
 
-    def _row(self, values: list[Any], names: list[str]) -> Any:
-        # Row(*values) plus set_field_names, without Row's per-attribute __setattr__ hooks
-        r = self._new_row(self._row_class)
-        d = r.__dict__
-        d["_values"] = values
-        d["_fields"] = names
-        d["_from_dict"] = False
-        d["_row_kind"] = self._insert
-        return r
+    def to_arrow(self, series: Sequence[Any]) -> tuple[pa.Table, Optional[np.ndarray]]:
+        """(rows in the table's Arrow schema, int8 kinds or None) of one batch of Series."""
+        if not self._ready:
+            self._setup()
+        it = iter(series)
+        kinds = np.asarray(next(it), dtype=np.int8) if self.changelog else None
+        arrays = []
+        for f, masked in zip(self.arrow_schema, self.masks):
+            s = next(it)
+            try:
+                if masked:  # COALESCE(c, 0) and c IS NULL: exact values, nulls from the mask
+                    isnull = np.asarray(next(it), dtype=bool)
+                    arr = pa.array(np.asarray(s), mask=isnull if isnull.any() else None)
+                else:
+                    arr = pa.Array.from_pandas(s)
+                if arr.type != f.type:
+                    arr = arr.cast(f.type)
+            except (
+                pa.ArrowInvalid,
+                pa.ArrowTypeError,
+                pa.ArrowNotImplementedError,
+                TypeError,
+                ValueError,
+                OverflowError,
+            ) as exc:
+                raise InvalidInputError(
+                    f"column {f.name!r}: cannot convert input values to {f.type}: {exc}"
+                ) from exc
+            if not f.nullable and arr.null_count:
+                raise InvalidInputError(
+                    f"column {f.name!r} is NOT NULL but the input holds {arr.null_count} null(s)"
+                )
+            arrays.append(arr)
+        return pa.Table.from_arrays(arrays, schema=self.arrow_schema), kinds
+
+    def __call__(self, *series: Any) -> Any:
+        import pandas as pd
+
+        from lakelog.connector.write import bucket_groups
+
+        table, kinds = self.to_arrow(series)
+        n = table.num_rows
+        out = np.full(n, None, dtype=object)
+        for i, (values, _, bucket, rows) in enumerate(bucket_groups(self.store, table)):
+            idx = pa.array(rows)
+            out[i] = encode_blob(
+                self.keys.key_for(values, bucket), table.take(idx), None if kinds is None else kinds[rows]
+            )
+        return pd.Series(out, dtype=object)
+
+
+class _KindColumn:
+    """Flink map for changelog input: ``Row`` with a RowKind -> ``Row(kind, *table columns)`` (by
+    field name when the row has names that cover the table's, else by position)."""
+
+    def __init__(self, names: Sequence[str], drop_update_before: bool) -> None:
+        self.names = list(names)
+        self.drop_update_before = drop_update_before
+        self._orders: dict[tuple[str, ...], list[int]] = {}
+
+    def open(self, runtime_context: Any) -> None:
+        from pyflink.common import Row, RowKind
+
+        self._row_class = Row
+        self._insert = RowKind.INSERT
+        self._out_names = [KIND_FIELD, *self.names]
 
     def values_of(self, row: Any) -> list[Any]:
-        d = getattr(row, "__dict__", None) if isinstance(row, self._row_class) else None
+        d = row.__dict__ if isinstance(row, self._row_class) else None
         if d is not None and "_values" in d:
             values: list[Any] = d["_values"]
             fields = d.get("_fields")
         else:
-            values = list(row)
-            fields = None
+            values, fields = list(row), None
         if fields is not None and fields != self.names:
-            order = self.orders.get(tuple(fields))
+            order = self._orders.get(tuple(fields))
             if order is None:
                 try:
                     at = {n: i for i, n in enumerate(fields)}
                     order = [at[n] for n in self.names]
                 except KeyError as exc:
                     raise InvalidInputError(f"input row lacks column {exc.args[0]!r}") from None
-                self.orders[tuple(fields)] = order
+                self._orders[tuple(fields)] = order
             return [values[i] for i in order]
         if len(values) != len(self.names):
             raise InvalidInputError(f"input row has {len(values)} fields; the table has {self.names}")
         return values
 
-    def key_of(self, values: Sequence[Any]) -> str:
-        if not self._ready:
-            self._setup()
-        return self.keys.key(values)
-
-    def __call__(self, row: Any) -> Any:
-        if not self._ready:
-            self._setup()
+    def flat_map(self, row: Any) -> Iterator[Any]:
         kind = row.get_row_kind().value if isinstance(row, self._row_class) else 0
-        values = self.values_of(row)
-        inner = self._row([kind, *values], self.inner_names)
-        return self._row([self.keys.key(values), inner], self.outer_names)
+        if kind == 1 and self.drop_update_before:
+            return
+        out = self._row_class.__new__(self._row_class)
+        d = out.__dict__
+        d["_values"] = [kind, *self.values_of(row)]
+        d["_fields"] = self._out_names
+        d["_from_dict"] = False
+        d["_row_kind"] = self._insert
+        yield out
 
 
 # ---- step 3: the writer ----------------------------------------------------------------------------
 def _make_writer(
-    table_path: str, commit_user: str, write_only: Optional[bool], flush_ms: int, batch: bool, wait_s: float
+    table_path: str, commit_user: str, write_only: Optional[bool], batch: bool, flush_ms: int, wait_s: float
 ) -> Any:
     from pyflink.common import Types
     from pyflink.datastream import KeyedProcessFunction, RuntimeContext
-    from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
+    from pyflink.datastream.state import ValueStateDescriptor
 
     class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
-        """One instance serves many (partition, bucket) keys. Each key's unflushed rows live in keyed
-        ListState (so rows received before a checkpoint and not flushed survive a restart); the id of
-        the key's last emitted committable in keyed ValueState.
+        """Keyed by (partition, bucket). Each blob is a batch of the key's rows that Flink already
+        buffered and released before the next checkpoint barrier; STREAMING writes it at once into
+        LSM files and emits their committable (nothing stays buffered across a checkpoint, so no
+        rows live in Flink state). BATCH keeps writing into the key's buffer and emits at end of input.
 
-        Each key gets its own TableWrite, created lazily at its first flush in this process. After a
-        restart that first flush first waits until the key's last committable from before the
-        checkpoint is committed, so the bucket's LSM view and sequence numbers start from a snapshot
-        that holds everything this key wrote before."""
+        Each key gets its own TableWrite, created lazily at its first blob in this process. After a
+        restart that first blob first waits until the key's last committable from before the
+        checkpoint (keyed ValueState) is committed, so the bucket's LSM view and sequence numbers
+        start from a snapshot that holds everything this key wrote before."""
 
         def open(self, runtime_context: RuntimeContext) -> None:
             from lakelog.connector.store import TableStore
 
             self.store = TableStore(table_path)
-            self.arrow_schema = self.store.schema.arrow_schema()
             self.pk = bool(self.store.schema.primary_keys)
-            self.buffer_limit = int(self.store.options.write_buffer_size)
             self.writes: dict[str, Any] = {}
-            self.sizes: dict[str, int] = {}
-            # BATCH mode: PyFlink's batch state backend keeps keyed state for the current key only,
-            # and keys need not arrive sorted, so rows wait in memory per key (a failed batch job
-            # reruns as a whole; nothing needs to survive a restart)
-            self.pending_rows: dict[str, list[Any]] = {}
             self.armed: set[str] = set()
-            self.buf = runtime_context.get_list_state(
-                ListStateDescriptor("buf", _assigned_row_type(self.arrow_schema))
-            )
-            # no timer ValueState: PyFlink re-caches every registered state of the old key at each
-            # key switch (nearly every row), so each state costs per row. After a restart the restored
-            # processing timer fires and a new one is armed at the key's first row: at worst an extra
-            # early flush.
+            self.polling: set[str] = set()
             self.last_id = runtime_context.get_state(ValueStateDescriptor("last_id", Types.STRING()))
-            # buffered-size estimate per row: a fixed part, plus the length of strings and binaries
-            # (positions in Row(kind, *columns))
-            self.row_bytes = 16 + 8 * len(self.arrow_schema)
-            self.var_idx = [
-                i + 1
-                for i, f in enumerate(self.arrow_schema)
-                if pa.types.is_string(f.type)
-                or pa.types.is_large_string(f.type)
-                or pa.types.is_binary(f.type)
-                or pa.types.is_large_binary(f.type)
-                or pa.types.is_fixed_size_binary(f.type)
-            ]
 
         def close(self) -> None:
             for w in getattr(self, "writes", {}).values():
                 w.close()
 
-        def process_element(self, value: Any, ctx: Any) -> Optional[Iterator[str]]:
-            # per row: keep it (keyed ListState; in memory in BATCH mode), arm the key's timers once
-            # per process, count its bytes; returns None (no generator) unless the buffer is full
-            key = ctx.get_current_key()
-            if batch:
-                self.pending_rows.setdefault(key, []).append(value)
-            else:
-                self.buf.add(value)
+        def process_element(self, value: Any, ctx: Any) -> Iterator[str]:
+            blob = value[0]
+            key = blob_key(blob)
             if key not in self.armed:
-                ts = ctx.timer_service()
-                ts.register_event_time_timer(END_OF_INPUT)
-                if not batch:
-                    ts.register_processing_time_timer(ts.current_processing_time() + flush_ms)
+                ctx.timer_service().register_event_time_timer(END_OF_INPUT)
                 self.armed.add(key)
-            size = self.sizes.get(key, 0) + self.row_bytes
-            for i in self.var_idx:
-                v = value[i]
-                if v is not None:
-                    size += len(v)
-            self.sizes[key] = size
-            if size >= self.buffer_limit:
-                return self._flush(key)
-            return None
+            table, kinds = decode_blob(blob)
+            w = self._writer(key)
+            if self.pk:
+                if kinds is None:
+                    w.write(table)
+                else:
+                    w.write_changes(table, kinds)
+            else:
+                if kinds is not None and ((kinds == 1) | (kinds == 3)).any():
+                    raise InvalidInputError(
+                        f"append table {table_path} got retraction rows (-U/-D); only +I/+U can be appended"
+                    )
+                w.write(table)
+            if not batch:
+                yield from self._emit(key, w.prepare_commit(wait_compaction=False))
+                self._poll_compaction(key, w, ctx)
+
+        def _poll_compaction(self, key: str, w: Any, ctx: Any) -> None:
+            # a background compaction still running: look again after a flush interval, so that its
+            # result is committed even if no more rows come for this bucket
+            if w.compacting() and key not in self.polling:
+                ts = ctx.timer_service()
+                ts.register_processing_time_timer(ts.current_processing_time() + flush_ms)
+                self.polling.add(key)
 
         def on_timer(self, timestamp: int, ctx: Any) -> Iterator[str]:
             key = ctx.get_current_key()
-            if timestamp != END_OF_INPUT:
-                self.armed.discard(key)
-            yield from self._flush(key)
+            w = self.writes.get(key)
+            if w is None:
+                return
+            if timestamp == END_OF_INPUT:
+                yield from self._emit(key, w.prepare_commit(wait_compaction=True))
+                return
+            self.polling.discard(key)
+            yield from self._emit(key, w.prepare_commit(wait_compaction=False))
+            self._poll_compaction(key, w, ctx)
+
+        def _emit(self, key: str, msgs: list[Any]) -> Iterator[str]:
+            if not msgs:
+                return
+            c = Committable(uuid.uuid4().hex, key, msgs, self.writes[key].commit_properties())
+            if not batch:
+                self.last_id.update(c.id)
+            yield encode_committable(c)
 
         def _writer(self, key: str) -> Any:
             w = self.writes.get(key)
@@ -276,32 +341,6 @@ def _make_writer(
                 w = TableWrite(TableStore(table_path), write_only=write_only)
                 self.writes[key] = w
             return w
-
-        def _flush(self, key: str) -> Iterator[str]:
-            if batch:
-                rows = self.pending_rows.pop(key, [])
-            else:
-                rows = list(self.buf.get() or [])
-                self.buf.clear()
-            self.sizes.pop(key, None)
-            if not rows:
-                return
-            table, kinds = _rows_to_arrow(rows, self.arrow_schema)
-            w = self._writer(key)
-            if self.pk:
-                w.write_changes(table, kinds)
-            else:
-                if ((kinds == 1) | (kinds == 3)).any():
-                    raise InvalidInputError(
-                        f"append table {table_path} got retraction rows (-U/-D); only +I/+U can be appended"
-                    )
-                w.write(table)
-            msgs = w.prepare_commit()
-            if not msgs:
-                return
-            c = Committable(uuid.uuid4().hex, key, msgs, w.commit_properties())
-            self.last_id.update(c.id)
-            yield encode_committable(c)
 
     return LakelogWriter()
 
@@ -323,21 +362,6 @@ def _wait_committed(store: Any, commit_user: str, committable_id: str, timeout_s
                 f"committed within {timeout_s:.0f} s; is the commit channel intact?"
             )
         time.sleep(0.2)
-
-
-def _rows_to_arrow(rows: list[Any], schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:
-    """Rows of (kind, *columns) -> (Arrow table, int8 kinds), converted column by column."""
-    cols = list(zip(*rows))
-    kinds = np.asarray(cols[0], dtype=np.int8)
-    arrays = []
-    for f, col in zip(schema, cols[1:]):
-        try:
-            arrays.append(pa.array(col, type=f.type))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
-            raise InvalidInputError(
-                f"column {f.name!r}: cannot convert input values to {f.type}: {exc}"
-            ) from exc
-    return pa.Table.from_arrays(arrays, schema=schema), kinds
 
 
 # ---- step 5: the committer ---------------------------------------------------------------------------
@@ -443,54 +467,225 @@ def sink_to_lakelog(
     ds: Any,
     table_path: str,
     *,
+    changelog: Optional[bool] = None,
     channel_dir: Optional[str] = None,
     commit_user: Optional[str] = None,
     write_only: Optional[bool] = None,
     flush_interval: Optional[Any] = None,
     batch: Optional[bool] = None,
     parallelism: Optional[int] = None,
+    drop_update_before: Optional[bool] = None,
     poll_interval_ms: int = DEFAULT_POLL_MS,
     restart_wait_s: float = 300.0,
 ) -> None:
-    """Write ``ds`` (a DataStream of Rows; their RowKind is respected) into the lakelog table at
-    ``table_path`` with exactly-once semantics.
+    """Write ``ds`` (a DataStream of Rows) into the lakelog table at ``table_path`` with
+    exactly-once semantics.
 
+    - ``changelog``: whether the rows' RowKinds matter (+I/-U/+U/-D). True costs one more Python
+      step per row (it reads each row's kind); False is for insert-only streams (every row +I, e.g.
+      upserts into a primary-key table) and Flink then rejects any other kind loudly. Default: True
+      for primary-key tables, False for append tables.
     - ``channel_dir``: folder of the checkpoint-gated commit channel (default: a fresh folder under
       the system temp dir; must be reachable by every TaskManager and survive restarts of the job).
     - ``commit_user``: the snapshot commit user (default: a new UUID per call, i.e. per job graph).
     - ``write_only``: skip compaction in the writers (default: the table's ``write-only``).
-    - ``flush_interval``: milliseconds (int) or a duration string ("2 s"); writers flush at the latest
-      this long after a key's first unflushed row. Default: ``sink.flush-interval`` of the table, else
-      a quarter of the checkpoint interval (100 ms to 1 s), else 10 s.
+    - ``flush_interval``: milliseconds (int) or a duration string ("2 s"); rows wait at most this
+      long before they are written. It sets the job's ``python.fn-execution.bundle.time`` (PyFlink
+      shares it among all Python operators of a job). Default: ``sink.flush-interval`` of the
+      table, else a quarter of the checkpoint interval (100 ms to 1 s) when that is shorter than
+      the job's bundle time (Flink's default 1 s).
     - ``batch``: force the batch path; default: read ``execution.runtime-mode`` (BATCH -> batch).
     - ``parallelism``: writer parallelism (default: the environment's).
+    - ``drop_update_before``: drop -U rows (default: as Paimon's sink, for primary-key tables whose
+      merge engine overwrites rows, deduplicate and first-row, without an input changelog).
     """
     from pyflink.common import Types
-    from pyflink.common.serialization import Encoder
-    from pyflink.datastream.connectors.file_system import BucketAssigner, FileSink, RollingPolicy
+    from pyflink.table import StreamTableEnvironment
 
-    from lakelog.connector.options import Duration
     from lakelog.connector.store import TableStore
 
     env = ds.get_execution_environment()
     is_batch = _runtime_is_batch(env) if batch is None else batch
     store = TableStore(table_path)
     schema = store.schema.arrow_schema()
-    row_type = _assigned_row_type(schema)
+    names = list(schema.names)
+    name = os.path.basename(os.path.normpath(table_path))
+    asked = _flush_ms(store, flush_interval)
+    if asked is None:
+        # no interval asked for: at most a quarter of the checkpoint interval (100 ms to 1 s), so a
+        # row waits for its flush only a fraction of the checkpoint that publishes it (freshness <=
+        # checkpoint interval + 2 s); a shorter bundle time of the job is kept
+        bundle = _bundle_time_ms(env)
+        ckpt = _checkpoint_interval_ms(env)
+        quarter = max(100, min(ckpt // 4, 1000)) if ckpt > 0 else bundle
+        asked = quarter if quarter < bundle else None
+    flush_ms = asked if asked is not None else _bundle_time_ms(env)
+    if changelog is None:
+        changelog = bool(store.schema.primary_keys)
+    drop_ub = upsert_only(store) if drop_update_before is None else drop_update_before
+    if changelog:
+        from pyflink.datastream import FlatMapFunction
+
+        class KindColumn(_KindColumn, FlatMapFunction):  # type: ignore[misc]
+            pass
+
+        ds = ds.flat_map(
+            KindColumn(names, drop_ub),
+            output_type=Types.ROW_NAMED(
+                [KIND_FIELD, *names], [Types.BYTE()] + [flink_type_of(f.type, f.name) for f in schema]
+            ),
+        ).name(f"lakelog-kinds-{name}")
+    t_env = StreamTableEnvironment.create(env)
+    blobs = _encoded_batches(t_env, t_env.from_data_stream(ds), store, changelog, asked, env, parallelism)
+    _write_and_commit(
+        blobs,
+        store,
+        env,
+        is_batch,
+        flush_ms,
+        channel_dir,
+        commit_user,
+        write_only,
+        parallelism,
+        poll_interval_ms,
+        restart_wait_s,
+    )
+
+
+def _flush_ms(store: Any, flush_interval: Optional[Any]) -> Optional[int]:
+    """The flush interval asked for (argument, else the table's ``sink.flush-interval``), or None."""
+    from lakelog.connector.options import Duration
+
     if flush_interval is None:
         configured = store.options.sink_flush_interval
-        if configured is not None:
-            flush_ms = configured.nanos // 1_000_000
-        else:
-            # a quarter of the checkpoint interval, at most 1 s: a row then waits for its flush a
-            # fraction of the checkpoint that publishes it (freshness <= checkpoint interval + 2 s)
-            ckpt = _checkpoint_interval_ms(env)
-            flush_ms = max(100, min(ckpt // 4, 1000)) if ckpt > 0 else DEFAULT_FLUSH_INTERVAL_MS
-    elif isinstance(flush_interval, int):
-        flush_ms = flush_interval
+        return None if configured is None else max(1, int(configured.nanos // 1_000_000))
+    if isinstance(flush_interval, int):
+        return max(1, flush_interval)
+    return max(1, int(Duration.parse(str(flush_interval)).nanos // 1_000_000))
+
+
+def _bundle_time_ms(env: Any) -> int:
+    """The job's ``python.fn-execution.bundle.time`` (Flink's default: 1000 ms)."""
+    try:
+        conf = env._j_stream_execution_environment.getConfiguration()
+        return int(str(conf.toMap().get("python.fn-execution.bundle.time") or 1000))
+    except Exception:  # pragma: no cover - defensive: unknown gateway shapes
+        return 1000
+
+
+def upsert_only(store: Any) -> bool:
+    """Whether the table needs only the new row of an update (Paimon's Flink sink decides the same):
+    a primary-key table whose merge engine overwrites rows (deduplicate, first-row) and that keeps
+    no input changelog. Its sink drops -U rows; otherwise a -U committed without its +U (they can
+    fall into different flushes) would briefly delete the key."""
+    from lakelog.connector.options import ChangelogProducer, MergeEngine
+
+    opts = store.options
+    return bool(store.schema.primary_keys) and (
+        opts.changelog_producer != ChangelogProducer.INPUT
+        and opts.merge_engine in (MergeEngine.DEDUPLICATE, MergeEngine.FIRST_ROW)
+    )
+
+
+_sink_ids = itertools.count(1)
+
+
+def _encoded_batches(
+    t_env: Any,
+    table: Any,
+    store: Any,
+    changelog: bool,
+    flush_ms: Optional[int],
+    env: Any,
+    parallelism: Optional[int],
+) -> Any:
+    """Step 1: a DataStream of Row(blob), one blob per (partition, bucket) and batch of rows, made by
+    a pandas UDF over ``table`` (Flink buffers the rows on the Java side and hands them over as Arrow
+    batches: at most a bundle time old, and always before a checkpoint barrier)."""
+    from pyflink.table import DataTypes
+    from pyflink.table.udf import udf
+
+    schema = store.schema.arrow_schema()
+    names = list(schema.names)
+    in_names = list(table.get_schema().get_field_names())
+    in_types = list(table.get_schema().get_field_data_types())
+    offset = 1 if changelog else 0
+    data_names = in_names[offset:]
+    if set(names) <= set(data_names):
+        cols = names
+    elif len(data_names) == len(names):
+        cols = data_names
     else:
-        flush_ms = Duration.parse(str(flush_interval)).nanos // 1_000_000
-    flush_ms = max(1, int(flush_ms))
+        raise InvalidInputError(f"the input has columns {data_names}; the table {store.path} has {names}")
+    nullable = {n: getattr(t, "_nullable", True) for n, t in zip(in_names, in_types)}
+    args = [f"`{KIND_FIELD}`"] if changelog else []
+    masks = []
+    for f, c in zip(schema, cols):
+        masked = _masked(f.type) and nullable[c]
+        masks.append(masked)
+        if masked:
+            args += [f"COALESCE(`{c}`, 0)", f"`{c}` IS NULL"]
+        elif pa.types.is_time(f.type):
+            # a DataStream's TIME arrives as TIME(0), which the Arrow hand-over would cut to seconds;
+            # Flink keeps milliseconds inside, so widen the precision first
+            args.append(f"CAST(`{c}` AS TIME(3))")
+        else:
+            args.append(f"`{c}`")
+    writer_p = parallelism or env.get_parallelism()
+    max_p = _writer_max_parallelism(env, writer_p)
+    balance = max_p if _key_groups_match_jvm(max_p) else None
+    sid = next(_sink_ids)
+    view, func = f"__lakelog_sink_in_{sid}", f"__lakelog_sink_encode_{sid}"
+    encoder = BatchEncoder(str(store.path), changelog, masks, balance)
+    t_env.create_temporary_view(view, table)
+    t_env.create_temporary_function(func, udf(encoder, result_type=DataTypes.BYTES(), func_type="pandas"))
+    # rows per Arrow batch: up to a write buffer's worth (Flink caps it at the bundle size). Flink
+    # hands a batch over when it is full, when the job's bundle time has passed, at every checkpoint
+    # and at end of input. These python.* options are job-wide in PyFlink (a TableEnvironment's
+    # settings reach every Python operator of the job), so the sink sets the Arrow batch size, which
+    # only Arrow (pandas) functions read, and the bundle time only when a flush interval is asked for;
+    # never the bundle size, which bounds how many rows the job's other Python functions hold in
+    # flight (and so how long a checkpoint waits for them).
+    row_bytes = 16 + 8 * len(schema)
+    rows = int(max(1_000, min(100_000, int(store.options.write_buffer_size) // row_bytes)))
+    conf = t_env.get_config()
+    conf.set("python.fn-execution.arrow.batch.size", str(rows))
+    if flush_ms is not None:
+        conf.set("python.fn-execution.bundle.time", str(flush_ms))
+    query = t_env.sql_query(
+        f"SELECT b FROM (SELECT `{func}`({', '.join(args)}) AS b FROM `{view}`) WHERE b IS NOT NULL"
+    )
+    return t_env.to_data_stream(query)
+
+
+class _BlobKey:
+    """Key selector of the writer stage: the (partition, bucket) key that prefixes a blob."""
+
+    def get_key(self, value: Any) -> str:
+        return blob_key(value[0])
+
+
+def _write_and_commit(
+    blobs: Any,
+    store: Any,
+    env: Any,
+    is_batch: bool,
+    flush_ms: int,
+    channel_dir: Optional[str],
+    commit_user: Optional[str],
+    write_only: Optional[bool],
+    parallelism: Optional[int],
+    poll_interval_ms: int,
+    restart_wait_s: float,
+) -> None:
+    """Steps 2-5: key_by(partition, bucket) -> writers -> commit channel -> committer."""
+    from pyflink.common import Types
+    from pyflink.common.serialization import Encoder
+    from pyflink.datastream import KeySelector
+    from pyflink.datastream.connectors.file_system import BucketAssigner, FileSink, RollingPolicy
+
+    table_path = str(store.path)
+    name = os.path.basename(os.path.normpath(table_path))
     user = commit_user or str(uuid.uuid4())
     run_token = uuid.uuid4().hex
     channel: Optional[str] = None
@@ -498,22 +693,19 @@ def sink_to_lakelog(
         channel = channel_dir or os.path.join(tempfile.gettempdir(), f"lakelog-sink-{user}-{run_token[:8]}")
         os.makedirs(channel, exist_ok=True)
 
-    name = os.path.basename(os.path.normpath(table_path))
-    # the assigner emits Row(key, row) and Java keys the stream on field 0: the same wiring as
-    # DataStream.key_by, minus its extra per-row Python step that would compute Row(key, row) again
-    # key strings are salted so that Flink spreads the buckets over the writers evenly; that needs
-    # the writers' max parallelism pinned (key groups) and Flink's key-group function confirmed
+    class BlobKey(_BlobKey, KeySelector):  # type: ignore[misc]
+        pass
+
+    # the blob keys are salted so that Flink spreads the buckets over the writers evenly; that needs
+    # the writers' max parallelism pinned (key groups)
     writer_p = parallelism or env.get_parallelism()
     max_p = _writer_max_parallelism(env, writer_p)
-    balance = max_p if _key_groups_match_jvm(max_p) else None
-    with_key = ds.map(_KeyAssigner(table_path, balance), output_type=_keyed_row_type(schema)).name(
-        f"lakelog-assign-{name}"
+    writer = _make_writer(table_path, user, write_only, is_batch, flush_ms, restart_wait_s)
+    committables = (
+        blobs.key_by(BlobKey(), key_type=Types.STRING())
+        .process(writer, output_type=Types.STRING())
+        .name(f"lakelog-writer-{name}")
     )
-    if parallelism:
-        with_key = with_key.set_parallelism(parallelism)
-    keyed_rows = _keyed_on_field0(with_key, row_type, ds)
-    writer = _make_writer(table_path, user, write_only, flush_ms, is_batch, restart_wait_s)
-    committables = keyed_rows.process(writer, output_type=Types.STRING()).name(f"lakelog-writer-{name}")
     if parallelism:
         committables = committables.set_parallelism(parallelism)
     if max_p is not None:
@@ -578,18 +770,6 @@ def _key_groups_match_jvm(max_parallelism: Optional[int]) -> bool:
         return False
 
 
-def _keyed_on_field0(with_key: Any, value_type: Any, origin: Any) -> Any:
-    """A KeyedStream over ``with_key`` (Rows of (key string, value)) keyed by field 0, whose functions
-    see the value; what ``DataStream.key_by`` builds after its own Python key-extraction step."""
-    from pyflink.common import Types
-    from pyflink.datastream.data_stream import KeyedStream
-    from pyflink.java_gateway import get_gateway
-
-    j_selector = get_gateway().jvm.org.apache.flink.streaming.api.functions.python.KeyByKeySelector()
-    j_keyed = with_key._j_data_stream.keyBy(j_selector, Types.ROW([Types.STRING()]).get_java_type_info())
-    return KeyedStream(j_keyed, value_type, origin)
-
-
 def _discard(ds: Any) -> None:
     from pyflink.datastream.connectors import Sink
     from pyflink.java_gateway import get_gateway
@@ -600,8 +780,17 @@ def _discard(ds: Any) -> None:
 
 
 def sink_table_to_lakelog(t_env: Any, table: Any, table_path: str, **kwargs: Any) -> None:
-    """Write a Flink ``Table`` (its changelog) into a lakelog table; see :func:`sink_to_lakelog`."""
-    sink_to_lakelog(t_env.to_changelog_stream(table), table_path, **kwargs)
+    """Write a Flink ``Table`` into a lakelog table; see :func:`sink_to_lakelog`. An insert-only
+    table goes in as is; an updating one (e.g. a streaming GROUP BY) as its changelog."""
+    try:
+        ds = t_env.to_data_stream(table)
+        changelog = False
+    except Exception as exc:  # the planner refuses an updating table here
+        if "update" not in str(exc).lower() and "delete" not in str(exc).lower():
+            raise
+        ds = t_env.to_changelog_stream(table)
+        changelog = True
+    sink_to_lakelog(ds, table_path, changelog=changelog, **kwargs)
 
 
 def wait_for(predicate: Any, timeout_s: float = 30.0, step_s: float = 0.2) -> bool:

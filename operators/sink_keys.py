@@ -229,7 +229,9 @@ class KeyEncoder:
         return [balanced_key(f"{part_hex}:{b}", (offset + b) % slots, slots, mp) for b in range(n)]
 
     def _partition_keys(self, values: Sequence[Any]) -> list[str]:
-        pv = tuple(values[i] for i in self.partition_idx)
+        return self._keys_for_partition(tuple(values[i] for i in self.partition_idx))
+
+    def _keys_for_partition(self, pv: tuple[Any, ...]) -> list[str]:
         try:
             keys = self._keys_by_partition.get(pv)
         except TypeError:  # an unhashable value: no caching
@@ -261,3 +263,12 @@ class KeyEncoder:
         if self.num_buckets <= 0:
             return keys[0]
         return keys[abs(self._hash(self.bucket_row(values), SEED, signed=True)) % self.num_buckets]
+
+    def key_for(self, partition_values: Sequence[Any], bucket: int) -> str:
+        """The key of a (partition, bucket) known already (e.g. computed for a whole batch)."""
+        keys = (
+            self._constant
+            if self._constant is not None
+            else self._keys_for_partition(tuple(partition_values))
+        )
+        return keys[bucket if self.num_buckets > 0 else 0]

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Optional
 
 import pyarrow as pa
 import pytest
@@ -72,7 +72,7 @@ class Rows:
     """Test-only source map: number ``i`` -> Row(dt, id = i % keys (or i), v = "<tag>-<i>"),
     sleeping ``pause_s`` every 100 rows so the job spans several checkpoints. With ``wait_for``
     (a table path) it waits, at the halfway row, until that table has a COMPACT snapshot (at most
-    ``wait_s``), so the second half is written while compactions are committed."""
+    ``wait_s``, slowing down meanwhile), so the second half is written while compactions are committed."""
 
     def __init__(
         self,
@@ -87,16 +87,24 @@ class Rows:
     ) -> None:
         self.dt, self.tag, self.keys, self.n, self.pause_s = dt, tag, keys, n, pause_s
         self.id_offset, self.wait_for, self.wait_s = id_offset, wait_for, wait_s
+        self.compacted = False
+        self.waited_since: Optional[float] = None
 
     def __call__(self, i: int) -> Any:
         from pyflink.common import Row
 
         if i % 100 == 0 and i:
             time.sleep(self.pause_s)
-        if self.wait_for and i == self.n // 2:
-            deadline = time.monotonic() + self.wait_s
-            while time.monotonic() < deadline and not _has_compaction(self.wait_for):
-                time.sleep(0.2)
+        if self.wait_for and i >= self.n // 2 and not self.compacted:
+            # slow down (never one long wait: that would hold up the checkpoints that the commits
+            # and so the compactions need) until the table has a compaction, for at most wait_s
+            if self.waited_since is None:
+                self.waited_since = time.monotonic()
+            if i % 20 == 0:
+                self.compacted = _has_compaction(self.wait_for)
+            if time.monotonic() - self.waited_since > self.wait_s:
+                self.compacted = True
+            time.sleep(0.02)
         key = (i % self.keys if self.keys else i) + self.id_offset
         return Row(dt=self.dt, id=key, v=f"{self.tag}-{i}")
 
@@ -171,7 +179,7 @@ def test_two_insert_jobs_one_partition_each(tmp_path: Any) -> None:
         "db.pk", SCHEMA, primary_key=["dt", "id"], partition_by=["dt"], options={"bucket": "2"}
     )
     log = cat.create_table("db.log", SCHEMA, partition_by=["dt"], options={"bucket": "2", "bucket-key": "id"})
-    jobs = [Rows("p1", "a", 300, 6000, 0.08), Rows("p2", "b", 200, 6000, 0.08)]
+    jobs = [Rows("p1", "a", 300, 6000, 0.15), Rows("p2", "b", 200, 6000, 0.15)]
     clients = []
     t0 = time.monotonic()
     for rows in jobs:

@@ -68,18 +68,78 @@ def test_codec_rejects_garbage() -> None:
         decode_committable(json.dumps({"v": 1, "id": "a", "messages": [{"partition": 5}]}))
 
 
-def test_key_assigner_matches_compute_buckets(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_batch_encoder_groups_rows_into_bucket_blobs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The sink's pandas UDF body: Series in (kind first, nullable numbers with their null mask),
+    one blob per (partition, bucket) out, each holding exactly that group's rows in arrival order
+    with their kinds; blob keys agree with the per-row key encoder."""
     pytest.importorskip("mmh3")
-    from lakelog.operators.sink import _KeyAssigner
+    import pandas as pd
+
+    from lakelog.operators.sink import BatchEncoder, blob_key, decode_blob
 
     t = _table(tmp_path)
     store = t.store
-    ka = _KeyAssigner(store.path)
-    ka._setup()
-    data = _data(200)
+    data = pa.concat_tables([_data(60), _data(40, "2024-01-02")])
+    data = data.set_column(2, "name", pa.array([None if i % 7 == 0 else f"n{i}" for i in range(100)]))
+    kinds = np.array([i % 4 for i in range(100)], dtype=np.int8)
+    enc = BatchEncoder(store.path, True, [False, False, False, False], None)
+    series = [pd.Series(kinds)] + [c.to_pandas() for c in data.columns]
+    out = enc(*series)
+    assert len(out) == 100
+    blobs = [b for b in out if b is not None]
+    assert out[len(blobs):].isna().all()  # the blobs come first
     expected = compute_buckets(data, ["id"], store.field_types(["id"]), 3)
-    got = [int(ka.key_of(list(r.values())).split(":")[1]) for r in data.to_pylist()]
-    assert np.array_equal(np.asarray(got), expected)
+    seen = 0
+    for blob in blobs:
+        rows, ks = decode_blob(blob)
+        assert rows.schema == store.schema.arrow_schema() and ks is not None
+        dt, bucket = rows.column("dt")[0].as_py(), None
+        ids = rows.column("id").to_pylist()
+        (idx,) = np.nonzero((np.asarray(data.column("dt").to_pylist()) == dt) & np.isin(data.column("id"), ids))
+        assert list(idx) == sorted(idx) and len(idx) == rows.num_rows  # arrival order kept
+        assert len(set(expected[idx])) == 1
+        bucket = int(expected[idx[0]])
+        assert rows.equals(data.take(pa.array(idx)))
+        assert ks.tolist() == kinds[idx].tolist()
+        row = data.slice(int(idx[0]), 1).to_pylist()[0]
+        enc.keys.key(list(row.values()))  # the per-row encoder ...
+        assert blob_key(blob) == enc.keys.key(list(row.values()))  # ... agrees with the batch key
+        assert blob_key(blob).endswith(f":{bucket}")
+        seen += rows.num_rows
+    assert seen == 100
+    assert len(blobs) == len({(d, int(b)) for d, b in zip(data.column("dt").to_pylist(), expected)})
+
+
+def test_batch_encoder_null_masks_and_bad_values(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Nullable numbers travel as (value, is-null) so that big BIGINTs and NaN survive pandas; a value
+    that does not fit the column's type fails naming the column, and so does a null in a NOT NULL column."""
+    import pandas as pd
+
+    from lakelog.connector.errors import InvalidInputError
+    from lakelog.operators.sink import BatchEncoder, decode_blob
+
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("big", pa.int64()), ("f", pa.float64()), ("s", pa.int16())])
+    t = lakelog.Catalog(str(tmp_path / "wh")).create_table("db.n", schema, options={"bucket": "1", "bucket-key": "id"})
+    enc = BatchEncoder(t.store.path, False, [False, True, True, True], None)
+    big = 2**62 + 1
+    series = [
+        pd.Series([1, 2, 3]),
+        pd.Series([big, 0, 5]), pd.Series([False, True, False]),
+        pd.Series([float("nan"), 0.0, 1.5]), pd.Series([False, True, False]),
+        pd.Series([7, 0, -3]), pd.Series([False, False, True]),
+    ]
+    (blob,) = [b for b in enc(*series) if b is not None]
+    rows, kinds = decode_blob(blob)
+    assert kinds is None
+    assert rows.column("big").to_pylist() == [big, None, 5]
+    f = rows.column("f").to_pylist()
+    assert np.isnan(f[0]) and f[1:] == [None, 1.5]
+    assert rows.column("s").to_pylist() == [7, 0, None] and rows.schema.field("s").type == pa.int16()
+    series[5] = pd.Series([7, 70_000, 1])
+    with pytest.raises(InvalidInputError, match="'s'"):
+        enc(*series)
+    with pytest.raises(InvalidInputError, match="'id'"):
+        enc(pd.Series([1, None, 3], dtype=object), *series[1:])
 
 
 def test_committer_skips_replayed_ids_and_increases_identifiers(tmp_path) -> None:  # type: ignore[no-untyped-def]
