@@ -156,7 +156,7 @@ class SnapshotPoller(threading.Thread):
 # ---- job ------------------------------------------------------------------------------------------------------
 @dataclass
 class Variant:
-    flush_ms: Optional[int]  # None: the sink's default (the checkpoint interval)
+    flush_ms: Optional[int]  # None: the sink's default
     table_path: str = ""
     record_path: str = ""
     poller: Optional[SnapshotPoller] = None
@@ -215,11 +215,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=40.0, help="measured emission window")
     p.add_argument("--warmup-s", type=float, default=5.0, help="first seconds of the window reported apart")
     p.add_argument("--checkpoint-ms", type=int, default=2000)
-    p.add_argument("--flush-ms", default="default,500",
-                   help="comma list of writer flush intervals in ms, 'default' = the sink's default")
+    p.add_argument("--flush-ms", default="default",
+                   help="writer flush interval in ms, or 'default' (the sink's default). The sink's flush "
+                        "interval is the job's Python bundle time, so several values in one job (a comma "
+                        "list) share the last one; measure one value per run")
     p.add_argument("--parallelism", type=int, default=2, help="writer parallelism (and job default)")
     p.add_argument("--buckets", type=int, default=2)
-    p.add_argument("--bundle-time", type=int, default=100, help="python.fn-execution.bundle.time (ms)")
+    p.add_argument("--bundle-time", type=int, default=None,
+                   help="python.fn-execution.bundle.time (ms); default: Flink's (1000)")
     p.add_argument("--discovery-ms", type=int, default=200, help="read_lakelog continuous.discovery-interval")
     p.add_argument("--poll-ms", type=int, default=50, help="snapshot poller interval")
     p.add_argument("--no-flink-reader", action="store_true", help="only the snapshot poller")
@@ -254,7 +257,8 @@ def run(args: argparse.Namespace, workdir: str) -> int:
         conf = Configuration()
         conf.set_string("python.executable", sys.executable)
         conf.set_string("python.client.executable", sys.executable)
-        conf.set_string("python.fn-execution.bundle.time", str(args.bundle_time))
+        if args.bundle_time:
+            conf.set_string("python.fn-execution.bundle.time", str(args.bundle_time))
         conf.set_string("restart-strategy.type", "none")
         env = StreamExecutionEnvironment.get_execution_environment(conf)
         env.set_parallelism(args.parallelism)
@@ -319,7 +323,7 @@ def run(args: argparse.Namespace, workdir: str) -> int:
     print()
     print(f"settings: runtime mode STREAMING, checkpointing every {args.checkpoint_ms} ms (EXACTLY_ONCE), "
           f"python.execution-mode=process (workers: {args.workers}), parallelism {args.parallelism}, "
-          f"python.fn-execution.bundle.time={args.bundle_time} ms, {args.rate:g} rows/s for {args.seconds:g} s "
+          f"python.fn-execution.bundle.time={args.bundle_time or 'default 1000'} ms, {args.rate:g} rows/s for {args.seconds:g} s "
           f"({measured} rows, first {args.warmup_s:g} s = {warm} rows are warm-up), {args.buckets} buckets, "
           f"read_lakelog discovery {args.discovery_ms} ms, poller every {args.poll_ms} ms, committer poll "
           f"300 ms; load average (1/5/15 min) at start {load_start}, end {load_end}")

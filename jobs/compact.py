@@ -37,8 +37,8 @@ from typing import Any, Optional, Union
 
 from lakelog.connector.errors import LakelogError, OptionError
 from lakelog.connector.store import TableStore
-from lakelog.operators.codec import Committable, decode_committable, encode_committable
-from lakelog.operators.committer import ChannelReader
+from lakelog.operators.codec import Committable, encode_committable
+from lakelog.operators.committer import make_committer_function
 from lakelog.operators.compact_ops import (
     CompactionCommitter,
     changed_buckets,
@@ -178,80 +178,16 @@ def _make_compactor(table_path: str, full: bool, streaming: bool) -> Any:
     return BucketCompactorFn()
 
 
-def _committable_id(line: str) -> str:
-    return str(json.loads(line)["id"])
-
-
 def _make_committer(
     table_path: str, commit_user: str, run_token: str, channel_dir: Optional[str], poll_ms: int
 ) -> Any:
-    from pyflink.common import Types
-    from pyflink.datastream import KeyedProcessFunction, RuntimeContext
-    from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
+    """The committer (parallelism 1): the sink's committer function with a
+    :class:`CompactionCommitter` (stale compactions are dropped, not retried)."""
 
-    class CompactionCommitterFn(KeyedProcessFunction):  # type: ignore[misc]
-        """Parallelism 1, keyed by a constant; the sink's committer design with a
-        :class:`CompactionCommitter` (stale compactions are dropped, not retried). Streaming:
-        commits what the channel released (polled, and at open after a restart). At end of input
-        (bounded or drained job; the only point in BATCH mode) commits everything it holds."""
+    def new_committer() -> CompactionCommitter:
+        return CompactionCommitter(TableStore(table_path), commit_user, run_token)
 
-        def open(self, runtime_context: RuntimeContext) -> None:
-            self.committer = CompactionCommitter(TableStore(table_path), commit_user, run_token)
-            self.reader = ChannelReader(channel_dir) if channel_dir else None
-            self.pending = runtime_context.get_list_state(ListStateDescriptor("pending", Types.STRING()))
-            self.next_id = runtime_context.get_state(ValueStateDescriptor("next_id", Types.LONG()))
-            self.timer = runtime_context.get_state(ValueStateDescriptor("timer", Types.LONG()))
-            self.armed = False
-            self._commit_released(0)
-
-        def _commit_released(self, next_identifier: int) -> Optional[int]:
-            if self.reader is None:
-                return None
-            released = self.reader.released(self.committer.done)
-            if not released:
-                return None
-            batch = [decode_committable(line) for line in released.values()]
-            return self.committer.commit(batch, next_identifier, final=False)
-
-        def process_element(self, value: str, ctx: Any) -> Iterator[Any]:
-            self.pending.add(value)
-            if not self.armed:
-                ts = ctx.timer_service()
-                ts.register_event_time_timer(END_OF_INPUT)
-                if self.reader is not None and self.timer.value() is None:
-                    t = ts.current_processing_time() + poll_ms
-                    ts.register_processing_time_timer(t)
-                    self.timer.update(t)
-                self.armed = True
-            return iter(())
-
-        def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Any]:
-            if timestamp == END_OF_INPUT:
-                self._after_commit(self._commit_released(self.next_id.value() or 1))
-                lines = list(self.pending.get() or [])
-                batch = [decode_committable(x) for x in lines]
-                self._after_commit(self.committer.commit(batch, self.next_id.value() or 1, final=True))
-                return iter(())
-            self.timer.clear()
-            self.armed = False
-            self._after_commit(self._commit_released(self.next_id.value() or 1))
-            if list(self.pending.get() or []):
-                t = ctx.timer_service().current_processing_time() + poll_ms
-                ctx.timer_service().register_processing_time_timer(t)
-                self.timer.update(t)
-                self.armed = True
-            return iter(())
-
-        def _after_commit(self, ident: Optional[int]) -> None:
-            if ident is not None:
-                self.next_id.update(ident + 1)
-            done = self.committer.done
-            lines = list(self.pending.get() or [])
-            keep = [x for x in lines if _committable_id(x) not in done]
-            if len(keep) != len(lines):
-                self.pending.update(keep)
-
-    return CompactionCommitterFn()
+    return make_committer_function(new_committer, channel_dir, poll_ms)
 
 
 # ---- topology ---------------------------------------------------------------------------------------------

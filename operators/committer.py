@@ -1,4 +1,5 @@
-"""The sink's committer logic (no pyflink here): idempotent, ordered commits of writer committables.
+"""The sink's committer logic: idempotent, ordered commits of writer committables (pyflink is imported
+only inside :func:`make_committer_function`).
 
 Idempotence: every committable has a unique id. Each snapshot a :class:`SinkCommitter` makes lists
 the ids it contains in the snapshot property ``lakelog.committables``; on start the committer reads
@@ -14,8 +15,8 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Sequence
-from typing import Optional
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Optional
 
 from lakelog.connector.commit import TableCommit
 from lakelog.connector.manifest import DataFileMeta
@@ -29,7 +30,10 @@ __all__ = [
     "COMMITTABLES_PROPERTY",
     "END_OF_INPUT_PROPERTY",
     "committed_ids",
+    "make_committer_function",
 ]
+
+END_OF_INPUT = 2**63 - 2  # a keyed event-time timer fires here at end of bounded input
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +79,11 @@ class SinkCommitter:
             if props.get(END_OF_INPUT_PROPERTY) == run_token:
                 self.finished = True
 
+    @property
+    def done(self) -> set[str]:
+        """Ids of the committables this commit user has committed."""
+        return self.committed
+
     def commit(
         self, committables: Sequence[Committable], next_identifier: int, *, final: bool
     ) -> Optional[int]:
@@ -109,7 +118,6 @@ class SinkCommitter:
         self.finished = final
         log.info("committed %d committables as identifier %d (snapshot %s)", len(todo), identifier, sid)
         return identifier
-
 
     def _files_exist(self, c: Committable) -> bool:
         """A committable whose new files are gone was committed long ago (its snapshots and files
@@ -200,3 +208,85 @@ def _cancel_chained_compactions(messages: list[CommitMessage]) -> list[CommitMes
             )
         )
     return out
+
+
+def make_committer_function(
+    new_committer: Callable[[], Any], channel_dir: Optional[str], poll_ms: int
+) -> Any:
+    """The Flink side of a committer (parallelism 1, keyed by a constant), shared by the sink and the
+    compaction job. ``new_committer()`` makes the object that commits (a :class:`SinkCommitter` or a
+    compaction committer): ``commit(committables, next_identifier, final=...)`` and ``done`` (the ids
+    committed so far).
+
+    With a channel (STREAMING): commits what the channel released, every ``poll_ms`` while something
+    is pending and once in ``open()`` (right after a restart). Keeps received, not yet committed
+    committables in keyed ListState, the next commit identifier in keyed ValueState. At end of input
+    (the only point without a channel, i.e. in BATCH mode) commits everything it holds."""
+    from pyflink.common import Types
+    from pyflink.datastream import KeyedProcessFunction, RuntimeContext
+    from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
+
+    from lakelog.operators.codec import decode_committable
+
+    def committable_id(line: str) -> str:
+        return str(json.loads(line)["id"])
+
+    class LakelogCommitter(KeyedProcessFunction):  # type: ignore[misc]
+        def open(self, runtime_context: RuntimeContext) -> None:
+            self.committer = new_committer()
+            self.reader = ChannelReader(channel_dir) if channel_dir else None
+            # a ListState of committable lines (PyFlink's MapState key iteration failed after restore)
+            self.pending = runtime_context.get_list_state(ListStateDescriptor("pending", Types.STRING()))
+            self.next_id = runtime_context.get_state(ValueStateDescriptor("next_id", Types.LONG()))
+            self.timer = runtime_context.get_state(ValueStateDescriptor("timer", Types.LONG()))
+            self.armed = False
+            self._commit_released(0)
+
+        def _commit_released(self, next_identifier: int) -> Optional[int]:
+            if self.reader is None:
+                return None
+            released = self.reader.released(self.committer.done)
+            if not released:
+                return None
+            batch = [decode_committable(line) for line in released.values()]
+            result: Optional[int] = self.committer.commit(batch, next_identifier, final=False)
+            return result
+
+        def process_element(self, value: str, ctx: Any) -> Iterator[Any]:
+            self.pending.add(value)
+            if not self.armed:
+                ts = ctx.timer_service()
+                ts.register_event_time_timer(END_OF_INPUT)
+                if self.reader is not None and self.timer.value() is None:
+                    t = ts.current_processing_time() + poll_ms
+                    ts.register_processing_time_timer(t)
+                    self.timer.update(t)
+                self.armed = True
+            return iter(())
+
+        def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Any]:
+            if timestamp == END_OF_INPUT:
+                self._after_commit(self._commit_released(self.next_id.value() or 1))
+                batch = [decode_committable(x) for x in list(self.pending.get() or [])]
+                self._after_commit(self.committer.commit(batch, self.next_id.value() or 1, final=True))
+                return iter(())
+            self.timer.clear()
+            self.armed = False
+            self._after_commit(self._commit_released(self.next_id.value() or 1))
+            if list(self.pending.get() or []):
+                t = ctx.timer_service().current_processing_time() + poll_ms
+                ctx.timer_service().register_processing_time_timer(t)
+                self.timer.update(t)
+                self.armed = True
+            return iter(())
+
+        def _after_commit(self, ident: Optional[int]) -> None:
+            if ident is not None:
+                self.next_id.update(ident + 1)
+            done = self.committer.done
+            lines = list(self.pending.get() or [])
+            keep = [x for x in lines if committable_id(x) not in done]
+            if len(keep) != len(lines):
+                self.pending.update(keep)
+
+    return LakelogCommitter()

@@ -27,14 +27,13 @@ import numpy as np
 import pyarrow as pa
 
 from lakelog.connector.errors import InvalidInputError, SchemaError
-from lakelog.operators.codec import Committable, decode_committable, encode_committable
-from lakelog.operators.committer import ChannelReader, SinkCommitter, committed_ids
+from lakelog.operators.codec import Committable, encode_committable
+from lakelog.operators.committer import END_OF_INPUT, SinkCommitter, committed_ids, make_committer_function
 
 __all__ = ["sink_to_lakelog", "sink_table_to_lakelog", "flink_type_of", "row_type_of"]
 
 log = logging.getLogger(__name__)
 
-END_OF_INPUT = 2**63 - 2  # a keyed event-time timer here fires at end of bounded input
 KIND_FIELD = "__lakelog_kind"
 DEFAULT_POLL_MS = 300
 
@@ -345,12 +344,6 @@ def _make_writer(
     return LakelogWriter()
 
 
-def _committable_id(line: str) -> str:
-    import json
-
-    return str(json.loads(line)["id"])
-
-
 def _wait_committed(store: Any, commit_user: str, committable_id: str, timeout_s: float) -> None:
     from lakelog.connector.errors import CommitConflictError
 
@@ -366,81 +359,14 @@ def _wait_committed(store: Any, commit_user: str, committable_id: str, timeout_s
 
 # ---- step 5: the committer ---------------------------------------------------------------------------
 def _make_committer(
-    table_path: str, commit_user: str, run_token: str, channel_dir: Optional[str], batch: bool, poll_ms: int
+    table_path: str, commit_user: str, run_token: str, channel_dir: Optional[str], poll_ms: int
 ) -> Any:
-    from pyflink.common import Types
-    from pyflink.datastream import KeyedProcessFunction, RuntimeContext
-    from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
+    def new_committer() -> SinkCommitter:
+        from lakelog.connector.store import TableStore
 
-    class LakelogCommitter(KeyedProcessFunction):  # type: ignore[misc]
-        """Parallelism 1, keyed by a constant. Commits what the channel released (read from its
-        finished files, also right at open after a restart); keeps received, not yet committed
-        committables in keyed MapState for the end-of-input commit; the next commit identifier in
-        keyed ValueState."""
+        return SinkCommitter(TableStore(table_path), commit_user, run_token)
 
-        def open(self, runtime_context: RuntimeContext) -> None:
-            from lakelog.connector.store import TableStore
-
-            self.committer = SinkCommitter(TableStore(table_path), commit_user, run_token)
-            self.reader = ChannelReader(channel_dir) if channel_dir else None
-            # a ListState of committable lines (PyFlink's MapState key iteration failed after restore)
-            self.pending = runtime_context.get_list_state(ListStateDescriptor("pending", Types.STRING()))
-            self.next_id = runtime_context.get_state(ValueStateDescriptor("next_id", Types.LONG()))
-            self.timer = runtime_context.get_state(ValueStateDescriptor("timer", Types.LONG()))
-            self.armed = False
-            self._commit_released(0)
-
-        def _commit_released(self, next_identifier: int) -> Optional[int]:
-            if self.reader is None:
-                return None
-            released = self.reader.released(self.committer.committed)
-            if not released:
-                return None
-            return self.committer.commit(
-                [decode_committable(line) for line in released.values()], next_identifier, final=False
-            )
-
-        def process_element(self, value: str, ctx: Any) -> Iterator[Any]:
-            self.pending.add(value)
-            if not self.armed:
-                ts = ctx.timer_service()
-                ts.register_event_time_timer(END_OF_INPUT)
-                if not batch and self.timer.value() is None:
-                    t = ts.current_processing_time() + poll_ms
-                    ts.register_processing_time_timer(t)
-                    self.timer.update(t)
-                self.armed = True
-            return iter(())
-
-        def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Any]:
-            if timestamp == END_OF_INPUT:
-                self._commit_released(self.next_id.value() or 1)
-                lines = list(self.pending.get() or [])
-                ident = self.committer.commit(
-                    [decode_committable(x) for x in lines], self.next_id.value() or 1, final=True
-                )
-                self._after_commit(ident)
-                return iter(())
-            self.timer.clear()
-            self.armed = False
-            self._after_commit(self._commit_released(self.next_id.value() or 1))
-            if list(self.pending.get() or []):
-                t = ctx.timer_service().current_processing_time() + poll_ms
-                ctx.timer_service().register_processing_time_timer(t)
-                self.timer.update(t)
-                self.armed = True
-            return iter(())
-
-        def _after_commit(self, ident: Optional[int]) -> None:
-            if ident is not None:
-                self.next_id.update(ident + 1)
-            done = self.committer.committed
-            lines = list(self.pending.get() or [])
-            keep = [x for x in lines if _committable_id(x) not in done]
-            if len(keep) != len(lines):
-                self.pending.update(keep)
-
-    return LakelogCommitter()
+    return make_committer_function(new_committer, channel_dir, poll_ms)
 
 
 # ---- public entry points ---------------------------------------------------------------------------
@@ -718,7 +644,7 @@ def _write_and_commit(
             .build()
         )
         committables.sink_to(file_sink).name(f"lakelog-channel-{name}").set_parallelism(1)
-    committer = _make_committer(table_path, user, run_token, channel, is_batch, poll_interval_ms)
+    committer = _make_committer(table_path, user, run_token, channel, poll_interval_ms)
     out = (
         committables.key_by(lambda s: 0, key_type=Types.INT())
         .process(committer, output_type=Types.STRING())
