@@ -164,7 +164,7 @@ class Variant:
 
     @property
     def label(self) -> str:
-        return "sink default (checkpoint interval / 4, 100 ms-1 s)" if self.flush_ms is None else f"{self.flush_ms} ms"
+        return "sink default (checkpoint interval / 8, 100-500 ms)" if self.flush_ms is None else f"{self.flush_ms} ms"
 
 
 def read_records(path: str) -> dict[int, tuple[int, int]]:

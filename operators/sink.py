@@ -250,40 +250,124 @@ def _make_writer(
 ) -> Any:
     from pyflink.common import Types
     from pyflink.datastream import KeyedProcessFunction, RuntimeContext
-    from pyflink.datastream.state import ValueStateDescriptor
+    from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 
     class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
-        """Keyed by (partition, bucket). Each blob is a batch of the key's rows that Flink already
-        buffered and released before the next checkpoint barrier; STREAMING writes it at once into
-        LSM files and emits their committable (nothing stays buffered across a checkpoint, so no
-        rows live in Flink state). BATCH keeps writing into the key's buffer and emits at end of input.
+        """Keyed by (partition, bucket); one call per blob (a batch of the key's rows), not per row.
 
-        Each key gets its own TableWrite, created lazily at its first blob in this process. After a
-        restart that first blob first waits until the key's last committable from before the
-        checkpoint (keyed ValueState) is committed, so the bucket's LSM view and sequence numbers
-        start from a snapshot that holds everything this key wrote before."""
+        STREAMING: the key's blobs wait in keyed ListState (checkpointed, so rows received before a
+        checkpoint and not yet written survive a restart) until the key's buffered bytes reach
+        ``write-buffer-size`` or a processing-time timer ``flush_ms`` after the first one fires; a
+        flush writes them through the key's TableWrite (LSM files), clears the state and emits the
+        committable in the same call. The timer also brings in a background compaction that was
+        still running. BATCH: blobs go straight into the TableWrite's buffer; end of input commits.
+
+        Each key gets its own TableWrite, created lazily at its first flush in this process. After a
+        restart that first flush is put off (the blobs stay in state, the timer looks again every
+        200 ms) until the key's last committable from before the checkpoint (keyed ValueState) is
+        committed, so the bucket's LSM view and sequence numbers start from a snapshot that holds
+        everything this key wrote before."""
 
         def open(self, runtime_context: RuntimeContext) -> None:
             from lakelog.connector.store import TableStore
 
             self.store = TableStore(table_path)
             self.pk = bool(self.store.schema.primary_keys)
+            self.buffer_limit = int(self.store.options.write_buffer_size)
             self.writes: dict[str, Any] = {}
-            self.armed: set[str] = set()
-            self.polling: set[str] = set()
+            self.sizes: dict[str, int] = {}
+            self.armed: set[str] = set()  # end-of-input timer registered (per process)
+            self.timed: set[str] = set()  # flush timer pending
+            self.waiting: dict[str, float] = {}  # restarted keys waiting for their last commit
+            self.buf = runtime_context.get_list_state(
+                ListStateDescriptor("blobs", Types.PRIMITIVE_ARRAY(Types.BYTE()))
+            )
             self.last_id = runtime_context.get_state(ValueStateDescriptor("last_id", Types.STRING()))
 
         def close(self) -> None:
             for w in getattr(self, "writes", {}).values():
                 w.close()
 
-        def process_element(self, value: Any, ctx: Any) -> Iterator[str]:
+        def process_element(self, value: Any, ctx: Any) -> Optional[Iterator[str]]:
             blob = value[0]
             key = blob_key(blob)
+            ts = ctx.timer_service()
             if key not in self.armed:
-                ctx.timer_service().register_event_time_timer(END_OF_INPUT)
+                ts.register_event_time_timer(END_OF_INPUT)
                 self.armed.add(key)
-            table, kinds = decode_blob(blob)
+            if batch:
+                self._write(key, [blob])
+                return None
+            self.buf.add(blob)
+            size = self.sizes.get(key, 0) + len(blob)
+            self.sizes[key] = size
+            if size >= self.buffer_limit:
+                return self._flush(key, ctx)
+            self._arm(key, ctx)
+            return None
+
+        def _arm(self, key: str, ctx: Any) -> None:
+            if key not in self.timed:
+                ts = ctx.timer_service()
+                ts.register_processing_time_timer(ts.current_processing_time() + flush_ms)
+                self.timed.add(key)
+
+        def on_timer(self, timestamp: int, ctx: Any) -> Iterator[str]:
+            key = ctx.get_current_key()
+            if timestamp == END_OF_INPUT:
+                if not batch:
+                    yield from self._flush(key, ctx, final=True)
+                w = self.writes.get(key)
+                if w is not None:
+                    yield from self._emit(key, w.prepare_commit(wait_compaction=True))
+                return
+            self.timed.discard(key)
+            yield from self._flush(key, ctx)
+
+        def _ready(self, key: str, ctx: Any, final: bool) -> bool:
+            """Whether the key may write. After a restart its last committable from before the
+            checkpoint must be committed first; until then the blobs stay in state and the timer
+            looks again (never one long wait inside Flink's call: the committer that would commit
+            it may need this Python worker). At end of input it waits."""
+            if batch or key in self.writes:
+                return True
+            last = self.last_id.value()
+            if not last or last in committed_ids(self.store, commit_user):
+                return True
+            if final:
+                _wait_committed(self.store, commit_user, last, wait_s)
+                return True
+            since = self.waiting.setdefault(key, time.monotonic())
+            if time.monotonic() - since > wait_s:
+                from lakelog.connector.errors import CommitConflictError
+
+                raise CommitConflictError(
+                    f"writer of {table_path}: committable {last} from before the restart was not "
+                    f"committed within {wait_s:.0f} s; is the commit channel intact?"
+                )
+            ts = ctx.timer_service()
+            ts.register_processing_time_timer(ts.current_processing_time() + 200)
+            self.timed.add(key)
+            return False
+
+        def _flush(self, key: str, ctx: Any, final: bool = False) -> Iterator[str]:
+            if not self._ready(key, ctx, final):
+                return
+            blobs = list(self.buf.get() or [])
+            self.buf.clear()
+            self.sizes.pop(key, None)
+            w = self._write(key, blobs) if blobs else self.writes.get(key)
+            if w is None:
+                return
+            yield from self._emit(key, w.prepare_commit(wait_compaction=False))
+            if w.compacting():  # look again later, so its result is committed without new rows
+                self._arm(key, ctx)
+
+        def _write(self, key: str, blobs: list[bytes]) -> Any:
+            parts = [decode_blob(b) for b in blobs]
+            table = pa.concat_tables([t for t, _ in parts]) if len(parts) > 1 else parts[0][0]
+            changes = [k for _, k in parts if k is not None]
+            kinds = (np.concatenate(changes) if len(changes) > 1 else changes[0]) if changes else None
             w = self._writer(key)
             if self.pk:
                 if kinds is None:
@@ -296,29 +380,7 @@ def _make_writer(
                         f"append table {table_path} got retraction rows (-U/-D); only +I/+U can be appended"
                     )
                 w.write(table)
-            if not batch:
-                yield from self._emit(key, w.prepare_commit(wait_compaction=False))
-                self._poll_compaction(key, w, ctx)
-
-        def _poll_compaction(self, key: str, w: Any, ctx: Any) -> None:
-            # a background compaction still running: look again after a flush interval, so that its
-            # result is committed even if no more rows come for this bucket
-            if w.compacting() and key not in self.polling:
-                ts = ctx.timer_service()
-                ts.register_processing_time_timer(ts.current_processing_time() + flush_ms)
-                self.polling.add(key)
-
-        def on_timer(self, timestamp: int, ctx: Any) -> Iterator[str]:
-            key = ctx.get_current_key()
-            w = self.writes.get(key)
-            if w is None:
-                return
-            if timestamp == END_OF_INPUT:
-                yield from self._emit(key, w.prepare_commit(wait_compaction=True))
-                return
-            self.polling.discard(key)
-            yield from self._emit(key, w.prepare_commit(wait_compaction=False))
-            self._poll_compaction(key, w, ctx)
+            return w
 
         def _emit(self, key: str, msgs: list[Any]) -> Iterator[str]:
             if not msgs:
@@ -334,9 +396,6 @@ def _make_writer(
                 from lakelog.connector.store import TableStore
                 from lakelog.connector.write import TableWrite
 
-                last = None if batch else self.last_id.value()
-                if last:
-                    _wait_committed(self.store, commit_user, last, wait_s)
                 w = TableWrite(TableStore(table_path), write_only=write_only)
                 self.writes[key] = w
             return w
@@ -418,7 +477,7 @@ def sink_to_lakelog(
     - ``flush_interval``: milliseconds (int) or a duration string ("2 s"); rows wait at most this
       long before they are written. It sets the job's ``python.fn-execution.bundle.time`` (PyFlink
       shares it among all Python operators of a job). Default: ``sink.flush-interval`` of the
-      table, else a quarter of the checkpoint interval (100 ms to 1 s) when that is shorter than
+      table, else an eighth of the checkpoint interval (100 to 500 ms) when that is shorter than
       the job's bundle time (Flink's default 1 s).
     - ``batch``: force the batch path; default: read ``execution.runtime-mode`` (BATCH -> batch).
     - ``parallelism``: writer parallelism (default: the environment's).
@@ -438,13 +497,14 @@ def sink_to_lakelog(
     name = os.path.basename(os.path.normpath(table_path))
     asked = _flush_ms(store, flush_interval)
     if asked is None:
-        # no interval asked for: at most a quarter of the checkpoint interval (100 ms to 1 s), so a
-        # row waits for its flush only a fraction of the checkpoint that publishes it (freshness <=
-        # checkpoint interval + 2 s); a shorter bundle time of the job is kept
+        # no interval asked for: an eighth of the checkpoint interval (100 to 500 ms). A row passes
+        # up to three such waits (the bundles of the job's Python map and of the sink's UDF, and the
+        # writer's flush timer) before the checkpoint that publishes it, so this keeps freshness
+        # within checkpoint interval + 2 s; a shorter bundle time of the job is kept
         bundle = _bundle_time_ms(env)
         ckpt = _checkpoint_interval_ms(env)
-        quarter = max(100, min(ckpt // 4, 1000)) if ckpt > 0 else bundle
-        asked = quarter if quarter < bundle else None
+        eighth = max(100, min(ckpt // 8, 500)) if ckpt > 0 else bundle
+        asked = eighth if eighth < bundle else None
     flush_ms = asked if asked is not None else _bundle_time_ms(env)
     if changelog is None:
         changelog = bool(store.schema.primary_keys)
@@ -490,13 +550,18 @@ def _flush_ms(store: Any, flush_interval: Optional[Any]) -> Optional[int]:
     return max(1, int(Duration.parse(str(flush_interval)).nanos // 1_000_000))
 
 
+def _python_option(env: Any, key: str, default: int) -> int:
+    """An integer ``python.*`` option of the job's configuration, else ``default`` (Flink's)."""
+    try:
+        value = env._j_stream_execution_environment.getConfiguration().toMap().get(key)
+        return int(str(value)) if value is not None else default
+    except Exception:  # pragma: no cover - defensive: unknown gateway shapes
+        return default
+
+
 def _bundle_time_ms(env: Any) -> int:
     """The job's ``python.fn-execution.bundle.time`` (Flink's default: 1000 ms)."""
-    try:
-        conf = env._j_stream_execution_environment.getConfiguration()
-        return int(str(conf.toMap().get("python.fn-execution.bundle.time") or 1000))
-    except Exception:  # pragma: no cover - defensive: unknown gateway shapes
-        return 1000
+    return _python_option(env, "python.fn-execution.bundle.time", 1000)
 
 
 def upsert_only(store: Any) -> bool:
@@ -565,17 +630,19 @@ def _encoded_batches(
     encoder = BatchEncoder(str(store.path), changelog, masks, balance)
     t_env.create_temporary_view(view, table)
     t_env.create_temporary_function(func, udf(encoder, result_type=DataTypes.BYTES(), func_type="pandas"))
-    # rows per Arrow batch: up to a write buffer's worth (Flink caps it at the bundle size). Flink
-    # hands a batch over when it is full, when the job's bundle time has passed, at every checkpoint
-    # and at end of input. These python.* options are job-wide in PyFlink (a TableEnvironment's
-    # settings reach every Python operator of the job), so the sink sets the Arrow batch size, which
-    # only Arrow (pandas) functions read, and the bundle time only when a flush interval is asked for;
-    # never the bundle size, which bounds how many rows the job's other Python functions hold in
-    # flight (and so how long a checkpoint waits for them).
-    row_bytes = 16 + 8 * len(schema)
-    rows = int(max(1_000, min(100_000, int(store.options.write_buffer_size) // row_bytes)))
+    # Flink hands the UDF an Arrow batch when it holds python.fn-execution.arrow.batch.size rows
+    # (capped by the bundle size; both 1000 by default), when the bundle time has passed, at every
+    # checkpoint and at end of input; the writers gather the blobs until they flush. python.* options
+    # are job-wide in PyFlink (a TableEnvironment's settings reach every Python operator of the
+    # job), so the sink sets the Arrow batch size (read only by Arrow functions) to the job's bundle
+    # size, and the bundle time only when a flush interval is asked for; never the bundle size,
+    # which bounds how many rows the job's Python functions hold in flight (a large one makes every
+    # checkpoint wait for them all). A job that wants fewer, larger batches raises the bundle size.
     conf = t_env.get_config()
-    conf.set("python.fn-execution.arrow.batch.size", str(rows))
+    conf.set(
+        "python.fn-execution.arrow.batch.size",
+        str(_python_option(env, "python.fn-execution.bundle.size", 1000)),
+    )
     if flush_ms is not None:
         conf.set("python.fn-execution.bundle.time", str(flush_ms))
     query = t_env.sql_query(
