@@ -20,6 +20,8 @@ import pyarrow.compute as pc
 
 __all__ = [
     "BENCH_SCHEMA",
+    "loadavg",
+    "step",
     "Timing",
     "MemorySampler",
     "TABLE",
@@ -280,3 +282,15 @@ def paimon_open(warehouse: str) -> Any:
     from pypaimon import CatalogFactory
 
     return CatalogFactory.create({"warehouse": warehouse}).get_table(TABLE)
+
+
+def loadavg() -> str:
+    """The 1/5/15-minute load average, for progress lines of the benchmarks."""
+    try:
+        return "/".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def step(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')} load {loadavg()}] {msg}", file=sys.stderr, flush=True)

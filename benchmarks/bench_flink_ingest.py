@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _util import BENCH_SCHEMA, fmt_rate, render_table  # noqa: E402
+from _util import BENCH_SCHEMA, fmt_rate, loadavg, render_table, step  # noqa: E402
 
 __all__ = ["main", "RowMaker", "JobResult"]
 
@@ -382,17 +382,6 @@ def thread_mode_pythonpath(workdir: str) -> None:
             os.symlink(target, os.path.join(pkg, name))
     parts = [site, os.path.dirname(pkg), os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(x for x in parts if x)
-
-
-def loadavg() -> str:
-    try:
-        return "/".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "?"
-
-
-def step(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')} load {loadavg()}] {msg}", file=sys.stderr, flush=True)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _util import render_table  # noqa: E402
+from _util import loadavg, render_table, step  # noqa: E402
 
 __all__ = ["main", "Stamp", "SnapshotPoller"]
 
@@ -185,17 +185,6 @@ def stats(lat_ms: list[int]) -> dict[str, float]:
     a = np.asarray(lat_ms, dtype=np.float64) / 1000.0
     return {"n": len(a), "p50": float(np.percentile(a, 50)), "p95": float(np.percentile(a, 95)),
             "max": float(a.max()), "min": float(a.min())}
-
-
-def loadavg() -> str:
-    try:
-        return "/".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "?"
-
-
-def step(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')} load {loadavg()}] {msg}", file=sys.stderr, flush=True)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
