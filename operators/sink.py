@@ -2,12 +2,16 @@
 
 Topology (see ``operators/README.md`` for the full design)::
 
-    rows [--flat_map: RowKind -> column (changelog input only)]
-         --pandas UDF (Flink batches rows on the Java side; Arrow in, one blob per (partition,
-           bucket) out)--> key_by(partition, bucket) --writer (LSM files)--> committables
+    rows --RowBatcher (Java, chained: Arrow batches of the table's types, RowKinds as a column;
+         emitted every flush interval, when large, before each checkpoint barrier, at end of input)
+         --split (Python, one call per batch: one blob per (partition, bucket))
+         --> key_by(partition, bucket) --writer (LSM files)--> committables
     committables --FileSink (on-checkpoint rolling) ......> channel dir   (released on checkpoint completion)
     committables --key_by(0)--> committer (parallelism 1): commits what the channel released, and at
                                 end of input everything it holds
+
+Without a JDK (``java=False``) a pandas UDF does the batching instead (Flink's Arrow hand-over to a
+vectorised Python function) and a Python flat-map reads the RowKinds first: the same blobs, slower.
 
 ``lakelog.connector`` never imports pyflink; this module imports it lazily inside the functions.
 """
@@ -107,19 +111,13 @@ def _masked(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
 
 
-class BatchEncoder:
-    """The body of the sink's pandas UDF. Flink hands it a batch of rows as pandas Series (the row
-    kind first when the input is a changelog; each table column, numeric nullable ones followed by
-    their null mask); it converts them to the table's Arrow types, groups the rows by (partition,
-    bucket) with the storage's vectorised bucket function, and returns one blob per group in the
-    first positions of the result (None elsewhere), each prefixed by the group's writer key."""
+class _Grouper:
+    """Groups a batch of rows by (partition, bucket) with the storage's vectorised bucket function and
+    encodes one blob per group, prefixed by the group's (salted, balanced) writer key."""
 
-    def __init__(
-        self, table_path: str, changelog: bool, masks: Sequence[bool], max_parallelism: Optional[int]
-    ) -> None:
+    def __init__(self, table_path: str, changelog: bool, max_parallelism: Optional[int]) -> None:
         self.table_path = table_path
         self.changelog = changelog
-        self.masks = list(masks)
         self.max_parallelism = max_parallelism
         self._ready = False
 
@@ -142,6 +140,55 @@ class BatchEncoder:
             self.max_parallelism,
         )
         self._ready = True
+
+    def blobs(self, table: pa.Table, kinds: Optional[np.ndarray]) -> Iterator[bytes]:
+        from lakelog.connector.write import bucket_groups
+
+        for values, _, bucket, rows in bucket_groups(self.store, table):
+            idx = pa.array(rows)
+            yield encode_blob(
+                self.keys.key_for(values, bucket), table.take(idx), None if kinds is None else kinds[rows]
+            )
+
+
+class BatchSplitter(_Grouper):
+    """The sink's Python stage after the Java ``RowBatcher``: one Arrow IPC batch in (the table's
+    Arrow types, plus the RowKind column for a changelog), one blob per (partition, bucket) out."""
+
+    def split(self, data: bytes) -> Iterator[bytes]:
+        if not self._ready:
+            self._setup()
+        table = pa.ipc.open_stream(memoryview(data)).read_all()
+        kinds = None
+        if KIND_FIELD in table.column_names:
+            i = table.schema.get_field_index(KIND_FIELD)
+            kinds = table.column(i).to_numpy().astype(np.int8)
+            table = table.remove_column(i)
+        if table.schema.names == self.arrow_schema.names and table.schema.types == self.arrow_schema.types:
+            # the batcher's fields are all nullable; it has checked the NOT NULL columns itself
+            table = pa.Table.from_arrays(table.columns, schema=self.arrow_schema)
+        else:
+            from lakelog.connector.arrow_input import conform
+
+            try:
+                table = conform(table, self.arrow_schema)
+            except SchemaError as exc:
+                raise InvalidInputError(str(exc)) from exc
+        yield from self.blobs(table, kinds)
+
+
+class BatchEncoder(_Grouper):
+    """The body of the sink's pandas UDF (the Python-only path, ``java=False``). Flink hands it a
+    batch of rows as pandas Series (the row kind first when the input is a changelog; each table
+    column, numeric nullable ones followed by their null mask); it converts them to the table's
+    Arrow types and returns the blobs of :meth:`_Grouper.blobs` in the first positions of the
+    result (None elsewhere)."""
+
+    def __init__(
+        self, table_path: str, changelog: bool, masks: Sequence[bool], max_parallelism: Optional[int]
+    ) -> None:
+        super().__init__(table_path, changelog, max_parallelism)
+        self.masks = list(masks)
 
     def to_arrow(self, series: Sequence[Any]) -> tuple[pa.Table, Optional[np.ndarray]]:
         """(rows in the table's Arrow schema, int8 kinds or None) of one batch of Series."""
@@ -181,16 +228,10 @@ class BatchEncoder:
     def __call__(self, *series: Any) -> Any:
         import pandas as pd
 
-        from lakelog.connector.write import bucket_groups
-
         table, kinds = self.to_arrow(series)
-        n = table.num_rows
-        out = np.full(n, None, dtype=object)
-        for i, (values, _, bucket, rows) in enumerate(bucket_groups(self.store, table)):
-            idx = pa.array(rows)
-            out[i] = encode_blob(
-                self.keys.key_for(values, bucket), table.take(idx), None if kinds is None else kinds[rows]
-            )
+        out = np.full(table.num_rows, None, dtype=object)
+        for i, blob in enumerate(self.blobs(table, kinds)):
+            out[i] = blob
         return pd.Series(out, dtype=object)
 
 
@@ -462,14 +503,15 @@ def sink_to_lakelog(
     drop_update_before: Optional[bool] = None,
     poll_interval_ms: int = DEFAULT_POLL_MS,
     restart_wait_s: float = 300.0,
+    java: Optional[bool] = None,
 ) -> None:
     """Write ``ds`` (a DataStream of Rows) into the lakelog table at ``table_path`` with
     exactly-once semantics.
 
-    - ``changelog``: whether the rows' RowKinds matter (+I/-U/+U/-D). True costs one more Python
-      step per row (it reads each row's kind); False is for insert-only streams (every row +I, e.g.
-      upserts into a primary-key table) and Flink then rejects any other kind loudly. Default: True
-      for primary-key tables, False for append tables.
+    - ``changelog``: whether the rows' RowKinds matter (+I/-U/+U/-D). False is for insert-only
+      streams (every row +I, e.g. upserts into a primary-key table); any other kind then fails the
+      job loudly. Default: True for primary-key tables, False for append tables. (Free on the Java
+      path; on the Python-only path True costs one more Python step per row.)
     - ``channel_dir``: folder of the checkpoint-gated commit channel (default: a fresh folder under
       the system temp dir; must be reachable by every TaskManager and survive restarts of the job).
     - ``commit_user``: the snapshot commit user (default: a new UUID per call, i.e. per job graph).
@@ -483,6 +525,14 @@ def sink_to_lakelog(
     - ``parallelism``: writer parallelism (default: the environment's).
     - ``drop_update_before``: drop -U rows (default: as Paimon's sink, for primary-key tables whose
       merge engine overwrites rows, deduplicate and first-row, without an input changelog).
+    - ``java``: batch the rows on the JVM with lakelog's ``RowBatcher`` (compiled at first use, see
+      :mod:`lakelog.operators.jvm`). Default: when a JDK (or an already built jar) is available,
+      else the Python-only path with a warning.
+
+    The rows must be a DataStream of ``Row``\\s with a declared row type (``output_type=`` of the map
+    that makes them, e.g. :func:`row_type_of` of the table; or a Table's stream); columns are matched
+    by name when the input has every table column, else by position. Rows of an undeclared
+    (pickled) type pass a Python map into the table's row type first.
     """
     from pyflink.common import Types
     from pyflink.table import StreamTableEnvironment
@@ -509,20 +559,27 @@ def sink_to_lakelog(
     if changelog is None:
         changelog = bool(store.schema.primary_keys)
     drop_ub = upsert_only(store) if drop_update_before is None else drop_update_before
-    if changelog:
-        from pyflink.datastream import FlatMapFunction
+    if java is None:
+        java = _java_available()
+    if java:
+        blobs = _java_batches(ds, store, changelog, drop_ub, flush_ms, env, parallelism)
+        if asked is not None:
+            _set_python_option(env, "python.fn-execution.bundle.time", asked)
+    else:
+        if changelog:
+            from pyflink.datastream import FlatMapFunction
 
-        class KindColumn(_KindColumn, FlatMapFunction):  # type: ignore[misc]
-            pass
+            class KindColumn(_KindColumn, FlatMapFunction):  # type: ignore[misc]
+                pass
 
-        ds = ds.flat_map(
-            KindColumn(names, drop_ub),
-            output_type=Types.ROW_NAMED(
-                [KIND_FIELD, *names], [Types.BYTE()] + [flink_type_of(f.type, f.name) for f in schema]
-            ),
-        ).name(f"lakelog-kinds-{name}")
-    t_env = StreamTableEnvironment.create(env)
-    blobs = _encoded_batches(t_env, t_env.from_data_stream(ds), store, changelog, asked, env, parallelism)
+            ds = ds.flat_map(
+                KindColumn(names, drop_ub),
+                output_type=Types.ROW_NAMED(
+                    [KIND_FIELD, *names], [Types.BYTE()] + [flink_type_of(f.type, f.name) for f in schema]
+                ),
+            ).name(f"lakelog-kinds-{name}")
+        t_env = StreamTableEnvironment.create(env)
+        blobs = _encoded_batches(t_env, t_env.from_data_stream(ds), store, changelog, asked, env, parallelism)
     _write_and_commit(
         blobs,
         store,
@@ -536,6 +593,18 @@ def sink_to_lakelog(
         poll_interval_ms,
         restart_wait_s,
     )
+
+
+def _java_available() -> bool:
+    """Whether lakelog's Java operators can be used (a cached jar, or a JDK to compile it)."""
+    from lakelog.operators.jvm import JavaBuildError, lakelog_jar
+
+    try:
+        lakelog_jar()
+        return True
+    except JavaBuildError as exc:
+        log.warning("lakelog sink: using the slower Python-only path (%s)", exc)
+        return False
 
 
 def _flush_ms(store: Any, flush_interval: Optional[Any]) -> Optional[int]:
@@ -649,6 +718,154 @@ def _encoded_batches(
         f"SELECT b FROM (SELECT `{func}`({', '.join(args)}) AS b FROM `{view}`) WHERE b IS NOT NULL"
     )
     return t_env.to_data_stream(query)
+
+
+# ---- step 1, Java path: rows -> Arrow batches on the JVM (RowBatcher) -> one blob per group --------
+MAX_BATCH_ROWS = 65536
+MAX_BATCH_BYTES = 8 << 20
+
+
+def java_type_code(t: pa.DataType, name: str = "?") -> str:
+    """The ``RowBatcher`` type code of Arrow type ``t`` (see ``RowBatcher.arrowType``)."""
+    simple = [
+        (pa.types.is_boolean, "bool"),
+        (pa.types.is_int8, "i8"),
+        (pa.types.is_int16, "i16"),
+        (pa.types.is_int32, "i32"),
+        (pa.types.is_int64, "i64"),
+        (pa.types.is_float32, "f32"),
+        (pa.types.is_float64, "f64"),
+        (pa.types.is_string, "str"),
+        (pa.types.is_large_string, "str"),
+        (pa.types.is_binary, "bin"),
+        (pa.types.is_large_binary, "bin"),
+        (pa.types.is_fixed_size_binary, "bin"),
+        (pa.types.is_date32, "date"),
+        (pa.types.is_time, "time"),
+    ]
+    for pred, code in simple:
+        if pred(t):
+            return code
+    if pa.types.is_decimal(t):
+        return f"dec:{t.precision}:{t.scale}"
+    if pa.types.is_timestamp(t):
+        return f"{'tsz' if t.tz else 'ts'}:{t.unit}"
+    raise SchemaError(f"column {name!r}: the PyFlink sink cannot carry type {t} yet")
+
+
+def _input_field_names(ds: Any) -> Optional[list[str]]:
+    """The field names of a DataStream of Rows (a Python ``output_type`` or a Table's stream), or
+    None when its records are not Rows that Java can read (e.g. pickled Python objects)."""
+    j_type = ds._j_data_stream.getType()
+    cls = j_type.getClass().getName()
+    if cls == "org.apache.flink.api.java.typeutils.RowTypeInfo":
+        return [str(n) for n in j_type.getFieldNames()]
+    if cls.endswith("ExternalTypeInfo"):
+        logical = j_type.getDataType().getLogicalType()
+        if logical.getClass().getName().endswith(".RowType"):
+            return [str(n) for n in logical.getFieldNames()]
+    return None
+
+
+def _column_order(input_names: Sequence[str], names: Sequence[str], table_path: str) -> list[int]:
+    """Input field index of each table column: by name when the input has every table column, else by
+    position when the counts agree."""
+    if set(names) <= set(input_names):
+        at = {n: i for i, n in enumerate(input_names)}
+        return [at[n] for n in names]
+    if len(input_names) == len(names):
+        return list(range(len(names)))
+    raise InvalidInputError(
+        f"the input has columns {list(input_names)}; the table {table_path} has {list(names)}"
+    )
+
+
+def _java_batches(
+    ds: Any,
+    store: Any,
+    changelog: bool,
+    drop_update_before: bool,
+    flush_ms: int,
+    env: Any,
+    parallelism: Optional[int],
+) -> Any:
+    """Step 1 on the JVM: ``RowBatcher`` (lakelog's Java operator, chained to the input) gathers the
+    rows into Arrow batches of the table's types, emitted every ``flush_ms``, at ``MAX_BATCH_ROWS`` /
+    ``MAX_BATCH_BYTES``, before each checkpoint barrier and at end of input; a Python flat-map
+    (:class:`BatchSplitter`) cuts each batch into one blob per (partition, bucket). Rows never
+    cross into Python one by one."""
+    from pyflink.common import Types
+    from pyflink.datastream import FlatMapFunction
+    from pyflink.datastream.data_stream import DataStream
+    from pyflink.java_gateway import get_gateway
+
+    from lakelog.operators import jvm as lakelog_jvm
+
+    schema = store.schema.arrow_schema()
+    names = list(schema.names)
+    table_path = str(store.path)
+    input_names = _input_field_names(ds)
+    if input_names is None:
+        ds = ds.map(lambda r: r, output_type=row_type_of(schema)).name("lakelog-typed-rows")
+        input_names = names
+    order = _column_order(input_names, names, table_path)
+    lakelog_jvm.add_to(env)
+    gateway = get_gateway()
+    jvm = gateway.jvm
+
+    def array(kind: Any, values: Sequence[Any]) -> Any:
+        arr = gateway.new_array(kind, len(values))
+        for i, v in enumerate(values):
+            arr[i] = v
+        return arr
+
+    codes = [java_type_code(f.type, f.name) for f in schema]
+    batcher = jvm.lakelog.flink.RowBatcher(
+        table_path,
+        array(jvm.String, names),
+        array(jvm.String, codes),
+        array(jvm.boolean, [f.nullable for f in schema]),
+        array(jvm.int, order),
+        KIND_FIELD if changelog else None,
+        drop_update_before,
+        int(flush_ms),
+        MAX_BATCH_ROWS,
+        MAX_BATCH_BYTES,
+    )
+    j_in = ds._j_data_stream
+    typeinfo = jvm.org.apache.flink.api.common.typeinfo
+    byte_array = typeinfo.PrimitiveArrayTypeInfo.BYTE_PRIMITIVE_ARRAY_TYPE_INFO
+    name = os.path.basename(os.path.normpath(table_path))
+    j_batches = j_in.transform(f"lakelog-batcher-{name}", byte_array, batcher)
+    j_batches.setParallelism(j_in.getParallelism())  # chained to the input
+    writer_p = parallelism or env.get_parallelism()
+    max_p = _writer_max_parallelism(env, writer_p)
+    balance = max_p if _key_groups_match_jvm(max_p) else None
+
+    class Splitter(FlatMapFunction):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.splitter = BatchSplitter(table_path, changelog, balance)
+
+        def flat_map(self, value: Any) -> Iterator[Any]:
+            from pyflink.common import Row
+
+            for blob in self.splitter.split(value):
+                yield Row(blob)
+
+    return (
+        DataStream(j_batches)
+        .flat_map(Splitter(), output_type=Types.ROW([Types.PRIMITIVE_ARRAY(Types.BYTE())]))
+        .name(f"lakelog-split-{name}")
+        .set_parallelism(int(j_in.getParallelism()))
+    )
+
+
+def _set_python_option(env: Any, key: str, value: int) -> None:
+    """Set a ``python.*`` option of the job (PyFlink applies them to every Python operator)."""
+    from pyflink.java_gateway import get_gateway
+
+    util = get_gateway().jvm.org.apache.flink.python.util.PythonConfigUtil
+    util.getEnvironmentConfig(env._j_stream_execution_environment).setString(key, str(value))
 
 
 class _BlobKey:

@@ -110,6 +110,39 @@ def test_batch_encoder_groups_rows_into_bucket_blobs(tmp_path) -> None:  # type:
     assert len(blobs) == len({(d, int(b)) for d, b in zip(data.column("dt").to_pylist(), expected)})
 
 
+def test_batch_splitter_cuts_a_java_batch_into_the_encoders_blobs(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The Python stage after the Java RowBatcher: an Arrow IPC batch as the batcher writes it (every
+    field nullable, the RowKind column last) is cut into the same blobs as the pandas UDF path makes
+    of the same rows; a column type the table does not have is cast, and one that cannot be stored
+    fails naming the column."""
+    import pandas as pd
+
+    from lakelog.connector.errors import InvalidInputError
+    from lakelog.operators.sink import KIND_FIELD, BatchEncoder, BatchSplitter
+
+    t = _table(tmp_path)
+    data = pa.concat_tables([_data(60), _data(40, "2024-01-02")])
+    kinds = np.array([i % 4 for i in range(100)], dtype=np.int8)
+
+    def ipc(table: pa.Table) -> bytes:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        return sink.getvalue().to_pybytes()
+
+    loose = pa.schema([pa.field(f.name, f.type, nullable=True) for f in data.schema])
+    batch = data.cast(loose).append_column(pa.field(KIND_FIELD, pa.int8(), nullable=False), pa.array(kinds))
+    blobs = list(BatchSplitter(t.store.path, True, 128).split(ipc(batch)))
+    enc = BatchEncoder(t.store.path, True, [False] * 4, 128)
+    expected = [b for b in enc(pd.Series(kinds), *[c.to_pandas() for c in data.columns]) if b is not None]
+    assert blobs == expected
+    wide = batch.set_column(1, "id", data.column("id").cast(pa.int32()))  # cast back to BIGINT
+    assert list(BatchSplitter(t.store.path, True, 128).split(ipc(wide))) == expected
+    bad = batch.set_column(1, "id", pa.array([f"x{i}" for i in range(100)]))
+    with pytest.raises(InvalidInputError, match="'id'"):
+        list(BatchSplitter(t.store.path, True, 128).split(ipc(bad)))
+
+
 def test_batch_encoder_null_masks_and_bad_values(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """Nullable numbers travel as (value, is-null) so that big BIGINTs and NaN survive pandas; a value
     that does not fit the column's type fails naming the column, and so does a null in a NOT NULL column."""

@@ -6,6 +6,7 @@ import os
 import sys
 import time
 from collections import Counter
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -267,10 +268,11 @@ def _typed_rows() -> list[tuple[Any, ...]]:
     return rows
 
 
-def test_types_and_kinds_round_trip_through_the_sink(tmp_path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("java", [True, False], ids=["java-batcher", "python-only"])
+def test_types_and_kinds_round_trip_through_the_sink(tmp_path, java: bool) -> None:  # type: ignore[no-untyped-def]
     """Every supported column type, with nulls, a NaN and a BIGINT beyond 2^53, through the Arrow
-    hand-over of both sink paths: insert-only into an append table, changelog (with -U/-D rows)
-    into a primary-key table."""
+    hand-over of both sink paths (rows batched by the Java operator, or by a pandas UDF): insert-only
+    into an append table, changelog (with -U/-D rows) into a primary-key table."""
     import math
 
     from pyflink.common import Row, RowKind
@@ -286,7 +288,7 @@ def test_types_and_kinds_round_trip_through_the_sink(tmp_path) -> None:  # type:
     row_type = row_type_of(TYPES_SCHEMA)
     names = TYPES_SCHEMA.names
     app_ds = env.from_collection([Row(**dict(zip(names, r))) for r in rows], type_info=row_type)
-    sink_to_lakelog(app_ds, app.store.path)
+    sink_to_lakelog(app_ds, app.store.path, java=java)
 
     def with_kind(r: tuple[Any, ...], kind: Any) -> Any:
         row = Row(**dict(zip(names, r)))
@@ -300,7 +302,7 @@ def test_types_and_kinds_round_trip_through_the_sink(tmp_path) -> None:  # type:
         with_kind(rows[2][:1] + rows[1][1:], RowKind.UPDATE_AFTER),
     ]
     pk_ds = env.from_collection(changes, type_info=row_type)
-    sink_to_lakelog(pk_ds, pk.store.path)
+    sink_to_lakelog(pk_ds, pk.store.path, java=java)
     env.execute("lakelog-sink-types")
 
     def normalized(t: pa.Table) -> list[tuple[Any, ...]]:
@@ -316,3 +318,28 @@ def test_types_and_kinds_round_trip_through_the_sink(tmp_path) -> None:  # type:
     keep = [rows[2][:1] + rows[1][1:] if r[0] == 2 else r for r in keep]
     expected_pk = pa.Table.from_pylist([dict(zip(names, r)) for r in keep], schema=TYPES_SCHEMA)
     assert normalized(pk.to_arrow()) == normalized(expected_pk)
+
+
+@pytest.mark.parametrize(
+    ("column", "bad"),
+    [("s", {"s": 70_000}), ("id", {"id": None}), ("n", {"n": Decimal("1.005")})],
+    ids=["overflow", "null-in-not-null", "decimal-places"],
+)
+def test_bad_values_fail_the_job_naming_the_column(tmp_path, column: str, bad: dict[str, Any]) -> None:  # type: ignore[no-untyped-def]
+    """A value the column cannot hold fails the job with the column's name, and nothing is committed."""
+    from pyflink.common import Row, Types
+
+    from lakelog.operators.sink import sink_to_lakelog
+
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("s", pa.int16()), ("n", pa.decimal128(6, 2))])
+    t = lakelog.Catalog(str(tmp_path / "wh")).create_table("db.bad", schema, options={"bucket": "1", "bucket-key": "id"})
+    env = _env(batch=True)
+    env.set_parallelism(1)
+    rows = [{"id": i, "s": i, "n": Decimal("1.50")} for i in range(10)]
+    rows[5] = {**rows[5], **bad}
+    row_type = Types.ROW_NAMED(["id", "s", "n"], [Types.LONG(), Types.LONG(), Types.BIG_DEC()])
+    sink_to_lakelog(env.from_collection([Row(**r) for r in rows], type_info=row_type), t.store.path)
+    with pytest.raises(Exception) as info:
+        env.execute("lakelog-sink-bad-values")
+    assert f"column '{column}'" in str(info.value)
+    assert t.store.snapshot_manager.latest_id() is None

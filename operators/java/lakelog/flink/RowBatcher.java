@@ -1,0 +1,531 @@
+package lakelog.flink;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.math.BigDecimal;
+import java.math.RoundingMode;
+import java.nio.channels.Channels;
+import java.nio.charset.StandardCharsets;
+import java.time.Instant;
+import java.time.LocalDate;
+import java.time.LocalDateTime;
+import java.time.LocalTime;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.TimeZone;
+
+import org.apache.flink.api.python.shaded.org.apache.arrow.memory.BufferAllocator;
+import org.apache.flink.api.python.shaded.org.apache.arrow.memory.RootAllocator;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.BaseFixedWidthVector;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.BaseVariableWidthVector;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.BigIntVector;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.BitVector;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.DateDayVector;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.DecimalVector;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.FieldVector;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.Float4Vector;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.Float8Vector;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.IntVector;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.SmallIntVector;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.TimeMilliVector;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.TimeStampVector;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.TinyIntVector;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.ipc.ArrowStreamWriter;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.types.DateUnit;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.types.FloatingPointPrecision;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.types.TimeUnit;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.types.pojo.ArrowType;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.types.pojo.Field;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.types.pojo.FieldType;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.types.pojo.Schema;
+import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
+import org.apache.flink.streaming.api.operators.BoundedOneInput;
+import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
+import org.apache.flink.streaming.api.watermark.Watermark;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.types.Row;
+import org.apache.flink.types.RowKind;
+
+/**
+ * The first stage of the lakelog sink: gathers rows (with their RowKind) into Arrow record
+ * batches in the table's own Arrow types and hands each batch on as one Arrow IPC stream.
+ *
+ * <p>PyFlink's per-record hand-over between Java and Python is what limits a Python sink, so rows
+ * cross into Python only as whole batches. A batch is emitted when it holds {@code maxRows} rows or
+ * about {@code maxBytes} bytes, every {@code flushMs} milliseconds, before every checkpoint barrier
+ * (so the operator has no state of its own: everything before a barrier is downstream of it), before
+ * the final watermark and at end of input.
+ *
+ * <p>Column {@code i} of the table is field {@code inputIndex[i]} of the input row. Types are
+ * spelled as in {@link #arrowType}. With {@code changelog}, a trailing int8 column holds each row's
+ * RowKind byte (0 +I, 1 -U, 2 +U, 3 -D); without it, any row that is not +I fails the job.
+ */
+public class RowBatcher extends AbstractStreamOperator<byte[]>
+        implements OneInputStreamOperator<Row, byte[]>, BoundedOneInput {
+
+    private static final long serialVersionUID = 1L;
+    private static final long MILLIS_PER_DAY = 86_400_000L;
+
+    private final String table;
+    private final String[] names;
+    private final String[] types;
+    private final boolean[] nullable;
+    private final int[] inputIndex;
+    private final String kindField;
+    private final boolean dropUpdateBefore;
+    private final long flushMs;
+    private final int maxRows;
+    private final long maxBytes;
+
+    private transient BufferAllocator allocator;
+    private transient VectorSchemaRoot root;
+    private transient List<Column> columns;
+    private transient TinyIntVector kinds;
+    private transient int rows;
+    private transient long bytes;
+
+    /**
+     * @param kindField name of the RowKind column, or null for an insert-only input
+     */
+    public RowBatcher(
+            String table,
+            String[] names,
+            String[] types,
+            boolean[] nullable,
+            int[] inputIndex,
+            String kindField,
+            boolean dropUpdateBefore,
+            long flushMs,
+            int maxRows,
+            long maxBytes) {
+        this.table = table;
+        this.names = names;
+        this.types = types;
+        this.nullable = nullable;
+        this.inputIndex = inputIndex;
+        this.kindField = kindField;
+        this.dropUpdateBefore = dropUpdateBefore;
+        this.flushMs = flushMs;
+        this.maxRows = maxRows;
+        this.maxBytes = maxBytes;
+        for (int i = 0; i < types.length; i++) {
+            arrowType(names[i], types[i]); // fail on the client, naming the column
+        }
+    }
+
+    /** The Arrow type of a column type code: bool, i8, i16, i32, i64, f32, f64, str, bin, date,
+     * time (time32[ms]), dec:P:S, ts:UNIT or tsz:UNIT (with time zone UTC); UNIT is s, ms, us, ns. */
+    static ArrowType arrowType(String column, String code) {
+        String[] p = code.split(":");
+        switch (p[0]) {
+            case "bool": return ArrowType.Bool.INSTANCE;
+            case "i8": return new ArrowType.Int(8, true);
+            case "i16": return new ArrowType.Int(16, true);
+            case "i32": return new ArrowType.Int(32, true);
+            case "i64": return new ArrowType.Int(64, true);
+            case "f32": return new ArrowType.FloatingPoint(FloatingPointPrecision.SINGLE);
+            case "f64": return new ArrowType.FloatingPoint(FloatingPointPrecision.DOUBLE);
+            case "str": return ArrowType.Utf8.INSTANCE;
+            case "bin": return ArrowType.Binary.INSTANCE;
+            case "date": return new ArrowType.Date(DateUnit.DAY);
+            case "time": return new ArrowType.Time(TimeUnit.MILLISECOND, 32);
+            case "dec":
+                return new ArrowType.Decimal(Integer.parseInt(p[1]), Integer.parseInt(p[2]), 128);
+            case "ts":
+            case "tsz":
+                return new ArrowType.Timestamp(timeUnit(p[1]), p[0].equals("tsz") ? "UTC" : null);
+            default:
+                throw new IllegalArgumentException(
+                        "column '" + column + "': the lakelog sink cannot carry type code " + code);
+        }
+    }
+
+    private static TimeUnit timeUnit(String unit) {
+        switch (unit) {
+            case "s": return TimeUnit.SECOND;
+            case "ms": return TimeUnit.MILLISECOND;
+            case "us": return TimeUnit.MICROSECOND;
+            case "ns": return TimeUnit.NANOSECOND;
+            default: throw new IllegalArgumentException("unknown time unit " + unit);
+        }
+    }
+
+    @Override
+    public void open() throws Exception {
+        super.open();
+        allocator = new RootAllocator(Long.MAX_VALUE);
+        List<Field> fields = new ArrayList<>();
+        for (int i = 0; i < names.length; i++) {
+            fields.add(new Field(names[i], new FieldType(true, arrowType(names[i], types[i]), null), null));
+        }
+        if (kindField != null) {
+            fields.add(new Field(kindField, FieldType.notNullable(new ArrowType.Int(8, true)), null));
+        }
+        root = VectorSchemaRoot.create(new Schema(fields), allocator);
+        root.allocateNew();
+        columns = new ArrayList<>();
+        for (int i = 0; i < names.length; i++) {
+            columns.add(column(i, root.getVector(i)));
+        }
+        kinds = kindField != null ? (TinyIntVector) root.getVector(names.length) : null;
+        rows = 0;
+        bytes = 0;
+        if (flushMs > 0) {
+            long now = getProcessingTimeService().getCurrentProcessingTime();
+            getProcessingTimeService().registerTimer(now + flushMs, this::onTimer);
+        }
+    }
+
+    private void onTimer(long time) throws Exception {
+        emit();
+        getProcessingTimeService().registerTimer(time + flushMs, this::onTimer);
+    }
+
+    @Override
+    public void processElement(StreamRecord<Row> element) throws Exception {
+        Row row = element.getValue();
+        RowKind kind = row.getKind();
+        if (kind != RowKind.INSERT) {
+            if (kinds == null) {
+                throw new IllegalArgumentException(
+                        "lakelog sink of " + table + ": got a " + kind.shortString()
+                                + " row, but the input was declared insert-only (changelog=False)");
+            }
+            if (kind == RowKind.UPDATE_BEFORE && dropUpdateBefore) {
+                return;
+            }
+        }
+        int at = rows;
+        for (int i = 0; i < columns.size(); i++) {
+            Object value = row.getField(inputIndex[i]);
+            if (value == null) {
+                if (!nullable[i]) {
+                    throw new IllegalArgumentException(
+                            "lakelog sink of " + table + ": column '" + names[i]
+                                    + "' is NOT NULL but the input holds a null");
+                }
+                columns.get(i).setNull(at);
+                bytes += 1;
+            } else {
+                try {
+                    bytes += columns.get(i).set(at, value);
+                } catch (RuntimeException e) {
+                    throw new IllegalArgumentException(
+                            "lakelog sink of " + table + ": column '" + names[i] + "' ("
+                                    + types[i] + ") cannot take the value " + value + " ("
+                                    + value.getClass().getSimpleName() + "): " + e.getMessage(),
+                            e);
+                }
+            }
+        }
+        if (kinds != null) {
+            kinds.setSafe(at, kind.toByteValue());
+        }
+        rows = at + 1;
+        if (rows >= maxRows || bytes >= maxBytes) {
+            emit();
+        }
+    }
+
+    @Override
+    public void prepareSnapshotPreBarrier(long checkpointId) throws Exception {
+        emit();
+        super.prepareSnapshotPreBarrier(checkpointId);
+    }
+
+    @Override
+    public void processWatermark(Watermark mark) throws Exception {
+        if (mark.getTimestamp() == Long.MAX_VALUE) {
+            emit(); // rows first: downstream finishes its work on the final watermark
+        }
+        super.processWatermark(mark);
+    }
+
+    @Override
+    public void endInput() throws Exception {
+        emit();
+    }
+
+    @Override
+    public void finish() throws Exception {
+        emit();
+        super.finish();
+    }
+
+    @Override
+    public void close() throws Exception {
+        if (root != null) {
+            root.close();
+            root = null;
+        }
+        if (allocator != null) {
+            allocator.close();
+            allocator = null;
+        }
+        super.close();
+    }
+
+    /** Hands the gathered rows on as one Arrow IPC stream and starts a new batch. */
+    private void emit() throws IOException {
+        if (rows == 0) {
+            return;
+        }
+        root.setRowCount(rows);
+        ByteArrayOutputStream out = new ByteArrayOutputStream((int) Math.min(bytes + 4096, 1 << 30));
+        try (ArrowStreamWriter writer = new ArrowStreamWriter(root, null, Channels.newChannel(out))) {
+            writer.start();
+            writer.writeBatch();
+            writer.end();
+        }
+        output.collect(new StreamRecord<>(out.toByteArray()));
+        root.clear();
+        root.allocateNew();
+        rows = 0;
+        bytes = 0;
+    }
+
+    // ---- columns -------------------------------------------------------------------------------
+
+    /** Writes one column's values; {@link #set} returns about how many bytes the value takes. */
+    private interface Column {
+        long set(int index, Object value);
+
+        void setNull(int index);
+    }
+
+    private abstract static class Fixed implements Column {
+        final BaseFixedWidthVector vector;
+
+        Fixed(FieldVector vector) {
+            this.vector = (BaseFixedWidthVector) vector;
+        }
+
+        @Override
+        public void setNull(int index) {
+            vector.setNull(index);
+        }
+    }
+
+    private Column column(int i, FieldVector vector) {
+        String[] p = types[i].split(":");
+        switch (p[0]) {
+            case "bool":
+                return new Fixed(vector) {
+                    public long set(int index, Object v) {
+                        ((BitVector) vector).setSafe(index, ((Boolean) v) ? 1 : 0);
+                        return 1;
+                    }
+                };
+            case "i8":
+                return new Fixed(vector) {
+                    public long set(int index, Object v) {
+                        ((TinyIntVector) vector).setSafe(index, (byte) integral(v, Byte.MIN_VALUE, Byte.MAX_VALUE));
+                        return 1;
+                    }
+                };
+            case "i16":
+                return new Fixed(vector) {
+                    public long set(int index, Object v) {
+                        ((SmallIntVector) vector).setSafe(index, (short) integral(v, Short.MIN_VALUE, Short.MAX_VALUE));
+                        return 2;
+                    }
+                };
+            case "i32":
+                return new Fixed(vector) {
+                    public long set(int index, Object v) {
+                        ((IntVector) vector).setSafe(index, (int) integral(v, Integer.MIN_VALUE, Integer.MAX_VALUE));
+                        return 4;
+                    }
+                };
+            case "i64":
+                return new Fixed(vector) {
+                    public long set(int index, Object v) {
+                        ((BigIntVector) vector).setSafe(index, integral(v, Long.MIN_VALUE, Long.MAX_VALUE));
+                        return 8;
+                    }
+                };
+            case "f32":
+                return new Fixed(vector) {
+                    public long set(int index, Object v) {
+                        ((Float4Vector) vector).setSafe(index, ((Number) v).floatValue());
+                        return 4;
+                    }
+                };
+            case "f64":
+                return new Fixed(vector) {
+                    public long set(int index, Object v) {
+                        ((Float8Vector) vector).setSafe(index, ((Number) v).doubleValue());
+                        return 8;
+                    }
+                };
+            case "date":
+                return new Fixed(vector) {
+                    public long set(int index, Object v) {
+                        ((DateDayVector) vector).setSafe(index, epochDay(v));
+                        return 4;
+                    }
+                };
+            case "time":
+                return new Fixed(vector) {
+                    public long set(int index, Object v) {
+                        ((TimeMilliVector) vector).setSafe(index, millisOfDay(v));
+                        return 4;
+                    }
+                };
+            case "dec": {
+                int precision = Integer.parseInt(p[1]);
+                int scale = Integer.parseInt(p[2]);
+                return new Fixed(vector) {
+                    public long set(int index, Object v) {
+                        ((DecimalVector) vector).setSafe(index, decimal(v, precision, scale));
+                        return 16;
+                    }
+                };
+            }
+            case "ts":
+            case "tsz": {
+                long perSecond = unitsPerSecond(p[1]);
+                boolean zoned = p[0].equals("tsz");
+                return new Fixed(vector) {
+                    public long set(int index, Object v) {
+                        ((TimeStampVector) vector).setSafe(index, timestamp(v, zoned, perSecond));
+                        return 8;
+                    }
+                };
+            }
+            case "str":
+            case "bin": {
+                boolean text = p[0].equals("str");
+                BaseVariableWidthVector var = (BaseVariableWidthVector) vector;
+                return new Column() {
+                    public long set(int index, Object v) {
+                        byte[] data = text ? v.toString().getBytes(StandardCharsets.UTF_8) : (byte[]) v;
+                        var.setSafe(index, data, 0, data.length);
+                        return data.length + 4;
+                    }
+
+                    public void setNull(int index) {
+                        var.setNull(index);
+                    }
+                };
+            }
+            default:
+                throw new IllegalArgumentException("column '" + names[i] + "': type code " + types[i]);
+        }
+    }
+
+    // ---- value conversions (the same rules as Flink's own conversions to its internal types) ------
+
+    static long integral(Object v, long min, long max) {
+        long x;
+        if (v instanceof Long || v instanceof Integer || v instanceof Short || v instanceof Byte) {
+            x = ((Number) v).longValue();
+        } else if (v instanceof BigDecimal) {
+            x = ((BigDecimal) v).longValueExact();
+        } else {
+            throw new IllegalArgumentException("not an integer");
+        }
+        if (x < min || x > max) {
+            throw new IllegalArgumentException("out of range [" + min + ", " + max + "]");
+        }
+        return x;
+    }
+
+    static BigDecimal decimal(Object v, int precision, int scale) {
+        BigDecimal d;
+        if (v instanceof BigDecimal) {
+            d = (BigDecimal) v;
+        } else if (v instanceof Long || v instanceof Integer || v instanceof Short || v instanceof Byte) {
+            d = BigDecimal.valueOf(((Number) v).longValue());
+        } else {
+            throw new IllegalArgumentException("not a decimal");
+        }
+        BigDecimal scaled;
+        try {
+            scaled = d.setScale(scale, RoundingMode.UNNECESSARY);
+        } catch (ArithmeticException e) {
+            throw new IllegalArgumentException("has more than " + scale + " decimal places");
+        }
+        if (scaled.precision() > precision) {
+            throw new IllegalArgumentException("does not fit DECIMAL(" + precision + ", " + scale + ")");
+        }
+        return scaled;
+    }
+
+    /** java.sql types are wall-clock values in the JVM's time zone (as Flink converts them). */
+    private static long localMillis(java.util.Date d) {
+        long ms = d.getTime();
+        return ms + TimeZone.getDefault().getOffset(ms);
+    }
+
+    static int epochDay(Object v) {
+        if (v instanceof LocalDate) {
+            return Math.toIntExact(((LocalDate) v).toEpochDay());
+        }
+        if (v instanceof java.sql.Date) {
+            return Math.toIntExact(Math.floorDiv(localMillis((java.sql.Date) v), MILLIS_PER_DAY));
+        }
+        if (v instanceof Integer) {
+            return (Integer) v;
+        }
+        throw new IllegalArgumentException("not a date");
+    }
+
+    static int millisOfDay(Object v) {
+        if (v instanceof LocalTime) {
+            return (int) (((LocalTime) v).toNanoOfDay() / 1_000_000L);
+        }
+        if (v instanceof java.sql.Time) {
+            return (int) Math.floorMod(localMillis((java.sql.Time) v), MILLIS_PER_DAY);
+        }
+        if (v instanceof Integer) {
+            return (Integer) v;
+        }
+        throw new IllegalArgumentException("not a time of day");
+    }
+
+    private static long unitsPerSecond(String unit) {
+        switch (unit) {
+            case "s": return 1L;
+            case "ms": return 1_000L;
+            case "us": return 1_000_000L;
+            case "ns": return 1_000_000_000L;
+            default: throw new IllegalArgumentException("unknown time unit " + unit);
+        }
+    }
+
+    /** Epoch value in units of 1/perSecond s; fails when that would drop sub-unit digits. */
+    static long timestamp(Object v, boolean zoned, long perSecond) {
+        long seconds;
+        int nanos;
+        if (v instanceof LocalDateTime) {
+            LocalDateTime t = (LocalDateTime) v;
+            seconds = t.toEpochSecond(ZoneOffset.UTC);
+            nanos = t.getNano();
+        } else if (v instanceof Instant) {
+            Instant t = (Instant) v;
+            seconds = t.getEpochSecond();
+            nanos = t.getNano();
+        } else if (v instanceof java.sql.Timestamp) {
+            java.sql.Timestamp ts = (java.sql.Timestamp) v;
+            if (zoned) {
+                Instant t = ts.toInstant();
+                seconds = t.getEpochSecond();
+                nanos = t.getNano();
+            } else {
+                LocalDateTime t = ts.toLocalDateTime();
+                seconds = t.toEpochSecond(ZoneOffset.UTC);
+                nanos = t.getNano();
+            }
+        } else {
+            throw new IllegalArgumentException("not a timestamp");
+        }
+        long nanosPerUnit = 1_000_000_000L / perSecond;
+        if (nanos % nanosPerUnit != 0) {
+            throw new IllegalArgumentException("has digits below the column's precision");
+        }
+        return Math.addExact(Math.multiplyExact(seconds, perSecond), nanos / nanosPerUnit);
+    }
+}

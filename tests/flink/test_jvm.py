@@ -1,0 +1,33 @@
+"""lakelog's Java operators: compiled at first use, cached, and a clear error without a JDK."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+pytest.importorskip("pyflink")
+
+from lakelog.operators import jvm  # noqa: E402
+
+pytestmark = pytest.mark.flink
+
+
+def test_jar_is_built_once_and_cached(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("LAKELOG_CACHE_DIR", str(tmp_path))
+    jar = jvm.lakelog_jar()
+    assert jar.parent.parent == tmp_path and jar.name.startswith("lakelog-flink-")
+    with zipfile.ZipFile(jar) as z:
+        assert "lakelog/flink/RowBatcher.class" in z.namelist()
+    built = jar.stat().st_mtime_ns
+    assert jvm.lakelog_jar() == jar and jar.stat().st_mtime_ns == built  # cached, not rebuilt
+    assert [p.name for p in jar.parent.iterdir()] == [jar.name]  # no build leftovers
+
+
+def test_without_a_jdk_the_error_says_what_to_do(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("LAKELOG_CACHE_DIR", str(tmp_path))  # no cached jar
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no javac
+    assert jvm.javac_path() is None
+    with pytest.raises(jvm.JavaBuildError, match="javac.*java=False"):
+        jvm.lakelog_jar()
