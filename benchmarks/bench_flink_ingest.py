@@ -43,13 +43,15 @@ Method (one process, jobs run one after another on a local MiniCluster; the mach
              / 100, qty=x % 10000, city=<one of 8>) (the table's 5 columns); it records the wall-clock
              time of its first and its last row (time.time()) and writes them out in close().
   baseline   source -> map -> DiscardingSink (Java), the same environment settings.
-  lakelog    source -> map -> sink_to_lakelog(table): Flink batches the rows into Arrow batches for a
-             pandas UDF that groups them into one blob per (partition, bucket); key_by(partition,
-             bucket) -> writer (one call per blob) -> checkpoint-gated commit channel -> committer.
-             Fresh table per job. pk: primary-key table fed as an insert-only stream of upserts
-             (changelog=False); append: append table; pk-changelog: primary-key table with
-             changelog=True (the default for primary-key tables: a Python flat-map reads each row's
-             RowKind first).
+  lakelog    source -> map -> sink_to_lakelog(table), default settings: lakelog's Java RowBatcher
+             (chained to the map) gathers the rows into Arrow batches, a Python flat-map cuts each
+             batch into one blob per (partition, bucket); key_by(partition, bucket) -> writer (one
+             call per blob; writes before each checkpoint barrier) -> checkpoint-gated commit
+             channel -> committer. Fresh table per job. pk: primary-key table fed as an insert-only
+             stream of upserts (changelog=False); append: append table; pk-changelog: primary-key
+             table with changelog=True (the default for primary-key tables; RowKinds are read on
+             the JVM). --python-only: the sink's Python-only path (java=False: a pandas UDF batches,
+             a Python flat-map reads RowKinds first).
   throughput rows / (t_end - t_first), t_first = the earliest first-row time over the map subtasks, so
              the job start-up (MiniCluster, Python workers) is excluded. baseline: t_end = the latest
              last-row time of the map subtasks (the discarding sink is chained, in Java). lakelog:
@@ -225,6 +227,7 @@ class Config:
     bundle_time_ms: Optional[int]
     workdir: str
     extra_conf: dict[str, str] = field(default_factory=dict)
+    java: bool = True
 
 
 @dataclass
@@ -305,7 +308,7 @@ def run_job(cfg: Config, kind: str, table_path: Optional[str] = None, changelog:
         _discard(keyed)
     else:
         assert table_path is not None
-        sink_to_lakelog(rows, table_path, changelog=changelog,
+        sink_to_lakelog(rows, table_path, changelog=changelog, java=cfg.java,
                         channel_dir=os.path.join(cfg.workdir, f"channel-{run_id}"))
     t0 = time.time()
     with CpuSampler() as cpu_sampler:
@@ -398,6 +401,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="comma list of pk (insert-only upserts), append, pk-changelog (RowKinds read per row)")
     p.add_argument("--bundle-size", type=int, default=None, help="python.fn-execution.bundle.size")
     p.add_argument("--bundle-time", type=int, default=None, help="python.fn-execution.bundle.time (ms)")
+    p.add_argument("--python-only", action="store_true", help="the sink's Python-only path (java=False)")
     p.add_argument("--floor", action="store_true", help="also run map -> key_by -> no-op keyed process")
     p.add_argument("--rounds", type=int, default=1, help="repeat baseline + tables, interleaved")
     p.add_argument("--conf", action="append", default=[], help="extra Flink option key=value")
@@ -411,7 +415,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     workdir = args.workdir or tempfile.mkdtemp(prefix="lakelog-flink-ingest-")
     extra = dict(kv.split("=", 1) for kv in args.conf)
     cfg = Config(args.rows, args.parallelism, args.checkpoint_ms, args.exec_mode, args.buckets,
-                 args.bundle_size, args.bundle_time, workdir, extra)
+                 args.bundle_size, args.bundle_time, workdir, extra, java=not args.python_only)
     if args.exec_mode == "thread":
         thread_mode_pythonpath(workdir)
     os.environ[WORKER_MODE_ENV] = args.workers
@@ -453,6 +457,7 @@ def main(argv: Optional[list[str]] = None) -> int:
           f"{cfg.checkpoint_ms} ms (EXACTLY_ONCE), python.execution-mode={cfg.exec_mode} (workers: {args.workers}), parallelism "
           f"{cfg.parallelism}, bundle.size={cfg.bundle_size or 'default 100000'}, bundle.time="
           f"{cfg.bundle_time_ms or 'default 1000'} ms, rows {cfg.rows}, {cfg.buckets} buckets, "
+          f"sink path {'Java RowBatcher' if cfg.java else 'Python-only (java=False)'}, "
           f"{os.cpu_count()} CPUs; load average (1/5/15 min) at start {loads['start']}, end {loads.get('end', '?')}")
     print()
     head = ["job", "rows/s (first row -> end)", "map rows/s", "rows/CPU-s", "CPU s: all / python / jvm",

@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 
 KIND_FIELD = "__lakelog_kind"
 DEFAULT_POLL_MS = 300
+COMPACTION_POLL_MS = 500  # how often a writer looks at a running compaction without a flush interval
+DEFAULT_BATCH_MS = 1000  # how long the Java batcher holds rows without a flush interval
 
 
 # ---- types ---------------------------------------------------------------------------------------
@@ -93,6 +95,16 @@ def encode_blob(key: str, table: pa.Table, kinds: Optional[np.ndarray]) -> bytes
 
 def blob_key(blob: bytes) -> str:
     return blob[: blob.index(BLOB_SEP)].decode()
+
+
+def flush_marker(key: str) -> bytes:
+    """A blob without rows: tells the writer of ``key`` to write what it holds now (a checkpoint
+    barrier follows)."""
+    return key.encode() + BLOB_SEP
+
+
+def is_flush_marker(blob: bytes) -> bool:
+    return blob.endswith(BLOB_SEP) and blob.index(BLOB_SEP) == len(blob) - 1
 
 
 def decode_blob(blob: bytes) -> tuple[pa.Table, Optional[np.ndarray]]:
@@ -155,9 +167,20 @@ class BatchSplitter(_Grouper):
     """The sink's Python stage after the Java ``RowBatcher``: one Arrow IPC batch in (the table's
     Arrow types, plus the RowKind column for a changelog), one blob per (partition, bucket) out."""
 
+    def __init__(self, table_path: str, changelog: bool, max_parallelism: Optional[int]) -> None:
+        super().__init__(table_path, changelog, max_parallelism)
+        self.pending: dict[str, None] = {}  # keys that got blobs since the last flush marker
+
     def split(self, data: bytes) -> Iterator[bytes]:
+        """The blobs of one batch; for the batcher's flush marker (an empty record, sent before each
+        checkpoint barrier) one marker blob per key that got rows since the previous marker."""
         if not self._ready:
             self._setup()
+        if not data:
+            for key in self.pending:
+                yield flush_marker(key)
+            self.pending.clear()
+            return
         table = pa.ipc.open_stream(memoryview(data)).read_all()
         kinds = None
         if KIND_FIELD in table.column_names:
@@ -174,7 +197,9 @@ class BatchSplitter(_Grouper):
                 table = conform(table, self.arrow_schema)
             except SchemaError as exc:
                 raise InvalidInputError(str(exc)) from exc
-        yield from self.blobs(table, kinds)
+        for blob in self.blobs(table, kinds):
+            self.pending[blob_key(blob)] = None
+            yield blob
 
 
 class BatchEncoder(_Grouper):
@@ -287,7 +312,12 @@ class _KindColumn:
 
 # ---- step 3: the writer ----------------------------------------------------------------------------
 def _make_writer(
-    table_path: str, commit_user: str, write_only: Optional[bool], batch: bool, flush_ms: int, wait_s: float
+    table_path: str,
+    commit_user: str,
+    write_only: Optional[bool],
+    batch: bool,
+    flush_ms: Optional[int],
+    wait_s: float,
 ) -> Any:
     from pyflink.common import Types
     from pyflink.datastream import KeyedProcessFunction, RuntimeContext
@@ -297,11 +327,13 @@ def _make_writer(
         """Keyed by (partition, bucket); one call per blob (a batch of the key's rows), not per row.
 
         STREAMING: the key's blobs wait in keyed ListState (checkpointed, so rows received before a
-        checkpoint and not yet written survive a restart) until the key's buffered bytes reach
-        ``write-buffer-size`` or a processing-time timer ``flush_ms`` after the first one fires; a
+        checkpoint and not yet written survive a restart) until a flush marker arrives (sent ahead
+        of each checkpoint barrier), the key's buffered bytes reach ``write-buffer-size``, or (when
+        ``flush_ms`` is set) a processing-time timer ``flush_ms`` after the first blob fires; a
         flush writes them through the key's TableWrite (LSM files), clears the state and emits the
-        committable in the same call. The timer also brings in a background compaction that was
-        still running. BATCH: blobs go straight into the TableWrite's buffer; end of input commits.
+        committable in the same call. A background compaction still running at a flush is looked
+        at again by a timer, so its result is committed without new rows. BATCH: blobs go straight
+        into the TableWrite's buffer; end of input commits.
 
         Each key gets its own TableWrite, created lazily at its first flush in this process. After a
         restart that first flush is put off (the blobs stay in state, the timer looks again every
@@ -336,6 +368,8 @@ def _make_writer(
             if key not in self.armed:
                 ts.register_event_time_timer(END_OF_INPUT)
                 self.armed.add(key)
+            if is_flush_marker(blob):
+                return None if batch else self._flush(key, ctx)
             if batch:
                 self._write(key, [blob])
                 return None
@@ -344,13 +378,14 @@ def _make_writer(
             self.sizes[key] = size
             if size >= self.buffer_limit:
                 return self._flush(key, ctx)
-            self._arm(key, ctx)
+            if flush_ms is not None:
+                self._arm(key, ctx, flush_ms)
             return None
 
-        def _arm(self, key: str, ctx: Any) -> None:
+        def _arm(self, key: str, ctx: Any, delay_ms: int) -> None:
             if key not in self.timed:
                 ts = ctx.timer_service()
-                ts.register_processing_time_timer(ts.current_processing_time() + flush_ms)
+                ts.register_processing_time_timer(ts.current_processing_time() + delay_ms)
                 self.timed.add(key)
 
         def on_timer(self, timestamp: int, ctx: Any) -> Iterator[str]:
@@ -402,7 +437,7 @@ def _make_writer(
                 return
             yield from self._emit(key, w.prepare_commit(wait_compaction=False))
             if w.compacting():  # look again later, so its result is committed without new rows
-                self._arm(key, ctx)
+                self._arm(key, ctx, flush_ms or COMPACTION_POLL_MS)
 
         def _write(self, key: str, blobs: list[bytes]) -> Any:
             parts = [decode_blob(b) for b in blobs]
@@ -517,10 +552,13 @@ def sink_to_lakelog(
     - ``commit_user``: the snapshot commit user (default: a new UUID per call, i.e. per job graph).
     - ``write_only``: skip compaction in the writers (default: the table's ``write-only``).
     - ``flush_interval``: milliseconds (int) or a duration string ("2 s"); rows wait at most this
-      long before they are written. It sets the job's ``python.fn-execution.bundle.time`` (PyFlink
-      shares it among all Python operators of a job). Default: ``sink.flush-interval`` of the
-      table, else an eighth of the checkpoint interval (100 to 500 ms) when that is shorter than
-      the job's bundle time (Flink's default 1 s).
+      long before they are written. Default: ``sink.flush-interval`` of the table, else none: on
+      the Java path the writers write just before each checkpoint barrier (and at
+      ``write-buffer-size``), which is the latest moment that still publishes the rows at that
+      checkpoint. On the Python-only path the flush interval also sets the job's
+      ``python.fn-execution.bundle.time`` (PyFlink shares it among all Python operators of a job),
+      and its default is an eighth of the checkpoint interval (100 to 500 ms) when that is shorter
+      than the job's bundle time (Flink's default 1 s).
     - ``batch``: force the batch path; default: read ``execution.runtime-mode`` (BATCH -> batch).
     - ``parallelism``: writer parallelism (default: the environment's).
     - ``drop_update_before``: drop -U rows (default: as Paimon's sink, for primary-key tables whose
@@ -546,26 +584,33 @@ def sink_to_lakelog(
     names = list(schema.names)
     name = os.path.basename(os.path.normpath(table_path))
     asked = _flush_ms(store, flush_interval)
-    if asked is None:
-        # no interval asked for: an eighth of the checkpoint interval (100 to 500 ms). A row passes
-        # up to three such waits (the bundles of the job's Python map and of the sink's UDF, and the
-        # writer's flush timer) before the checkpoint that publishes it, so this keeps freshness
-        # within checkpoint interval + 2 s; a shorter bundle time of the job is kept
-        bundle = _bundle_time_ms(env)
-        ckpt = _checkpoint_interval_ms(env)
-        eighth = max(100, min(ckpt // 8, 500)) if ckpt > 0 else bundle
-        asked = eighth if eighth < bundle else None
-    flush_ms = asked if asked is not None else _bundle_time_ms(env)
     if changelog is None:
         changelog = bool(store.schema.primary_keys)
     drop_ub = upsert_only(store) if drop_update_before is None else drop_update_before
     if java is None:
         java = _java_available()
+    # the blob keys are salted so that Flink spreads the buckets over the writers evenly; that needs
+    # the writers' max parallelism pinned (key groups)
+    max_p = _writer_max_parallelism(env, parallelism or env.get_parallelism())
+    balance = max_p if _key_groups_match_jvm(max_p) else None
     if java:
-        blobs = _java_batches(ds, store, changelog, drop_ub, flush_ms, env, parallelism)
-        if asked is not None:
-            _set_python_option(env, "python.fn-execution.bundle.time", asked)
+        # the writers flush on the batcher's flush markers (ahead of each checkpoint barrier), so
+        # every row that reaches the sink before a barrier is published by that checkpoint, with
+        # one file per bucket and upstream subtask; a flush interval adds timed flushes
+        flush_ms: Optional[int] = asked
+        blobs = _java_batches(ds, store, changelog, drop_ub, asked or DEFAULT_BATCH_MS, env, balance)
     else:
+        bundle = _bundle_time_ms(env)
+        if asked is None:
+            # no interval asked for: an eighth of the checkpoint interval (100 to 500 ms). A row
+            # passes up to three such waits (the bundles of the job's Python map and of the sink's
+            # UDF, and the writer's flush timer) before the checkpoint that publishes it, so this
+            # keeps freshness within checkpoint interval + 2 s; a shorter bundle time of the job
+            # is kept
+            ckpt = _checkpoint_interval_ms(env)
+            eighth = max(100, min(ckpt // 8, 500)) if ckpt > 0 else bundle
+            asked = eighth if eighth < bundle else None
+        flush_ms = asked if asked is not None else bundle
         if changelog:
             from pyflink.datastream import FlatMapFunction
 
@@ -579,7 +624,7 @@ def sink_to_lakelog(
                 ),
             ).name(f"lakelog-kinds-{name}")
         t_env = StreamTableEnvironment.create(env)
-        blobs = _encoded_batches(t_env, t_env.from_data_stream(ds), store, changelog, asked, env, parallelism)
+        blobs = _encoded_batches(t_env, t_env.from_data_stream(ds), store, changelog, asked, env, balance)
     _write_and_commit(
         blobs,
         store,
@@ -590,6 +635,7 @@ def sink_to_lakelog(
         commit_user,
         write_only,
         parallelism,
+        max_p,
         poll_interval_ms,
         restart_wait_s,
     )
@@ -657,7 +703,7 @@ def _encoded_batches(
     changelog: bool,
     flush_ms: Optional[int],
     env: Any,
-    parallelism: Optional[int],
+    balance: Optional[int],
 ) -> Any:
     """Step 1: a DataStream of Row(blob), one blob per (partition, bucket) and batch of rows, made by
     a pandas UDF over ``table`` (Flink buffers the rows on the Java side and hands them over as Arrow
@@ -671,12 +717,7 @@ def _encoded_batches(
     in_types = list(table.get_schema().get_field_data_types())
     offset = 1 if changelog else 0
     data_names = in_names[offset:]
-    if set(names) <= set(data_names):
-        cols = names
-    elif len(data_names) == len(names):
-        cols = data_names
-    else:
-        raise InvalidInputError(f"the input has columns {data_names}; the table {store.path} has {names}")
+    cols = [data_names[i] for i in _column_order(data_names, names, str(store.path))]
     nullable = {n: getattr(t, "_nullable", True) for n, t in zip(in_names, in_types)}
     args = [f"`{KIND_FIELD}`"] if changelog else []
     masks = []
@@ -691,9 +732,6 @@ def _encoded_batches(
             args.append(f"CAST(`{c}` AS TIME(3))")
         else:
             args.append(f"`{c}`")
-    writer_p = parallelism or env.get_parallelism()
-    max_p = _writer_max_parallelism(env, writer_p)
-    balance = max_p if _key_groups_match_jvm(max_p) else None
     sid = next(_sink_ids)
     view, func = f"__lakelog_sink_in_{sid}", f"__lakelog_sink_encode_{sid}"
     encoder = BatchEncoder(str(store.path), changelog, masks, balance)
@@ -787,7 +825,7 @@ def _java_batches(
     drop_update_before: bool,
     flush_ms: int,
     env: Any,
-    parallelism: Optional[int],
+    balance: Optional[int],
 ) -> Any:
     """Step 1 on the JVM: ``RowBatcher`` (lakelog's Java operator, chained to the input) gathers the
     rows into Arrow batches of the table's types, emitted every ``flush_ms``, at ``MAX_BATCH_ROWS`` /
@@ -838,9 +876,6 @@ def _java_batches(
     name = os.path.basename(os.path.normpath(table_path))
     j_batches = j_in.transform(f"lakelog-batcher-{name}", byte_array, batcher)
     j_batches.setParallelism(j_in.getParallelism())  # chained to the input
-    writer_p = parallelism or env.get_parallelism()
-    max_p = _writer_max_parallelism(env, writer_p)
-    balance = max_p if _key_groups_match_jvm(max_p) else None
 
     class Splitter(FlatMapFunction):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -860,14 +895,6 @@ def _java_batches(
     )
 
 
-def _set_python_option(env: Any, key: str, value: int) -> None:
-    """Set a ``python.*`` option of the job (PyFlink applies them to every Python operator)."""
-    from pyflink.java_gateway import get_gateway
-
-    util = get_gateway().jvm.org.apache.flink.python.util.PythonConfigUtil
-    util.getEnvironmentConfig(env._j_stream_execution_environment).setString(key, str(value))
-
-
 class _BlobKey:
     """Key selector of the writer stage: the (partition, bucket) key that prefixes a blob."""
 
@@ -880,11 +907,12 @@ def _write_and_commit(
     store: Any,
     env: Any,
     is_batch: bool,
-    flush_ms: int,
+    flush_ms: Optional[int],
     channel_dir: Optional[str],
     commit_user: Optional[str],
     write_only: Optional[bool],
     parallelism: Optional[int],
+    max_parallelism: Optional[int],
     poll_interval_ms: int,
     restart_wait_s: float,
 ) -> None:
@@ -906,10 +934,6 @@ def _write_and_commit(
     class BlobKey(_BlobKey, KeySelector):  # type: ignore[misc]
         pass
 
-    # the blob keys are salted so that Flink spreads the buckets over the writers evenly; that needs
-    # the writers' max parallelism pinned (key groups)
-    writer_p = parallelism or env.get_parallelism()
-    max_p = _writer_max_parallelism(env, writer_p)
     writer = _make_writer(table_path, user, write_only, is_batch, flush_ms, restart_wait_s)
     committables = (
         blobs.key_by(BlobKey(), key_type=Types.STRING())
@@ -918,8 +942,8 @@ def _write_and_commit(
     )
     if parallelism:
         committables = committables.set_parallelism(parallelism)
-    if max_p is not None:
-        committables = committables.set_max_parallelism(max_p)
+    if max_parallelism is not None:  # pinned: the blob keys were salted for these key groups
+        committables = committables.set_max_parallelism(max_parallelism)
     if channel is not None:
         file_sink = (
             FileSink.for_row_format("file://" + os.path.abspath(channel), Encoder.simple_string_encoder())

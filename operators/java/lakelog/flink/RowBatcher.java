@@ -55,8 +55,8 @@ import org.apache.flink.types.RowKind;
  * <p>PyFlink's per-record hand-over between Java and Python is what limits a Python sink, so rows
  * cross into Python only as whole batches. A batch is emitted when it holds {@code maxRows} rows or
  * about {@code maxBytes} bytes, every {@code flushMs} milliseconds, before every checkpoint barrier
- * (so the operator has no state of its own: everything before a barrier is downstream of it), before
- * the final watermark and at end of input.
+ * (followed by a flush marker; so the operator has no state of its own: everything before a barrier
+ * is downstream of it), before the final watermark and at end of input.
  *
  * <p>Column {@code i} of the table is field {@code inputIndex[i]} of the input row. Types are
  * spelled as in {@link #arrowType}. With {@code changelog}, a trailing int8 column holds each row's
@@ -229,9 +229,16 @@ public class RowBatcher extends AbstractStreamOperator<byte[]>
         }
     }
 
+    /**
+     * Before a checkpoint barrier: the batch, then an empty record, the <em>flush marker</em>. The
+     * Python stages pass it on to the writers of every (partition, bucket) that received rows since
+     * the last one, and those write their rows now, so that everything before the barrier is in
+     * files (and in committables) that this checkpoint publishes.
+     */
     @Override
     public void prepareSnapshotPreBarrier(long checkpointId) throws Exception {
         emit();
+        output.collect(new StreamRecord<>(new byte[0]));
         super.prepareSnapshotPreBarrier(checkpointId);
     }
 
