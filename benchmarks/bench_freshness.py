@@ -211,9 +211,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-s", type=float, default=5.0, help="first seconds of the window reported apart")
     p.add_argument("--checkpoint-ms", type=int, default=2000)
     p.add_argument("--flush-ms", default="default",
-                   help="writer flush interval in ms, or 'default' (the sink's default). The sink's flush "
-                        "interval is the job's Python bundle time, so several values in one job (a comma "
-                        "list) share the last one; measure one value per run")
+                   help="writer flush interval in ms, or 'default' (the sink's default: none, the writers "
+                        "write at each checkpoint barrier); a comma list makes one table per value")
     p.add_argument("--parallelism", type=int, default=2, help="writer parallelism (and job default)")
     p.add_argument("--buckets", type=int, default=2)
     p.add_argument("--bundle-time", type=int, default=None,
