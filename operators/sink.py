@@ -260,13 +260,12 @@ class BatchEncoder(_Grouper):
         return pd.Series(out, dtype=object)
 
 
-class _KindColumn:
-    """Flink map for changelog input: ``Row`` with a RowKind -> ``Row(kind, *table columns)`` (by
-    field name when the row has names that cover the table's, else by position)."""
+class _TableRow:
+    """Flink map: any record (a ``Row``, a tuple, a list) -> ``Row`` of the table's columns (by field
+    name when the row has names that cover the table's, else by position), keeping its RowKind."""
 
-    def __init__(self, names: Sequence[str], drop_update_before: bool) -> None:
+    def __init__(self, names: Sequence[str]) -> None:
         self.names = list(names)
-        self.drop_update_before = drop_update_before
         self._orders: dict[tuple[str, ...], list[int]] = {}
 
     def open(self, runtime_context: Any) -> None:
@@ -274,7 +273,12 @@ class _KindColumn:
 
         self._row_class = Row
         self._insert = RowKind.INSERT
-        self._out_names = [KIND_FIELD, *self.names]
+
+    def map(self, row: Any) -> Any:
+        out = self._row_class(*self.values_of(row))
+        if isinstance(row, self._row_class):
+            out.set_row_kind(row.get_row_kind())
+        return out
 
     def values_of(self, row: Any) -> list[Any]:
         d = row.__dict__ if isinstance(row, self._row_class) else None
@@ -296,6 +300,19 @@ class _KindColumn:
         if len(values) != len(self.names):
             raise InvalidInputError(f"input row has {len(values)} fields; the table has {self.names}")
         return values
+
+
+class _KindColumn(_TableRow):
+    """Flink map for changelog input (Python-only path): ``Row`` with a RowKind ->
+    ``Row(kind, *table columns)``."""
+
+    def __init__(self, names: Sequence[str], drop_update_before: bool) -> None:
+        super().__init__(names)
+        self.drop_update_before = drop_update_before
+
+    def open(self, runtime_context: Any) -> None:
+        super().open(runtime_context)
+        self._out_names = [KIND_FIELD, *self.names]
 
     def flat_map(self, row: Any) -> Iterator[Any]:
         kind = row.get_row_kind().value if isinstance(row, self._row_class) else 0
@@ -569,8 +586,9 @@ def sink_to_lakelog(
 
     The rows must be a DataStream of ``Row``\\s with a declared row type (``output_type=`` of the map
     that makes them, e.g. :func:`row_type_of` of the table; or a Table's stream); columns are matched
-    by name when the input has every table column, else by position. Rows of an undeclared
-    (pickled) type pass a Python map into the table's row type first.
+    by name when the input has every table column, else by position. Records of an undeclared
+    (pickled) type (Rows, tuples or lists) pass a Python map into the table's row type first, which
+    costs one Python step per row.
     """
     from pyflink.common import Types
     from pyflink.table import StreamTableEnvironment
@@ -844,7 +862,12 @@ def _java_batches(
     table_path = str(store.path)
     input_names = _input_field_names(ds)
     if input_names is None:
-        ds = ds.map(lambda r: r, output_type=row_type_of(schema)).name("lakelog-typed-rows")
+        from pyflink.datastream import MapFunction
+
+        class TableRow(_TableRow, MapFunction):  # type: ignore[misc]
+            pass
+
+        ds = ds.map(TableRow(names), output_type=row_type_of(schema)).name("lakelog-typed-rows")
         input_names = names
     order = _column_order(input_names, names, table_path)
     lakelog_jvm.add_to(env)

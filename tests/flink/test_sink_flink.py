@@ -343,3 +343,16 @@ def test_bad_values_fail_the_job_naming_the_column(tmp_path, column: str, bad: d
         env.execute("lakelog-sink-bad-values")
     assert f"column '{column}'" in str(info.value)
     assert t.store.snapshot_manager.latest_id() is None
+
+
+def test_rows_without_a_declared_type_are_typed_first(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A stream of plain Python tuples (no output_type, so Java sees pickled bytes) still reaches the
+    table: the sink maps it into the table's row type (by position) before the Java batcher."""
+    from lakelog.operators.sink import sink_to_lakelog
+
+    t = lakelog.Catalog(str(tmp_path / "wh")).create_table("db.untyped", APPEND_SCHEMA, options={"bucket": "2", "bucket-key": "id"})
+    env = _env(batch=True)
+    env.set_parallelism(1)
+    sink_to_lakelog(env.from_collection([(i, i * 10) for i in range(50)]), t.store.path)
+    env.execute("lakelog-sink-untyped")
+    assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"]) == [{"id": i, "v": i * 10} for i in range(50)]
