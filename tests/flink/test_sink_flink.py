@@ -33,7 +33,7 @@ APPEND_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field(
 AGG_SCHEMA = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("total", pa.int64())])
 
 
-def _env(batch: bool, checkpoint_ms: int = 1000) -> Any:
+def _env(batch: bool, checkpoint_ms: int = 1000, restarts: int = 3) -> Any:
     from pyflink.common import Configuration
     from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
 
@@ -41,7 +41,7 @@ def _env(batch: bool, checkpoint_ms: int = 1000) -> Any:
     conf.set_string("python.executable", sys.executable)
     conf.set_string("python.client.executable", sys.executable)
     conf.set_string("restart-strategy.type", "fixed-delay")
-    conf.set_string("restart-strategy.fixed-delay.attempts", "3")
+    conf.set_string("restart-strategy.fixed-delay.attempts", str(restarts))
     conf.set_string("restart-strategy.fixed-delay.delay", "500 ms")
     conf.set_string("python.fn-execution.bundle.size", "500")
     conf.set_string("python.fn-execution.bundle.time", "100")
@@ -333,7 +333,7 @@ def test_bad_values_fail_the_job_naming_the_column(tmp_path, column: str, bad: d
 
     schema = pa.schema([pa.field("id", pa.int64(), False), ("s", pa.int16()), ("n", pa.decimal128(6, 2))])
     t = lakelog.Catalog(str(tmp_path / "wh")).create_table("db.bad", schema, options={"bucket": "1", "bucket-key": "id"})
-    env = _env(batch=True)
+    env = _env(batch=True, restarts=0)
     env.set_parallelism(1)
     rows = [{"id": i, "s": i, "n": Decimal("1.50")} for i in range(10)]
     rows[5] = {**rows[5], **bad}
