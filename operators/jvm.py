@@ -108,8 +108,10 @@ def lakelog_jar() -> Path:
 
 def add_to(env: Any) -> None:
     """Make lakelog's Java operators available to the job of ``env`` (a StreamExecutionEnvironment)."""
+    from pyflink.java_gateway import get_gateway
+
     uri = lakelog_jar().as_uri()
-    conf = env._j_stream_execution_environment.getConfiguration()
-    present = str(conf.toMap().get("pipeline.jars") or "")
-    if uri not in present.split(";"):
+    util = get_gateway().jvm.org.apache.flink.python.util.PythonConfigUtil
+    conf = util.getEnvironmentConfig(env._j_stream_execution_environment)  # where add_jars writes
+    if uri not in str(conf.toMap().get("pipeline.jars") or ""):
         env.add_jars(uri)

@@ -31,3 +31,16 @@ def test_without_a_jdk_the_error_says_what_to_do(tmp_path, monkeypatch) -> None:
     assert jvm.javac_path() is None
     with pytest.raises(jvm.JavaBuildError, match="javac.*java=False"):
         jvm.lakelog_jar()
+
+
+def test_a_job_lists_the_jar_once() -> None:
+    """Two sinks in one job add the jar to its ``pipeline.jars`` once."""
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.java_gateway import get_gateway
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    jvm.add_to(env)
+    jvm.add_to(env)
+    util = get_gateway().jvm.org.apache.flink.python.util.PythonConfigUtil
+    jars = str(util.getEnvironmentConfig(env._j_stream_execution_environment).toMap().get("pipeline.jars"))
+    assert jars.count(jvm.lakelog_jar().as_uri()) == 1

@@ -59,7 +59,7 @@ import org.apache.flink.types.RowKind;
  * is downstream of it), before the final watermark and at end of input.
  *
  * <p>Column {@code i} of the table is field {@code inputIndex[i]} of the input row. Types are
- * spelled as in {@link #arrowType}. With {@code changelog}, a trailing int8 column holds each row's
+ * spelled as in {@link #arrowType}. With a {@code kindField}, a trailing int8 column holds each row's
  * RowKind byte (0 +I, 1 -U, 2 +U, 3 -D); without it, any row that is not +I fails the job.
  */
 public class RowBatcher extends AbstractStreamOperator<byte[]>
