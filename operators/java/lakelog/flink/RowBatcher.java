@@ -302,105 +302,77 @@ public class RowBatcher extends AbstractStreamOperator<byte[]>
         void setNull(int index);
     }
 
-    private abstract static class Fixed implements Column {
-        final BaseFixedWidthVector vector;
-
-        Fixed(FieldVector vector) {
-            this.vector = (BaseFixedWidthVector) vector;
-        }
-
-        @Override
-        public void setNull(int index) {
-            vector.setNull(index);
-        }
+    /** Sets one non-null value of a fixed-width column. */
+    private interface Setter {
+        void set(int index, Object value);
     }
 
-    private Column column(int i, FieldVector vector) {
-        String[] p = types[i].split(":");
+    private static Column fixed(FieldVector vector, Setter setter) {
+        BaseFixedWidthVector fixedWidth = (BaseFixedWidthVector) vector;
+        long width = Math.max(1, fixedWidth.getTypeWidth()); // a BitVector's width is 0 (bits): a byte
+        return new Column() {
+            public long set(int index, Object v) {
+                setter.set(index, v);
+                return width;
+            }
+
+            public void setNull(int index) {
+                fixedWidth.setNull(index);
+            }
+        };
+    }
+
+    private Column column(int col, FieldVector vector) {
+        String[] p = types[col].split(":");
         switch (p[0]) {
-            case "bool":
-                return new Fixed(vector) {
-                    public long set(int index, Object v) {
-                        ((BitVector) vector).setSafe(index, ((Boolean) v) ? 1 : 0);
-                        return 1;
-                    }
-                };
-            case "i8":
-                return new Fixed(vector) {
-                    public long set(int index, Object v) {
-                        ((TinyIntVector) vector).setSafe(index, (byte) integral(v, Byte.MIN_VALUE, Byte.MAX_VALUE));
-                        return 1;
-                    }
-                };
-            case "i16":
-                return new Fixed(vector) {
-                    public long set(int index, Object v) {
-                        ((SmallIntVector) vector).setSafe(index, (short) integral(v, Short.MIN_VALUE, Short.MAX_VALUE));
-                        return 2;
-                    }
-                };
-            case "i32":
-                return new Fixed(vector) {
-                    public long set(int index, Object v) {
-                        ((IntVector) vector).setSafe(index, (int) integral(v, Integer.MIN_VALUE, Integer.MAX_VALUE));
-                        return 4;
-                    }
-                };
-            case "i64":
-                return new Fixed(vector) {
-                    public long set(int index, Object v) {
-                        ((BigIntVector) vector).setSafe(index, integral(v, Long.MIN_VALUE, Long.MAX_VALUE));
-                        return 8;
-                    }
-                };
-            case "f32":
-                return new Fixed(vector) {
-                    public long set(int index, Object v) {
-                        ((Float4Vector) vector).setSafe(index, ((Number) v).floatValue());
-                        return 4;
-                    }
-                };
-            case "f64":
-                return new Fixed(vector) {
-                    public long set(int index, Object v) {
-                        ((Float8Vector) vector).setSafe(index, ((Number) v).doubleValue());
-                        return 8;
-                    }
-                };
-            case "date":
-                return new Fixed(vector) {
-                    public long set(int index, Object v) {
-                        ((DateDayVector) vector).setSafe(index, epochDay(v));
-                        return 4;
-                    }
-                };
-            case "time":
-                return new Fixed(vector) {
-                    public long set(int index, Object v) {
-                        ((TimeMilliVector) vector).setSafe(index, millisOfDay(v));
-                        return 4;
-                    }
-                };
+            case "bool": {
+                BitVector bits = (BitVector) vector;
+                return fixed(vector, (at, v) -> bits.setSafe(at, ((Boolean) v) ? 1 : 0));
+            }
+            case "i8": {
+                TinyIntVector ints = (TinyIntVector) vector;
+                return fixed(vector, (at, v) -> ints.setSafe(at, (byte) integral(v, Byte.MIN_VALUE, Byte.MAX_VALUE)));
+            }
+            case "i16": {
+                SmallIntVector ints = (SmallIntVector) vector;
+                return fixed(vector, (at, v) -> ints.setSafe(at, (short) integral(v, Short.MIN_VALUE, Short.MAX_VALUE)));
+            }
+            case "i32": {
+                IntVector ints = (IntVector) vector;
+                return fixed(vector, (at, v) -> ints.setSafe(at, (int) integral(v, Integer.MIN_VALUE, Integer.MAX_VALUE)));
+            }
+            case "i64": {
+                BigIntVector ints = (BigIntVector) vector;
+                return fixed(vector, (at, v) -> ints.setSafe(at, integral(v, Long.MIN_VALUE, Long.MAX_VALUE)));
+            }
+            case "f32": {
+                Float4Vector floats = (Float4Vector) vector;
+                return fixed(vector, (at, v) -> floats.setSafe(at, ((Number) v).floatValue()));
+            }
+            case "f64": {
+                Float8Vector floats = (Float8Vector) vector;
+                return fixed(vector, (at, v) -> floats.setSafe(at, ((Number) v).doubleValue()));
+            }
+            case "date": {
+                DateDayVector days = (DateDayVector) vector;
+                return fixed(vector, (at, v) -> days.setSafe(at, epochDay(v)));
+            }
+            case "time": {
+                TimeMilliVector times = (TimeMilliVector) vector;
+                return fixed(vector, (at, v) -> times.setSafe(at, millisOfDay(v)));
+            }
             case "dec": {
+                DecimalVector decimals = (DecimalVector) vector;
                 int precision = Integer.parseInt(p[1]);
                 int scale = Integer.parseInt(p[2]);
-                return new Fixed(vector) {
-                    public long set(int index, Object v) {
-                        ((DecimalVector) vector).setSafe(index, decimal(v, precision, scale));
-                        return 16;
-                    }
-                };
+                return fixed(vector, (at, v) -> decimals.setSafe(at, decimal(v, precision, scale)));
             }
             case "ts":
             case "tsz": {
+                TimeStampVector stamps = (TimeStampVector) vector;
                 long perSecond = unitsPerSecond(p[1]);
                 boolean zoned = p[0].equals("tsz");
-                return new Fixed(vector) {
-                    public long set(int index, Object v) {
-                        ((TimeStampVector) vector).setSafe(index, timestamp(v, zoned, perSecond));
-                        return 8;
-                    }
-                };
+                return fixed(vector, (at, v) -> stamps.setSafe(at, timestamp(v, zoned, perSecond)));
             }
             case "str":
             case "bin": {
@@ -419,7 +391,7 @@ public class RowBatcher extends AbstractStreamOperator<byte[]>
                 };
             }
             default:
-                throw new IllegalArgumentException("column '" + names[i] + "': type code " + types[i]);
+                throw new IllegalArgumentException("column '" + names[col] + "': type code " + types[col]);
         }
     }
 
