@@ -107,14 +107,20 @@ def is_flush_marker(blob: bytes) -> bool:
     return blob.endswith(BLOB_SEP) and blob.index(BLOB_SEP) == len(blob) - 1
 
 
-def decode_blob(blob: bytes) -> tuple[pa.Table, Optional[np.ndarray]]:
-    """(rows, int8 row kinds or None for insert-only) of a blob made by :func:`encode_blob`."""
-    table = pa.ipc.open_stream(memoryview(blob)[blob.index(BLOB_SEP) + 1 :]).read_all()
+def _read_ipc(data: Any) -> tuple[pa.Table, Optional[np.ndarray]]:
+    """(rows, int8 row kinds or None for insert-only) of an Arrow IPC stream whose RowKinds, if
+    any, are the column ``KIND_FIELD``."""
+    table = pa.ipc.open_stream(data).read_all()
     if KIND_FIELD not in table.column_names:
         return table, None
     i = table.schema.get_field_index(KIND_FIELD)
     kinds = table.column(i).to_numpy().astype(np.int8)
     return table.remove_column(i), kinds
+
+
+def decode_blob(blob: bytes) -> tuple[pa.Table, Optional[np.ndarray]]:
+    """(rows, int8 row kinds or None for insert-only) of a blob made by :func:`encode_blob`."""
+    return _read_ipc(memoryview(blob)[blob.index(BLOB_SEP) + 1 :])
 
 
 def _masked(t: pa.DataType) -> bool:
@@ -127,9 +133,8 @@ class _Grouper:
     """Groups a batch of rows by (partition, bucket) with the storage's vectorised bucket function and
     encodes one blob per group, prefixed by the group's (salted, balanced) writer key."""
 
-    def __init__(self, table_path: str, changelog: bool, max_parallelism: Optional[int]) -> None:
+    def __init__(self, table_path: str, max_parallelism: Optional[int]) -> None:
         self.table_path = table_path
-        self.changelog = changelog
         self.max_parallelism = max_parallelism
         self._ready = False
 
@@ -167,8 +172,8 @@ class BatchSplitter(_Grouper):
     """The sink's Python stage after the Java ``RowBatcher``: one Arrow IPC batch in (the table's
     Arrow types, plus the RowKind column for a changelog), one blob per (partition, bucket) out."""
 
-    def __init__(self, table_path: str, changelog: bool, max_parallelism: Optional[int]) -> None:
-        super().__init__(table_path, changelog, max_parallelism)
+    def __init__(self, table_path: str, max_parallelism: Optional[int]) -> None:
+        super().__init__(table_path, max_parallelism)
         self.pending: dict[str, None] = {}  # keys that got blobs since the last flush marker
 
     def split(self, data: bytes) -> Iterator[bytes]:
@@ -181,12 +186,7 @@ class BatchSplitter(_Grouper):
                 yield flush_marker(key)
             self.pending.clear()
             return
-        table = pa.ipc.open_stream(memoryview(data)).read_all()
-        kinds = None
-        if KIND_FIELD in table.column_names:
-            i = table.schema.get_field_index(KIND_FIELD)
-            kinds = table.column(i).to_numpy().astype(np.int8)
-            table = table.remove_column(i)
+        table, kinds = _read_ipc(memoryview(data))
         if table.schema.names == self.arrow_schema.names and table.schema.types == self.arrow_schema.types:
             # the batcher's fields are all nullable; it has checked the NOT NULL columns itself
             table = pa.Table.from_arrays(table.columns, schema=self.arrow_schema)
@@ -212,7 +212,8 @@ class BatchEncoder(_Grouper):
     def __init__(
         self, table_path: str, changelog: bool, masks: Sequence[bool], max_parallelism: Optional[int]
     ) -> None:
-        super().__init__(table_path, changelog, max_parallelism)
+        super().__init__(table_path, max_parallelism)
+        self.changelog = changelog
         self.masks = list(masks)
 
     def to_arrow(self, series: Sequence[Any]) -> tuple[pa.Table, Optional[np.ndarray]]:
@@ -902,7 +903,7 @@ def _java_batches(
 
     class Splitter(FlatMapFunction):  # type: ignore[misc]
         def __init__(self) -> None:
-            self.splitter = BatchSplitter(table_path, changelog, balance)
+            self.splitter = BatchSplitter(table_path, balance)
 
         def flat_map(self, value: Any) -> Iterator[Any]:
             from pyflink.common import Row

@@ -132,23 +132,23 @@ def test_batch_splitter_cuts_a_java_batch_into_the_encoders_blobs(tmp_path) -> N
 
     loose = pa.schema([pa.field(f.name, f.type, nullable=True) for f in data.schema])
     batch = data.cast(loose).append_column(pa.field(KIND_FIELD, pa.int8(), nullable=False), pa.array(kinds))
-    blobs = list(BatchSplitter(t.store.path, True, 128).split(ipc(batch)))
+    blobs = list(BatchSplitter(t.store.path, 128).split(ipc(batch)))
     enc = BatchEncoder(t.store.path, True, [False] * 4, 128)
     expected = [b for b in enc(pd.Series(kinds), *[c.to_pandas() for c in data.columns]) if b is not None]
     assert blobs == expected
     # the batcher's flush marker (an empty record before a checkpoint barrier) becomes one marker
     # blob per key that got rows since the previous marker
-    splitter = BatchSplitter(t.store.path, True, 128)
+    splitter = BatchSplitter(t.store.path, 128)
     list(splitter.split(ipc(batch)))
     markers = list(splitter.split(b""))
     assert sorted(blob_key(m) for m in markers) == sorted(blob_key(b) for b in expected)
     assert all(is_flush_marker(m) for m in markers) and not any(is_flush_marker(b) for b in expected)
     assert list(splitter.split(b"")) == []
     wide = batch.set_column(1, "id", data.column("id").cast(pa.int32()))  # cast back to BIGINT
-    assert list(BatchSplitter(t.store.path, True, 128).split(ipc(wide))) == expected
+    assert list(BatchSplitter(t.store.path, 128).split(ipc(wide))) == expected
     bad = batch.set_column(1, "id", pa.array([f"x{i}" for i in range(100)]))
     with pytest.raises(InvalidInputError, match="'id'"):
-        list(BatchSplitter(t.store.path, True, 128).split(ipc(bad)))
+        list(BatchSplitter(t.store.path, 128).split(ipc(bad)))
 
 
 def test_batch_encoder_null_masks_and_bad_values(tmp_path) -> None:  # type: ignore[no-untyped-def]
