@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -58,6 +58,7 @@ class TableCommit:
         commit_identifier: int = BATCH_COMMIT_IDENTIFIER,
         *,
         properties: Optional[dict[str, str]] = None,
+        guard: Optional[Callable[[Optional[Snapshot]], None]] = None,
     ) -> Optional[int]:
         """Publish ``messages``; return the id of the last snapshot made, or None if there was
         nothing to commit.
@@ -65,6 +66,11 @@ class TableCommit:
         New files go into an APPEND snapshot; compaction results (``compact_before`` /
         ``compact_after``) into a COMPACT snapshot after it, as Paimon does. A commit whose
         (commit user, identifier) is already in the table is skipped and returns that snapshot id.
+
+        ``guard(latest)`` is called before every attempt at the first snapshot, with the snapshot
+        it would follow; an exception it raises abandons the commit (nothing is published) and
+        propagates. Since a lost race makes the attempt start again, the guard sees every snapshot
+        that precedes the one published.
         """
         done = self._find_committed(commit_identifier)
         if done is not None:
@@ -76,10 +82,11 @@ class TableCommit:
         last: Optional[int] = None
         self.compaction_discarded = False
         if appends.entries or appends.changelog:
-            last = self._commit_delta(appends, commit_identifier, properties)
+            last = self._commit_delta(appends, commit_identifier, properties, guard)
         if compacts.entries or compacts.changelog:
             try:
-                last = self._commit_delta(compacts, commit_identifier, properties)
+                first_guard = guard if last is None else None  # our own APPEND snapshot is not news
+                last = self._commit_delta(compacts, commit_identifier, properties, first_guard)
             except CommitConflictError:
                 if last is None:
                     raise
@@ -107,7 +114,13 @@ class TableCommit:
             return None  # batch commits carry no order, so they are never deduplicated
         return self.store.snapshot_manager.find_commit(self.commit_user, identifier)
 
-    def _commit_delta(self, delta: _Delta, identifier: int, properties: Optional[dict[str, str]]) -> int:
+    def _commit_delta(
+        self,
+        delta: _Delta,
+        identifier: int,
+        properties: Optional[dict[str, str]],
+        guard: Optional[Callable[[Optional[Snapshot]], None]] = None,
+    ) -> int:
         store = self.store
         ptypes = store.partition_types
         delta_metas = store.manifest_file.write(delta.entries, ptypes) if delta.entries else []
@@ -117,6 +130,13 @@ class TableCommit:
         deleted_rows = sum(e.file.row_count for e in deleted)
         for attempt in range(_MAX_RETRIES):
             latest = store.snapshot_manager.latest()
+            if guard is not None:
+                try:
+                    guard(latest)
+                except BaseException:
+                    for meta in delta_metas + changelog_metas:  # written for this commit only
+                        store.file_io.delete(store.manifest_dir + "/" + meta.file_name)
+                    raise
             if deleted:
                 self._check_deletes_are_live(latest, deleted)
             base_metas = self._base_manifests(latest)

@@ -15,11 +15,14 @@ import dataclasses
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Optional
 
 from lakelog.connector.commit import TableCommit
+from lakelog.connector.errors import CommitConflictError, SnapshotNotFoundError
 from lakelog.connector.manifest import DataFileMeta
+from lakelog.connector.snapshot import Snapshot
 from lakelog.connector.store import TableStore
 from lakelog.connector.write import CommitMessage
 from lakelog.operators.codec import Committable, merge_properties
@@ -27,6 +30,7 @@ from lakelog.operators.codec import Committable, merge_properties
 __all__ = [
     "SinkCommitter",
     "ChannelReader",
+    "ChannelPoller",
     "COMMITTABLES_PROPERTY",
     "END_OF_INPUT_PROPERTY",
     "committed_ids",
@@ -60,8 +64,14 @@ def committed_ids(store: TableStore, commit_user: str) -> set[str]:
     return ids
 
 
+class _Superseded(Exception):
+    """A commit attempt found a newer snapshot of its own commit user (raised by the guard)."""
+
+
 class SinkCommitter:
     """Commits batches of committables for one commit user, skipping ids already committed."""
+
+    _ATTEMPTS = 50
 
     def __init__(self, store: TableStore, commit_user: str, run_token: str) -> None:
         self.store = store
@@ -71,13 +81,38 @@ class SinkCommitter:
         self.committed: set[str] = set()
         self.last_identifier = 0
         self.finished = False
+        self.seen = store.snapshot_manager.latest_id() or 0  # the newest snapshot looked at
         for _, ident, props in _user_snapshots(store, commit_user):
-            self.last_identifier = max(self.last_identifier, ident)
-            text = props.get(COMMITTABLES_PROPERTY)
-            if text:
-                self.committed.update(text.split(","))
-            if props.get(END_OF_INPUT_PROPERTY) == run_token:
-                self.finished = True
+            self._learn(ident, props)
+
+    def _learn(self, ident: int, props: dict[str, str]) -> None:
+        self.last_identifier = max(self.last_identifier, ident)
+        text = props.get(COMMITTABLES_PROPERTY)
+        if text:
+            self.committed.update(text.split(","))
+        if props.get(END_OF_INPUT_PROPERTY) == self.run_token:
+            self.finished = True
+
+    def _newer_of_user(self, upto: Optional[int]) -> list[Snapshot]:
+        """This commit user's snapshots after ``self.seen`` up to ``upto`` (expired ones skipped)."""
+        out = []
+        sm = self.store.snapshot_manager
+        for sid in range(self.seen + 1, (upto or 0) + 1):
+            try:
+                s = sm.snapshot(sid)
+            except SnapshotNotFoundError:
+                continue
+            if s.commit_user == self.commit_user:
+                out.append(s)
+        return out
+
+    def refresh(self) -> None:
+        """Learn what this commit user committed since the last look. Another committer of the same
+        user can commit meanwhile: one of a job attempt that is still being cancelled."""
+        latest = self.store.snapshot_manager.latest_id()
+        for s in self._newer_of_user(latest):
+            self._learn(s.commit_identifier, dict(s.properties or {}))
+        self.seen = max(self.seen, latest or 0)
 
     @property
     def done(self) -> set[str]:
@@ -94,30 +129,44 @@ class SinkCommitter:
         checkpoint); once this run has made it, a replay commits nothing more (everything the run
         produced is in the table by then).
         """
-        if self.finished:
-            log.info(
-                "commit user %s already finished this run; skipping %d committables",
-                self.commit_user,
-                len(committables),
-            )
-            return None
-        todo = [c for c in committables if c.id not in self.committed and self._files_exist(c)]
-        if not todo:
-            return None
-        messages = _cancel_chained_compactions([m for c in todo for m in c.messages])
-        props = merge_properties(todo) or {}
-        props[COMMITTABLES_PROPERTY] = ",".join(c.id for c in todo)
-        if final:
-            props[END_OF_INPUT_PROPERTY] = self.run_token
-        identifier = max(int(next_identifier), self.last_identifier + 1)
-        sid = self.table_commit.commit(messages, identifier, properties=props)
-        if sid is None:
-            return None  # only empty messages: nothing to record
-        self.committed.update(c.id for c in todo)
-        self.last_identifier = identifier
-        self.finished = final
-        log.info("committed %d committables as identifier %d (snapshot %s)", len(todo), identifier, sid)
-        return identifier
+        for _ in range(self._ATTEMPTS):
+            self.refresh()
+            if self.finished:
+                log.info(
+                    "commit user %s already finished this run; skipping %d committables",
+                    self.commit_user,
+                    len(committables),
+                )
+                return None
+            todo = [c for c in committables if c.id not in self.committed and self._files_exist(c)]
+            if not todo:
+                return None
+            messages = _cancel_chained_compactions([m for c in todo for m in c.messages])
+            props = merge_properties(todo) or {}
+            props[COMMITTABLES_PROPERTY] = ",".join(c.id for c in todo)
+            if final:
+                props[END_OF_INPUT_PROPERTY] = self.run_token
+            identifier = max(int(next_identifier), self.last_identifier + 1)
+            try:
+                sid = self.table_commit.commit(messages, identifier, properties=props, guard=self._guard)
+            except _Superseded:
+                continue  # the same commit user committed meanwhile: look again
+            if sid is None:
+                return None  # only empty messages: nothing to record
+            self.committed.update(c.id for c in todo)
+            self.last_identifier = identifier
+            self.finished = final
+            log.info("committed %d committables as identifier %d (snapshot %s)", len(todo), identifier, sid)
+            return identifier
+        raise CommitConflictError(
+            f"committer of {self.commit_user} on {self.store.path}: another committer of the same "
+            f"commit user kept committing; gave up after {self._ATTEMPTS} attempts"
+        )
+
+    def _guard(self, latest: Optional[Snapshot]) -> None:
+        """Abandon a commit attempt if this commit user committed since the last look."""
+        if latest is not None and self._newer_of_user(latest.id):
+            raise _Superseded()
 
     def _files_exist(self, c: Committable) -> bool:
         """A committable whose new files are gone was committed long ago (its snapshots and files
@@ -210,6 +259,55 @@ def _cancel_chained_compactions(messages: list[CommitMessage]) -> list[CommitMes
     return out
 
 
+class ChannelPoller:
+    """Commits what the channel releases, from a daemon thread, every ``poll_ms``.
+
+    PyFlink does not fire timers restored from a checkpoint (measured with PyFlink 2.3: a
+    processing-time timer in the restored timer state of a Python KeyedProcessFunction never
+    fires, and a Python function cannot register one before an element arrives). A committer that
+    polled on Flink timers therefore stopped committing after a restart until a new committable
+    reached it, and the writers send none while they wait for the restored checkpoint's
+    committables to be committed: a deadlock. The thread needs no element and no timer.
+
+    ``commit_released`` runs under ``lock``, which the operator's own calls (end of input) take too.
+    """
+
+    def __init__(self, commit_released: Callable[[], Any], lock: threading.Lock, poll_ms: int) -> None:
+        self._commit_released = commit_released
+        self._lock = lock
+        self._interval_s = max(poll_ms, 1) / 1000.0
+        self._stop = threading.Event()
+        self.error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, name="lakelog-committer-poll", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                with self._lock:
+                    if self._stop.is_set():
+                        return
+                    self._commit_released()
+            except Exception as exc:  # noqa: BLE001 - re-raised in the operator's next call
+                log.exception("committer poll failed")
+                self.error = exc
+                return
+            self._stop.wait(self._interval_s)
+
+    def check(self) -> None:
+        """Raise the poll thread's failure in the caller (an operator call fails the job)."""
+        if self.error is not None:
+            raise self.error
+
+    def stop(self, timeout_s: float = 120.0) -> None:
+        """Stop polling; waits for a commit in progress (bounded by ``timeout_s``)."""
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+
+
 def make_committer_function(
     new_committer: Callable[[], Any], channel_dir: Optional[str], poll_ms: int
 ) -> Any:
@@ -218,10 +316,12 @@ def make_committer_function(
     compaction committer): ``commit(committables, next_identifier, final=...)`` and ``done`` (the ids
     committed so far).
 
-    With a channel (STREAMING): commits what the channel released, every ``poll_ms`` while something
-    is pending and once in ``open()`` (right after a restart). Keeps received, not yet committed
-    committables in keyed ListState, the next commit identifier in keyed ValueState. At end of input
-    (the only point without a channel, i.e. in BATCH mode) commits everything it holds."""
+    With a channel (STREAMING): a :class:`ChannelPoller` thread, started in ``open()``, commits what
+    the channel released every ``poll_ms``, from the first moment after a (re)start and without
+    waiting for an element or a timer. The operator keeps received, not yet committed committables
+    in keyed ListState (pruned as they get committed) and the next commit identifier in keyed
+    ValueState. At end of input (and in BATCH mode, which has no channel) it commits everything it
+    holds, released or not. ``close()`` stops the thread and makes a last pass over the channel."""
     from pyflink.common import Types
     from pyflink.datastream import KeyedProcessFunction, RuntimeContext
     from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
@@ -234,13 +334,27 @@ def make_committer_function(
     class LakelogCommitter(KeyedProcessFunction):  # type: ignore[misc]
         def open(self, runtime_context: RuntimeContext) -> None:
             self.committer = new_committer()
+            self.lock = threading.Lock()
             self.reader = ChannelReader(channel_dir) if channel_dir else None
             # a ListState of committable lines (PyFlink's MapState key iteration failed after restore)
             self.pending = runtime_context.get_list_state(ListStateDescriptor("pending", Types.STRING()))
             self.next_id = runtime_context.get_state(ValueStateDescriptor("next_id", Types.LONG()))
-            self.timer = runtime_context.get_state(ValueStateDescriptor("timer", Types.LONG()))
-            self.armed = False
-            self._commit_released(0)
+            self.armed = False  # end-of-input timer registered in this process
+            self.pruned = -1  # len(committer.done) when `pending` was last pruned
+            self.last_ident = 0  # highest identifier this process committed with
+            self.poller: Optional[ChannelPoller] = None
+            if self.reader is not None:
+                self.poller = ChannelPoller(lambda: self._commit_released(0), self.lock, poll_ms)
+                self.poller.start()
+
+        def close(self) -> None:
+            poller = getattr(self, "poller", None)
+            if poller is None:
+                return
+            poller.stop()
+            with self.lock:  # releases seen since the last poll (a bounded job ends soon after them)
+                self._commit_released(0)
+            log.info("committer of %s closed", self.committer.commit_user)
 
         def _commit_released(self, next_identifier: int) -> Optional[int]:
             if self.reader is None:
@@ -249,44 +363,49 @@ def make_committer_function(
             if not released:
                 return None
             batch = [decode_committable(line) for line in released.values()]
-            result: Optional[int] = self.committer.commit(batch, next_identifier, final=False)
-            return result
+            return self._commit(batch, next_identifier, final=False)
+
+        def _commit(self, batch: list[Any], next_identifier: int, *, final: bool) -> Optional[int]:
+            ident: Optional[int] = self.committer.commit(batch, next_identifier, final=final)
+            if ident is not None:
+                self.last_ident = max(self.last_ident, ident)
+            return ident
 
         def process_element(self, value: str, ctx: Any) -> Iterator[Any]:
+            if self.poller is not None:
+                self.poller.check()
             self.pending.add(value)
             if not self.armed:
-                ts = ctx.timer_service()
-                ts.register_event_time_timer(END_OF_INPUT)
-                if self.reader is not None and self.timer.value() is None:
-                    t = ts.current_processing_time() + poll_ms
-                    ts.register_processing_time_timer(t)
-                    self.timer.update(t)
+                ctx.timer_service().register_event_time_timer(END_OF_INPUT)
                 self.armed = True
+            with self.lock:
+                self._sync_state()
             return iter(())
 
         def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Any]:
-            if timestamp == END_OF_INPUT:
-                self._after_commit(self._commit_released(self.next_id.value() or 1))
+            if timestamp != END_OF_INPUT:
+                return iter(())  # a poll timer of an older version of this operator
+            if self.poller is not None:
+                self.poller.check()
+            with self.lock:
+                nxt = self.next_id.value() or 1
+                self._commit_released(nxt)
                 batch = [decode_committable(x) for x in list(self.pending.get() or [])]
-                self._after_commit(self.committer.commit(batch, self.next_id.value() or 1, final=True))
-                return iter(())
-            self.timer.clear()
-            self.armed = False
-            self._after_commit(self._commit_released(self.next_id.value() or 1))
-            if list(self.pending.get() or []):
-                t = ctx.timer_service().current_processing_time() + poll_ms
-                ctx.timer_service().register_processing_time_timer(t)
-                self.timer.update(t)
-                self.armed = True
+                self._commit(batch, max(nxt, self.last_ident + 1), final=True)
+                self._sync_state()
             return iter(())
 
-        def _after_commit(self, ident: Optional[int]) -> None:
-            if ident is not None:
-                self.next_id.update(ident + 1)
+        def _sync_state(self) -> None:
+            """Bring the keyed state up to what was committed (called with a key context)."""
+            if self.last_ident and self.last_ident + 1 > (self.next_id.value() or 0):
+                self.next_id.update(self.last_ident + 1)
             done = self.committer.done
+            if len(done) == self.pruned:
+                return
             lines = list(self.pending.get() or [])
             keep = [x for x in lines if committable_id(x) not in done]
             if len(keep) != len(lines):
                 self.pending.update(keep)
+            self.pruned = len(done)
 
     return LakelogCommitter()

@@ -347,17 +347,22 @@ def _make_writer(
         STREAMING: the key's blobs wait in keyed ListState (checkpointed, so rows received before a
         checkpoint and not yet written survive a restart) until a flush marker arrives (sent ahead
         of each checkpoint barrier), the key's buffered bytes reach ``write-buffer-size``, or (when
-        ``flush_ms`` is set) a processing-time timer ``flush_ms`` after the first blob fires; a
+        ``flush_ms`` is set) a processing-time timer ``flush_ms`` after the first blob fires
+        (``flush_ms == 0``, the Python-only path without markers: each blob as it arrives); a
         flush writes them through the key's TableWrite (LSM files), clears the state and emits the
         committable in the same call. A background compaction still running at a flush is looked
         at again by a timer, so its result is committed without new rows. BATCH: blobs go straight
         into the TableWrite's buffer; end of input commits.
 
         Each key gets its own TableWrite, created lazily at its first flush in this process. After a
-        restart that first flush is put off (the blobs stay in state, the timer looks again every
-        200 ms) until the key's last committable from before the checkpoint (keyed ValueState) is
-        committed, so the bucket's LSM view and sequence numbers start from a snapshot that holds
-        everything this key wrote before."""
+        restart that first flush waits until the key's last committable from before the checkpoint
+        (keyed ValueState) is committed, so the bucket's LSM view and sequence numbers start from a
+        snapshot that holds everything this key wrote before.
+
+        Timers do not survive a restart (PyFlink does not fire restored timers): the end-of-input
+        and flush timers are registered again by the key's first element in each process. Nothing
+        depends on a restored one: on the Java path a key's blobs never stay in state across a
+        checkpoint (the flush marker writes them before the barrier)."""
 
         def open(self, runtime_context: RuntimeContext) -> None:
             from lakelog.connector.store import TableStore
@@ -369,7 +374,6 @@ def _make_writer(
             self.sizes: dict[str, int] = {}
             self.armed: set[str] = set()  # end-of-input timer registered (per process)
             self.timed: set[str] = set()  # flush timer pending
-            self.waiting: dict[str, float] = {}  # restarted keys waiting for their last commit
             self.buf = runtime_context.get_list_state(
                 ListStateDescriptor("blobs", Types.PRIMITIVE_ARRAY(Types.BYTE()))
             )
@@ -394,7 +398,7 @@ def _make_writer(
             self.buf.add(blob)
             size = self.sizes.get(key, 0) + len(blob)
             self.sizes[key] = size
-            if size >= self.buffer_limit:
+            if size >= self.buffer_limit or flush_ms == 0:
                 return self._flush(key, ctx)
             if flush_ms is not None:
                 self._arm(key, ctx, flush_ms)
@@ -410,7 +414,7 @@ def _make_writer(
             key = ctx.get_current_key()
             if timestamp == END_OF_INPUT:
                 if not batch:
-                    yield from self._flush(key, ctx, final=True)
+                    yield from self._flush(key, ctx)
                 w = self.writes.get(key)
                 if w is not None:
                     yield from self._emit(key, w.prepare_commit(wait_compaction=True))
@@ -418,35 +422,20 @@ def _make_writer(
             self.timed.discard(key)
             yield from self._flush(key, ctx)
 
-        def _ready(self, key: str, ctx: Any, final: bool) -> bool:
-            """Whether the key may write. After a restart its last committable from before the
-            checkpoint must be committed first; until then the blobs stay in state and the timer
-            looks again (never one long wait inside Flink's call: the committer that would commit
-            it may need this Python worker). At end of input it waits."""
+        def _ready(self, key: str) -> None:
+            """Before the key's first write in this process: after a restart its last committable
+            from before the checkpoint must be committed first. It was released when the job
+            restored that checkpoint, and the committer's poll thread commits it without needing
+            anything from this operator, so a short blocking wait is safe (bounded by ``wait_s``,
+            then the job fails naming the committable)."""
             if batch or key in self.writes:
-                return True
-            last = self.last_id.value()
-            if not last or last in committed_ids(self.store, commit_user):
-                return True
-            if final:
-                _wait_committed(self.store, commit_user, last, wait_s)
-                return True
-            since = self.waiting.setdefault(key, time.monotonic())
-            if time.monotonic() - since > wait_s:
-                from lakelog.connector.errors import CommitConflictError
-
-                raise CommitConflictError(
-                    f"writer of {table_path}: committable {last} from before the restart was not "
-                    f"committed within {wait_s:.0f} s; is the commit channel intact?"
-                )
-            ts = ctx.timer_service()
-            ts.register_processing_time_timer(ts.current_processing_time() + 200)
-            self.timed.add(key)
-            return False
-
-        def _flush(self, key: str, ctx: Any, final: bool = False) -> Iterator[str]:
-            if not self._ready(key, ctx, final):
                 return
+            last = self.last_id.value()
+            if last and last not in committed_ids(self.store, commit_user):
+                _wait_committed(self.store, commit_user, last, wait_s)
+
+        def _flush(self, key: str, ctx: Any) -> Iterator[str]:
+            self._ready(key)
             blobs = list(self.buf.get() or [])
             self.buf.clear()
             self.sizes.pop(key, None)
@@ -622,14 +611,16 @@ def sink_to_lakelog(
         bundle = _bundle_time_ms(env)
         if asked is None:
             # no interval asked for: an eighth of the checkpoint interval (100 to 500 ms). A row
-            # passes up to three such waits (the bundles of the job's Python map and of the sink's
-            # UDF, and the writer's flush timer) before the checkpoint that publishes it, so this
-            # keeps freshness within checkpoint interval + 2 s; a shorter bundle time of the job
-            # is kept
+            # passes up to two such waits (the bundles of the job's Python map and of the sink's
+            # UDF) before the checkpoint that publishes it, so this keeps freshness within
+            # checkpoint interval + 2 s; a shorter bundle time of the job is kept
             ckpt = _checkpoint_interval_ms(env)
             eighth = max(100, min(ckpt // 8, 500)) if ckpt > 0 else bundle
             asked = eighth if eighth < bundle else None
-        flush_ms = asked if asked is not None else bundle
+        # no flush markers on this path: each blob (one per key and UDF batch, i.e. per bundle
+        # time) is written as it arrives, so no rows wait in writer state across a checkpoint
+        # (after a restart nothing would flush them: PyFlink does not fire restored timers)
+        flush_ms = 0
         if changelog:
             from pyflink.datastream import FlatMapFunction
 

@@ -73,3 +73,76 @@ def test_a_committable_whose_files_are_gone_is_skipped(tmp_path: Path) -> None:
     t.remove_orphan_files(older_than_seconds=0)
     _replay(t, channel)
     assert sorted(t.refresh().to_arrow().column("id").to_pylist()) == [1, 2, 3, 100, 101, 102]
+
+
+def test_two_committers_of_one_commit_user_never_commit_a_committable_twice(tmp_path: Path) -> None:
+    """A committer of a job attempt being cancelled (a zombie) and the restarted one share a commit
+    user and read the same channel. Each commit looks at the snapshots its user made meanwhile (and
+    again after every lost race), so each committable lands once and identifiers keep increasing."""
+    import threading
+
+    t = _table(tmp_path)
+    cs = [_committable(t, [i]) for i in range(40)]
+    zombie = SinkCommitter(t.store, "sink-user", "run1")
+    restarted = SinkCommitter(t.store, "sink-user", "run1")
+    assert zombie.commit(cs[:2], 1, final=False) == 1
+    assert restarted.commit(cs[:3], 1, final=False) == 2  # learned of the zombie's commit first
+    errors: list[BaseException] = []
+
+    def run(c: SinkCommitter, order: list[Committable]) -> None:
+        try:
+            for i in range(3, len(order), 3):
+                c.commit(order[:i], 1, final=False)
+            c.commit(order, 1, final=False)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(c, cs)) for c in (zombie, restarted)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    got = t.refresh().to_arrow().column("id").to_pylist()
+    assert sorted(got) == list(range(40))
+    snaps = [s for s in t.store.snapshot_manager.snapshots() if s.commit_user == "sink-user"]
+    idents = [s.commit_identifier for s in snaps]
+    assert idents == sorted(set(idents))
+    ids = [i for s in snaps for i in (s.properties or {})["lakelog.committables"].split(",")]
+    assert sorted(ids) == sorted(c.id for c in cs)
+
+
+def test_the_poll_thread_commits_what_the_channel_releases_without_any_operator_call(tmp_path: Path) -> None:
+    """After a restart nothing may reach the committer operator (its writers wait for it), and
+    PyFlink fires no restored timer: the poll thread alone commits what the channel releases."""
+    import threading
+    import time
+
+    from lakelog.operators.committer import ChannelPoller
+
+    t = _table(tmp_path)
+    channel = str(tmp_path / "channel")
+    os.makedirs(channel)
+    committer = SinkCommitter(t.store, "sink-user", "run1")
+    reader = ChannelReader(channel)
+
+    def commit_released() -> None:
+        released = reader.released(committer.done)
+        committer.commit([decode_committable(x) for x in released.values()], 0, final=False)
+
+    poller = ChannelPoller(commit_released, threading.Lock(), 50)
+    poller.start()
+    try:
+        c = _committable(t, [7, 8])
+        with open(os.path.join(channel, ".part-0.inprogress"), "w") as fh:  # not released yet
+            fh.write(encode_committable(c) + "\n")
+        time.sleep(0.3)
+        assert t.store.snapshot_manager.latest_id() is None
+        os.rename(os.path.join(channel, ".part-0.inprogress"), os.path.join(channel, "part-0"))
+        deadline = time.monotonic() + 20
+        while c.id not in committer.done and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sorted(t.refresh().to_arrow().column("id").to_pylist()) == [7, 8]
+    finally:
+        poller.stop()
+    poller.check()
