@@ -38,7 +38,7 @@ from typing import Any, Optional, Union
 from lakelog.connector.errors import LakelogError, OptionError
 from lakelog.connector.store import TableStore
 from lakelog.operators.codec import Committable, encode_committable
-from lakelog.operators.committer import make_committer_function
+from lakelog.operators.committer import WAKE, make_committer_function
 from lakelog.operators.compact_ops import (
     CompactionCommitter,
     changed_buckets,
@@ -63,7 +63,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-END_OF_INPUT = 2**63 - 2  # a keyed event-time timer here fires at end of (bounded or drained) input
 DEFAULT_POLL_MS = 300
 DEFAULT_CHECKPOINT_MS = 2000
 
@@ -95,7 +94,9 @@ def _make_planner(table_path: str, full: bool, ticks_per_round: int, progress: O
         """Parallelism 1, driven by ticks. Keyed ValueState holds the first snapshot not examined
         yet. A round (every ``ticks_per_round`` ticks, the first tick included) examines the new
         snapshots' changed buckets (every bucket on the first round of a fresh job) and emits the
-        keys of those that need compaction."""
+        keys of those that need compaction, then a ``WAKE`` line that the compactors pass on to the
+        committer (after a restart nothing else may start it: PyFlink opens a Python function only
+        when an element reaches it, and fires no restored timer)."""
 
         def open(self, runtime_context: RuntimeContext) -> None:
             self.store = TableStore(table_path)
@@ -120,6 +121,7 @@ def _make_planner(table_path: str, full: bool, ticks_per_round: int, progress: O
             if keys:
                 log.info("compaction round at snapshot %s: %d bucket(s) to compact", latest, len(keys))
             yield from keys
+            yield WAKE  # passed on to the committer, which nothing else may start after a restart
 
         def _record(self, snapshot_id: int) -> None:
             if not progress:
@@ -152,6 +154,9 @@ def _make_compactor(table_path: str, full: bool, streaming: bool) -> Any:
             self.inflight = runtime_context.get_state(ValueStateDescriptor("inflight", Types.STRING()))
 
         def process_element(self, key: str, ctx: Any) -> Iterator[str]:
+            if key == WAKE:
+                yield WAKE
+                return
             if not streaming:
                 done = compact_bucket(self.store, key, full=full)
                 if done is not None:

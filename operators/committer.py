@@ -15,7 +15,6 @@ import dataclasses
 import json
 import logging
 import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Optional
 
@@ -25,12 +24,13 @@ from lakelog.connector.manifest import DataFileMeta
 from lakelog.connector.snapshot import Snapshot
 from lakelog.connector.store import TableStore
 from lakelog.connector.write import CommitMessage
-from lakelog.operators.codec import Committable, merge_properties
+from lakelog.operators.codec import Committable, decode_committable, merge_properties
 
 __all__ = [
     "SinkCommitter",
     "ChannelReader",
-    "ChannelPoller",
+    "WAKE",
+    "commit_released",
     "COMMITTABLES_PROPERTY",
     "END_OF_INPUT_PROPERTY",
     "committed_ids",
@@ -38,6 +38,7 @@ __all__ = [
 ]
 
 END_OF_INPUT = 2**63 - 2  # a keyed event-time timer fires here at end of bounded input
+WAKE = "{}"  # a committer input line that is no committable: it only starts the committer
 
 log = logging.getLogger(__name__)
 
@@ -259,53 +260,17 @@ def _cancel_chained_compactions(messages: list[CommitMessage]) -> list[CommitMes
     return out
 
 
-class ChannelPoller:
-    """Commits what the channel releases, from a daemon thread, every ``poll_ms``.
-
-    PyFlink does not fire timers restored from a checkpoint (measured with PyFlink 2.3: a
-    processing-time timer in the restored timer state of a Python KeyedProcessFunction never
-    fires, and a Python function cannot register one before an element arrives). A committer that
-    polled on Flink timers therefore stopped committing after a restart until a new committable
-    reached it, and the writers send none while they wait for the restored checkpoint's
-    committables to be committed: a deadlock. The thread needs no element and no timer.
-
-    ``commit_released`` runs under ``lock``, which the operator's own calls (end of input) take too.
-    """
-
-    def __init__(self, commit_released: Callable[[], Any], lock: threading.Lock, poll_ms: int) -> None:
-        self._commit_released = commit_released
-        self._lock = lock
-        self._interval_s = max(poll_ms, 1) / 1000.0
-        self._stop = threading.Event()
-        self.error: Optional[BaseException] = None
-        self._thread = threading.Thread(target=self._run, name="lakelog-committer-poll", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                with self._lock:
-                    if self._stop.is_set():
-                        return
-                    self._commit_released()
-            except Exception as exc:  # noqa: BLE001 - re-raised in the operator's next call
-                log.exception("committer poll failed")
-                self.error = exc
-                return
-            self._stop.wait(self._interval_s)
-
-    def check(self) -> None:
-        """Raise the poll thread's failure in the caller (an operator call fails the job)."""
-        if self.error is not None:
-            raise self.error
-
-    def stop(self, timeout_s: float = 120.0) -> None:
-        """Stop polling; waits for a commit in progress (bounded by ``timeout_s``)."""
-        self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout_s)
+def commit_released(committer: Any, reader: ChannelReader, next_identifier: int = 0) -> Optional[int]:
+    """Commit the committables ``reader``'s channel released and ``committer`` has not committed yet
+    (one commit); return the identifier used, or None. Any party of the commit user may do this:
+    released committables are final, and :class:`SinkCommitter`'s guard keeps concurrent passes
+    from committing anything twice."""
+    released = reader.released(committer.done)
+    if not released:
+        return None
+    batch = [decode_committable(line) for line in released.values()]
+    result: Optional[int] = committer.commit(batch, next_identifier, final=False)
+    return result
 
 
 def make_committer_function(
@@ -316,17 +281,21 @@ def make_committer_function(
     compaction committer): ``commit(committables, next_identifier, final=...)`` and ``done`` (the ids
     committed so far).
 
-    With a channel (STREAMING): a :class:`ChannelPoller` thread, started in ``open()``, commits what
-    the channel released every ``poll_ms``, from the first moment after a (re)start and without
-    waiting for an element or a timer. The operator keeps received, not yet committed committables
-    in keyed ListState (pruned as they get committed) and the next commit identifier in keyed
-    ValueState. At end of input (and in BATCH mode, which has no channel) it commits everything it
-    holds, released or not. ``close()`` stops the thread and makes a last pass over the channel."""
+    With a channel (STREAMING): commits what the channel released, every ``poll_ms`` while something
+    is pending and once when the Python function opens. Keeps received, not yet committed
+    committables in keyed ListState, the next commit identifier in keyed ValueState. At end of input
+    (the only point without a channel, i.e. in BATCH mode) commits everything it holds.
+
+    Restarts: PyFlink does not fire timers restored from a checkpoint, and opens a Python function
+    only when its first element arrives. So every timer is registered again by the first element in
+    a process (never skipped because of restored state), and ``WAKE`` lines (no committable) let
+    upstream operators start the committer after a restart: the sink's writers send one at every
+    checkpoint, the compaction job's compactors every round. A committable released while nothing
+    reaches the committer is committed by whoever needs it first (see the sink's writers), which
+    the commit guard of :class:`SinkCommitter` makes safe."""
     from pyflink.common import Types
     from pyflink.datastream import KeyedProcessFunction, RuntimeContext
     from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
-
-    from lakelog.operators.codec import decode_committable
 
     def committable_id(line: str) -> str:
         return str(json.loads(line)["id"])
@@ -334,78 +303,52 @@ def make_committer_function(
     class LakelogCommitter(KeyedProcessFunction):  # type: ignore[misc]
         def open(self, runtime_context: RuntimeContext) -> None:
             self.committer = new_committer()
-            self.lock = threading.Lock()
             self.reader = ChannelReader(channel_dir) if channel_dir else None
             # a ListState of committable lines (PyFlink's MapState key iteration failed after restore)
             self.pending = runtime_context.get_list_state(ListStateDescriptor("pending", Types.STRING()))
             self.next_id = runtime_context.get_state(ValueStateDescriptor("next_id", Types.LONG()))
-            self.armed = False  # end-of-input timer registered in this process
-            self.pruned = -1  # len(committer.done) when `pending` was last pruned
-            self.last_ident = 0  # highest identifier this process committed with
-            self.poller: Optional[ChannelPoller] = None
-            if self.reader is not None:
-                self.poller = ChannelPoller(lambda: self._commit_released(0), self.lock, poll_ms)
-                self.poller.start()
-
-        def close(self) -> None:
-            poller = getattr(self, "poller", None)
-            if poller is None:
-                return
-            poller.stop()
-            with self.lock:  # releases seen since the last poll (a bounded job ends soon after them)
-                self._commit_released(0)
-            log.info("committer of %s closed", self.committer.commit_user)
+            self.end_armed = False  # end-of-input timer registered in this process
+            self.polling = False  # a poll timer is pending in this process
+            self._commit_released(0)
 
         def _commit_released(self, next_identifier: int) -> Optional[int]:
             if self.reader is None:
                 return None
-            released = self.reader.released(self.committer.done)
-            if not released:
-                return None
-            batch = [decode_committable(line) for line in released.values()]
-            return self._commit(batch, next_identifier, final=False)
-
-        def _commit(self, batch: list[Any], next_identifier: int, *, final: bool) -> Optional[int]:
-            ident: Optional[int] = self.committer.commit(batch, next_identifier, final=final)
-            if ident is not None:
-                self.last_ident = max(self.last_ident, ident)
-            return ident
+            return commit_released(self.committer, self.reader, next_identifier)
 
         def process_element(self, value: str, ctx: Any) -> Iterator[Any]:
-            if self.poller is not None:
-                self.poller.check()
-            self.pending.add(value)
-            if not self.armed:
-                ctx.timer_service().register_event_time_timer(END_OF_INPUT)
-                self.armed = True
-            with self.lock:
-                self._sync_state()
+            if value != WAKE:
+                self.pending.add(value)
+            ts = ctx.timer_service()
+            if not self.end_armed:
+                ts.register_event_time_timer(END_OF_INPUT)
+                self.end_armed = True
+            if self.reader is not None and not self.polling:
+                ts.register_processing_time_timer(ts.current_processing_time() + poll_ms)
+                self.polling = True
             return iter(())
 
         def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Any]:
-            if timestamp != END_OF_INPUT:
-                return iter(())  # a poll timer of an older version of this operator
-            if self.poller is not None:
-                self.poller.check()
-            with self.lock:
-                nxt = self.next_id.value() or 1
-                self._commit_released(nxt)
+            if timestamp == END_OF_INPUT:
+                self._after_commit(self._commit_released(self.next_id.value() or 1))
                 batch = [decode_committable(x) for x in list(self.pending.get() or [])]
-                self._commit(batch, max(nxt, self.last_ident + 1), final=True)
-                self._sync_state()
+                self._after_commit(self.committer.commit(batch, self.next_id.value() or 1, final=True))
+                return iter(())
+            self.polling = False
+            self._after_commit(self._commit_released(self.next_id.value() or 1))
+            if list(self.pending.get() or []):
+                ts = ctx.timer_service()
+                ts.register_processing_time_timer(ts.current_processing_time() + poll_ms)
+                self.polling = True
             return iter(())
 
-        def _sync_state(self) -> None:
-            """Bring the keyed state up to what was committed (called with a key context)."""
-            if self.last_ident and self.last_ident + 1 > (self.next_id.value() or 0):
-                self.next_id.update(self.last_ident + 1)
+        def _after_commit(self, ident: Optional[int]) -> None:
+            if ident is not None:
+                self.next_id.update(ident + 1)
             done = self.committer.done
-            if len(done) == self.pruned:
-                return
             lines = list(self.pending.get() or [])
             keep = [x for x in lines if committable_id(x) not in done]
             if len(keep) != len(lines):
                 self.pending.update(keep)
-            self.pruned = len(done)
 
     return LakelogCommitter()

@@ -32,7 +32,13 @@ import pyarrow as pa
 
 from lakelog.connector.errors import InvalidInputError, SchemaError
 from lakelog.operators.codec import Committable, encode_committable
-from lakelog.operators.committer import END_OF_INPUT, SinkCommitter, committed_ids, make_committer_function
+from lakelog.operators.committer import (
+    END_OF_INPUT,
+    WAKE,
+    SinkCommitter,
+    committed_ids,
+    make_committer_function,
+)
 
 __all__ = ["sink_to_lakelog", "sink_table_to_lakelog", "flink_type_of", "row_type_of"]
 
@@ -95,6 +101,9 @@ def encode_blob(key: str, table: pa.Table, kinds: Optional[np.ndarray]) -> bytes
 
 def blob_key(blob: bytes) -> str:
     return blob[: blob.index(BLOB_SEP)].decode()
+
+
+WAKE_BLOB = BLOB_SEP  # no key, no rows: the writer that gets it passes a WAKE line to the committer
 
 
 def flush_marker(key: str) -> bytes:
@@ -185,6 +194,7 @@ class BatchSplitter(_Grouper):
             for key in self.pending:
                 yield flush_marker(key)
             self.pending.clear()
+            yield WAKE_BLOB  # for the committer, which may have nothing else to start it after a restart
             return
         table, kinds = _read_ipc(memoryview(data))
         if table.schema.names == self.arrow_schema.names and table.schema.types == self.arrow_schema.types:
@@ -332,6 +342,8 @@ class _KindColumn(_TableRow):
 def _make_writer(
     table_path: str,
     commit_user: str,
+    run_token: str,
+    channel: Optional[str],
     write_only: Optional[bool],
     batch: bool,
     flush_ms: Optional[int],
@@ -385,6 +397,8 @@ def _make_writer(
 
         def process_element(self, value: Any, ctx: Any) -> Optional[Iterator[str]]:
             blob = value[0]
+            if blob == WAKE_BLOB:  # sent with every checkpoint's flush markers
+                return iter((WAKE,))
             key = blob_key(blob)
             ts = ctx.timer_service()
             if key not in self.armed:
@@ -424,15 +438,39 @@ def _make_writer(
 
         def _ready(self, key: str) -> None:
             """Before the key's first write in this process: after a restart its last committable
-            from before the checkpoint must be committed first. It was released when the job
-            restored that checkpoint, and the committer's poll thread commits it without needing
-            anything from this operator, so a short blocking wait is safe (bounded by ``wait_s``,
-            then the job fails naming the committable)."""
+            from before the checkpoint must be committed first (see ``_commit_restored``)."""
             if batch or key in self.writes:
                 return
             last = self.last_id.value()
             if last and last not in committed_ids(self.store, commit_user):
-                _wait_committed(self.store, commit_user, last, wait_s)
+                self._commit_restored(last)
+
+        def _commit_restored(self, last: str) -> None:
+            """Commit what the channel released until ``last`` is committed. It was released when
+            the job restored the checkpoint that holds this key's state (Flink finishes the pending
+            channel files of the restored checkpoint), but the committer may not be running: PyFlink
+            opens a Python function only when an element reaches it, and none reaches the committer
+            while the writers wait. Any party of the commit user may commit released committables
+            (the committer's guard keeps concurrent commits apart). Gives up after ``wait_s``
+            naming the committable (a channel that lost its files)."""
+            from lakelog.connector.errors import CommitConflictError
+            from lakelog.operators.committer import ChannelReader, SinkCommitter, commit_released
+
+            committer = SinkCommitter(self.store, commit_user, run_token)
+            reader = ChannelReader(channel) if channel else None
+            deadline = time.monotonic() + wait_s
+            while last not in committer.done:
+                if reader is not None:
+                    commit_released(committer, reader)
+                committer.refresh()
+                if last in committer.done:
+                    break
+                if time.monotonic() > deadline:
+                    raise CommitConflictError(
+                        f"writer of {table_path}: committable {last} from before the restart was not "
+                        f"committed within {wait_s:.0f} s; is the commit channel intact?"
+                    )
+                time.sleep(0.2)
 
         def _flush(self, key: str, ctx: Any) -> Iterator[str]:
             self._ready(key)
@@ -484,19 +522,6 @@ def _make_writer(
             return w
 
     return LakelogWriter()
-
-
-def _wait_committed(store: Any, commit_user: str, committable_id: str, timeout_s: float) -> None:
-    from lakelog.connector.errors import CommitConflictError
-
-    deadline = time.monotonic() + timeout_s
-    while committable_id not in committed_ids(store, commit_user):
-        if time.monotonic() > deadline:
-            raise CommitConflictError(
-                f"writer of {store.path}: committable {committable_id} from before the restart was not "
-                f"committed within {timeout_s:.0f} s; is the commit channel intact?"
-            )
-        time.sleep(0.2)
 
 
 # ---- step 5: the committer ---------------------------------------------------------------------------
@@ -570,6 +595,9 @@ def sink_to_lakelog(
     - ``parallelism``: writer parallelism (default: the environment's).
     - ``drop_update_before``: drop -U rows (default: as Paimon's sink, for primary-key tables whose
       merge engine overwrites rows, deduplicate and first-row, without an input changelog).
+    - ``poll_interval_ms``: how often the committer's poll thread looks for released committables.
+    - ``restart_wait_s``: how long a restarted writer waits for its last committable from before the
+      restart to be committed before it fails the job naming it (a broken channel, not a slow one).
     - ``java``: batch the rows on the JVM with lakelog's ``RowBatcher`` (compiled at first use, see
       :mod:`lakelog.operators.jvm`). Default: when a JDK (or an already built jar) is available,
       else the Python-only path with a warning.
@@ -949,7 +977,9 @@ def _write_and_commit(
     class BlobKey(_BlobKey, KeySelector):  # type: ignore[misc]
         pass
 
-    writer = _make_writer(table_path, user, write_only, is_batch, flush_ms, restart_wait_s)
+    writer = _make_writer(
+        table_path, user, run_token, channel, write_only, is_batch, flush_ms, restart_wait_s
+    )
     committables = (
         blobs.key_by(BlobKey(), key_type=Types.STRING())
         .process(writer, output_type=Types.STRING())

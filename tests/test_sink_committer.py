@@ -112,37 +112,26 @@ def test_two_committers_of_one_commit_user_never_commit_a_committable_twice(tmp_
     assert sorted(ids) == sorted(c.id for c in cs)
 
 
-def test_the_poll_thread_commits_what_the_channel_releases_without_any_operator_call(tmp_path: Path) -> None:
-    """After a restart nothing may reach the committer operator (its writers wait for it), and
-    PyFlink fires no restored timer: the poll thread alone commits what the channel releases."""
-    import threading
-    import time
-
-    from lakelog.operators.committer import ChannelPoller
+def test_a_writer_commits_what_the_channel_released_only_once_and_never_an_unreleased_one(
+    tmp_path: Path,
+) -> None:
+    """After a restart a writer commits the released committables itself (the committer may not run
+    yet): only finished channel files count, and the committer that starts later commits nothing
+    twice."""
+    from lakelog.operators.committer import commit_released
 
     t = _table(tmp_path)
     channel = str(tmp_path / "channel")
     os.makedirs(channel)
-    committer = SinkCommitter(t.store, "sink-user", "run1")
-    reader = ChannelReader(channel)
-
-    def commit_released() -> None:
-        released = reader.released(committer.done)
-        committer.commit([decode_committable(x) for x in released.values()], 0, final=False)
-
-    poller = ChannelPoller(commit_released, threading.Lock(), 50)
-    poller.start()
-    try:
-        c = _committable(t, [7, 8])
-        with open(os.path.join(channel, ".part-0.inprogress"), "w") as fh:  # not released yet
-            fh.write(encode_committable(c) + "\n")
-        time.sleep(0.3)
-        assert t.store.snapshot_manager.latest_id() is None
-        os.rename(os.path.join(channel, ".part-0.inprogress"), os.path.join(channel, "part-0"))
-        deadline = time.monotonic() + 20
-        while c.id not in committer.done and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert sorted(t.refresh().to_arrow().column("id").to_pylist()) == [7, 8]
-    finally:
-        poller.stop()
-    poller.check()
+    released, unreleased = _committable(t, [7, 8]), _committable(t, [9])
+    with open(os.path.join(channel, "part-0"), "w") as fh:
+        fh.write(encode_committable(released) + "\n{}\n")  # a WAKE line is no committable
+    with open(os.path.join(channel, ".part-1.inprogress"), "w") as fh:  # its checkpoint is not done
+        fh.write(encode_committable(unreleased) + "\n")
+    writer_side = SinkCommitter(t.store, "sink-user", "run1")
+    committer = SinkCommitter(t.store, "sink-user", "run1")  # started before the writer committed
+    assert commit_released(writer_side, ChannelReader(channel)) == 1
+    assert released.id in writer_side.done
+    assert commit_released(committer, ChannelReader(channel)) is None
+    assert released.id in committer.done and unreleased.id not in committer.done
+    assert sorted(t.refresh().to_arrow().column("id").to_pylist()) == [7, 8]

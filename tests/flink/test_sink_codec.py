@@ -118,7 +118,14 @@ def test_batch_splitter_cuts_a_java_batch_into_the_encoders_blobs(tmp_path) -> N
     import pandas as pd
 
     from lakelog.connector.errors import InvalidInputError
-    from lakelog.operators.sink import KIND_FIELD, BatchEncoder, BatchSplitter, blob_key, is_flush_marker
+    from lakelog.operators.sink import (
+        KIND_FIELD,
+        WAKE_BLOB,
+        BatchEncoder,
+        BatchSplitter,
+        blob_key,
+        is_flush_marker,
+    )
 
     t = _table(tmp_path)
     data = pa.concat_tables([_data(60), _data(40, "2024-01-02")])
@@ -137,13 +144,14 @@ def test_batch_splitter_cuts_a_java_batch_into_the_encoders_blobs(tmp_path) -> N
     expected = [b for b in enc(pd.Series(kinds), *[c.to_pandas() for c in data.columns]) if b is not None]
     assert blobs == expected
     # the batcher's flush marker (an empty record before a checkpoint barrier) becomes one marker
-    # blob per key that got rows since the previous marker
+    # blob per key that got rows since the previous marker, then a wake-up for the committer
     splitter = BatchSplitter(t.store.path, 128)
     list(splitter.split(ipc(batch)))
-    markers = list(splitter.split(b""))
+    *markers, wake = list(splitter.split(b""))
     assert sorted(blob_key(m) for m in markers) == sorted(blob_key(b) for b in expected)
     assert all(is_flush_marker(m) for m in markers) and not any(is_flush_marker(b) for b in expected)
-    assert list(splitter.split(b"")) == []
+    assert wake == WAKE_BLOB and WAKE_BLOB not in markers
+    assert list(splitter.split(b"")) == [WAKE_BLOB]
     wide = batch.set_column(1, "id", data.column("id").cast(pa.int32()))  # cast back to BIGINT
     assert list(BatchSplitter(t.store.path, 128).split(ipc(wide))) == expected
     bad = batch.set_column(1, "id", pa.array([f"x{i}" for i in range(100)]))

@@ -64,14 +64,15 @@ def _numbers(env: Any, n: int) -> Any:
 
 class FailOnce:
     """Test-only map: raises once (a marker file remembers it) after ``after`` rows, but only once
-    the watched table has a committed snapshot, so the restart replays over committed data. Until
-    then it slows down (a few ms per row; never one long wait, which would hold up the checkpoint
-    that the commit needs), so the failure fires however long the first commit takes."""
+    the watched table has a committed snapshot (and ``delay_s`` more have passed), so the restart
+    replays over committed data. Until then it slows down (a few ms per row; never one long wait,
+    which would hold up the checkpoint that the commit needs), so the failure fires however long
+    the first commit takes."""
 
-    def __init__(self, marker: str, after: int, watched: str) -> None:
-        self.marker, self.after, self.watched = marker, after, watched
+    def __init__(self, marker: str, after: int, watched: str, delay_s: float = 0.0) -> None:
+        self.marker, self.after, self.watched, self.delay_s = marker, after, watched, delay_s
         self.seen = 0
-        self.committed = False
+        self.committed_at: Any = None
 
     def __call__(self, x: int) -> Any:
         from pyflink.common import Row
@@ -79,11 +80,11 @@ class FailOnce:
         self.seen += 1
         if self.seen >= self.after and not os.path.exists(self.marker):
             if self.seen % 20 == 0:
-                snap_dir = os.path.join(self.watched, "snapshot")
-                self.committed = os.path.isdir(snap_dir) and any(
-                    f.startswith("snapshot-") for f in os.listdir(snap_dir)
-                )
-                if self.committed:
+                if self.committed_at is None:
+                    snap_dir = os.path.join(self.watched, "snapshot")
+                    if os.path.isdir(snap_dir) and any(f.startswith("snapshot-") for f in os.listdir(snap_dir)):
+                        self.committed_at = time.monotonic()
+                if self.committed_at is not None and time.monotonic() - self.committed_at >= self.delay_s:
                     with open(self.marker, "w") as fh:
                         fh.write(str(self.seen))
                     raise RuntimeError(f"test-only failure after {self.seen} rows")
@@ -179,11 +180,11 @@ def test_streaming_exactly_once_across_failover(tmp_path) -> None:  # type: igno
 
 
 def test_restart_commits_the_restored_checkpoint_without_new_committables(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """PyFlink does not fire timers restored from a checkpoint. The committer polls every 4 s here,
-    so the failure usually lands while the restored checkpoint's committable is released but not
-    committed; the one writer key then waits for it and sends the committer nothing. The committer
-    must commit it on its own after the restart (a committer that polled on a restored timer hung
-    here until the writer's restart wait ran out)."""
+    """The committer polls every 4 s here and the failure comes 2.5 s after the first commit, so
+    the restored checkpoint's committable is released but not committed yet; the one writer key
+    waits for it and sends the committer nothing. PyFlink opens a Python function only when an
+    element reaches it and fires no restored timer, so before the fix the committer never ran
+    again and the job hung until the writer's restart wait ran out."""
     from pyflink.common import Types
 
     from lakelog.operators.sink import sink_to_lakelog
@@ -194,7 +195,7 @@ def test_restart_commits_the_restored_checkpoint_without_new_committables(tmp_pa
     marker = str(tmp_path / "failed-once")
     env = _env(batch=False, restarts=1)
     rows = _numbers(env, n).map(
-        FailOnce(marker, 1_500, app.store.path),
+        FailOnce(marker, 1_500, app.store.path, delay_s=2.5),
         output_type=Types.ROW_NAMED(["id", "k", "v"], [Types.LONG(), Types.LONG(), Types.LONG()]),
     )
     events = rows.map(

@@ -56,7 +56,7 @@ import org.apache.flink.types.RowKind;
  * cross into Python only as whole batches. A batch is emitted when it holds {@code maxRows} rows or
  * about {@code maxBytes} bytes, every {@code flushMs} milliseconds, before every checkpoint barrier
  * (followed by a flush marker; so the operator has no state of its own: everything before a barrier
- * is downstream of it), before the final watermark and at end of input.
+ * is downstream of it), before the final watermark (also followed by a marker) and at end of input.
  *
  * <p>Column {@code i} of the table is field {@code inputIndex[i]} of the input row. Types are
  * spelled as in {@link #arrowType}. With a {@code kindField}, a trailing int8 column holds each row's
@@ -245,7 +245,10 @@ public class RowBatcher extends AbstractStreamOperator<byte[]>
     @Override
     public void processWatermark(Watermark mark) throws Exception {
         if (mark.getTimestamp() == Long.MAX_VALUE) {
-            emit(); // rows first: downstream finishes its work on the final watermark
+            // rows first: downstream finishes its work on the final watermark; the marker also
+            // wakes the committer, which after a restart may have received nothing else
+            emit();
+            output.collect(new StreamRecord<>(new byte[0]));
         }
         super.processWatermark(mark);
     }
