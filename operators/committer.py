@@ -33,7 +33,6 @@ __all__ = [
     "commit_released",
     "COMMITTABLES_PROPERTY",
     "END_OF_INPUT_PROPERTY",
-    "committed_ids",
     "make_committer_function",
 ]
 
@@ -53,16 +52,6 @@ def _user_snapshots(store: TableStore, commit_user: str) -> list[tuple[int, int,
         for s in store.snapshot_manager.newest_first()
         if s.commit_user == commit_user
     ]
-
-
-def committed_ids(store: TableStore, commit_user: str) -> set[str]:
-    """Ids of the committables ``commit_user`` has committed (from snapshot properties)."""
-    ids: set[str] = set()
-    for _, _, props in _user_snapshots(store, commit_user):
-        text = props.get(COMMITTABLES_PROPERTY)
-        if text:
-            ids.update(text.split(","))
-    return ids
 
 
 class _Superseded(Exception):

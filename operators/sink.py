@@ -35,8 +35,9 @@ from lakelog.operators.codec import Committable, encode_committable
 from lakelog.operators.committer import (
     END_OF_INPUT,
     WAKE,
+    ChannelReader,
     SinkCommitter,
-    committed_ids,
+    commit_released,
     make_committer_function,
 )
 
@@ -386,6 +387,8 @@ def _make_writer(
             self.sizes: dict[str, int] = {}
             self.armed: set[str] = set()  # end-of-input timer registered (per process)
             self.timed: set[str] = set()  # flush timer pending
+            self.view: Any = None  # what the commit user committed, for restarted keys (lazy)
+            self.reader: Any = None
             self.buf = runtime_context.get_list_state(
                 ListStateDescriptor("blobs", Types.PRIMITIVE_ARRAY(Types.BYTE()))
             )
@@ -442,7 +445,7 @@ def _make_writer(
             if batch or key in self.writes:
                 return
             last = self.last_id.value()
-            if last and last not in committed_ids(self.store, commit_user):
+            if last:
                 self._commit_restored(last)
 
         def _commit_restored(self, last: str) -> None:
@@ -454,16 +457,18 @@ def _make_writer(
             (the committer's guard keeps concurrent commits apart). Gives up after ``wait_s``
             naming the committable (a channel that lost its files)."""
             from lakelog.connector.errors import CommitConflictError
-            from lakelog.operators.committer import ChannelReader, SinkCommitter, commit_released
 
-            committer = SinkCommitter(self.store, commit_user, run_token)
-            reader = ChannelReader(channel) if channel else None
+            if self.view is None:  # one per process: later keys only read the newer snapshots
+                self.view = SinkCommitter(self.store, commit_user, run_token)
+                self.reader = ChannelReader(channel) if channel else None
+            view = self.view
+            view.refresh()
             deadline = time.monotonic() + wait_s
-            while last not in committer.done:
-                if reader is not None:
-                    commit_released(committer, reader)
-                committer.refresh()
-                if last in committer.done:
+            while last not in view.done:
+                if self.reader is not None and commit_released(view, self.reader) is not None:
+                    log.info("writer of %s committed what the channel released after a restart", table_path)
+                view.refresh()
+                if last in view.done:
                     break
                 if time.monotonic() > deadline:
                     raise CommitConflictError(
@@ -595,7 +600,7 @@ def sink_to_lakelog(
     - ``parallelism``: writer parallelism (default: the environment's).
     - ``drop_update_before``: drop -U rows (default: as Paimon's sink, for primary-key tables whose
       merge engine overwrites rows, deduplicate and first-row, without an input changelog).
-    - ``poll_interval_ms``: how often the committer's poll thread looks for released committables.
+    - ``poll_interval_ms``: how often the committer looks for released committables.
     - ``restart_wait_s``: how long a restarted writer waits for its last committable from before the
       restart to be committed before it fails the job naming it (a broken channel, not a slow one).
     - ``java``: batch the rows on the JVM with lakelog's ``RowBatcher`` (compiled at first use, see

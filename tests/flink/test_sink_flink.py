@@ -45,6 +45,10 @@ def _env(batch: bool, checkpoint_ms: int = 1000, restarts: int = 3) -> Any:
     conf.set_string("restart-strategy.fixed-delay.delay", "500 ms")
     conf.set_string("python.fn-execution.bundle.size", "500")
     conf.set_string("python.fn-execution.bundle.time", "100")
+    # cancelling a failed attempt sometimes kills a TaskManager (a PyFlink 2.3 bug, see flink-conf/):
+    # a second one with enough slots lets the job restart
+    conf.set_string("minicluster.number-of-taskmanagers", "2")
+    conf.set_string("taskmanager.numberOfTaskSlots", "2")
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(2)
     if batch:
