@@ -267,8 +267,8 @@ def make_committer_function(
 ) -> Any:
     """The Flink side of a committer (parallelism 1, keyed by a constant), shared by the sink and the
     compaction job. ``new_committer()`` makes the object that commits (a :class:`SinkCommitter` or a
-    compaction committer): ``commit(committables, next_identifier, final=...)`` and ``done`` (the ids
-    committed so far).
+    compaction committer): ``commit(committables, next_identifier, final=...)``, ``done`` (the ids
+    committed so far) and ``refresh()`` (learn what others of the commit user committed).
 
     With a channel (STREAMING): commits what the channel released, every ``poll_ms`` while something
     is pending and once when the Python function opens. Keeps received, not yet committed
@@ -334,6 +334,7 @@ def make_committer_function(
         def _after_commit(self, ident: Optional[int]) -> None:
             if ident is not None:
                 self.next_id.update(ident + 1)
+            self.committer.refresh()  # writers may have committed some after a restart
             done = self.committer.done
             lines = list(self.pending.get() or [])
             keep = [x for x in lines if committable_id(x) not in done]

@@ -286,6 +286,10 @@ class CompactionCommitter:
         """Ids committed or dropped: nothing more to do for them."""
         return self.inner.committed | self.dropped
 
+    def refresh(self) -> None:
+        """Learn what the commit user committed since the last look."""
+        self.inner.refresh()
+
     def commit(
         self, committables: Sequence[Committable], next_identifier: int, *, final: bool
     ) -> Optional[int]:

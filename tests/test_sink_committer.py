@@ -132,6 +132,9 @@ def test_a_writer_commits_what_the_channel_released_only_once_and_never_an_unrel
     committer = SinkCommitter(t.store, "sink-user", "run1")  # started before the writer committed
     assert commit_released(writer_side, ChannelReader(channel)) == 1
     assert released.id in writer_side.done
+    assert released.id not in committer.done
+    committer.refresh()  # what the committer does on each poll: it learns what the writer committed
+    assert released.id in committer.done
     assert commit_released(committer, ChannelReader(channel)) is None
     assert released.id in committer.done and unreleased.id not in committer.done
     assert sorted(t.refresh().to_arrow().column("id").to_pylist()) == [7, 8]
