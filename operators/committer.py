@@ -279,9 +279,9 @@ def make_committer_function(
     only when its first element arrives. So every timer is registered again by the first element in
     a process (never skipped because of restored state), and ``WAKE`` lines (no committable) let
     upstream operators start the committer after a restart: the sink's writers send one at every
-    checkpoint, the compaction job's compactors every round. A committable released while nothing
-    reaches the committer is committed by whoever needs it first (see the sink's writers), which
-    the commit guard of :class:`SinkCommitter` makes safe."""
+    checkpoint and at the final watermark (Java path), the compaction job's compactors every round.
+    A committable released while nothing reaches the committer is committed by whoever needs it
+    first (see the sink's writers), which the commit guard of :class:`SinkCommitter` makes safe."""
     from pyflink.common import Types
     from pyflink.datastream import KeyedProcessFunction, RuntimeContext
     from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor

@@ -292,13 +292,14 @@ class LookupTable:
                 return False
             t0 = time.perf_counter()
             new, mode, rows_read, reason = self._advance(st, latest)
+            if self._consumer_id and new.snapshot_id is not None:
+                # recorded before the new snapshot is served: once `snapshot_id` moves, so has the consumer
+                self._store.consumer_manager.reset(self._consumer_id, new.snapshot_id + 1)
             self._state = new
             self.refresh_count += 1
             self.last_refresh = RefreshInfo(
                 mode, st.snapshot_id, new.snapshot_id, rows_read, time.perf_counter() - t0, reason
             )
-            if self._consumer_id and new.snapshot_id is not None:
-                self._store.consumer_manager.reset(self._consumer_id, new.snapshot_id + 1)
             return True
 
     def _maybe_refresh(self) -> None:
