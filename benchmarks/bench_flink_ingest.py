@@ -330,7 +330,7 @@ def run_job(cfg: Config, kind: str, table_path: Optional[str] = None, changelog:
     res = JobResult(kind, wall, net, first, last_map, last_map, count, 0.0, len(stats))
     if table_path is not None:
         import lakelog
-        from lakelog.connector.store import TableStore
+        from lakelog.connector.format.store import TableStore
 
         store = TableStore(table_path)
         snaps = store.snapshot_manager.snapshots()

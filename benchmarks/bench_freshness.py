@@ -127,7 +127,7 @@ class SnapshotPoller(threading.Thread):
 
     def __init__(self, table_path: str, interval_s: float) -> None:
         super().__init__(daemon=True)
-        from lakelog.connector.store import TableStore
+        from lakelog.connector.format.store import TableStore
 
         self.store = TableStore(table_path)
         self.interval_s = interval_s

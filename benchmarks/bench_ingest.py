@@ -299,7 +299,8 @@ class Instruments:
         setattr(cls, name, make(original))
 
     def __enter__(self) -> Instruments:
-        from lakelog.connector import compact, fileio
+        from lakelog.connector.format import fileio
+        from lakelog.connector.lsm import compaction as compact
 
         def make_delete(original: Callable[..., Any]) -> Callable[..., Any]:
             def delete(io_self: Any, path: str) -> bool:
@@ -484,8 +485,8 @@ def profile_run(cfg: Config, outdir: str, top: int) -> None:
     lakelog's thread pools run serially so that the profiler sees their work."""
     os.makedirs(outdir, exist_ok=True)
     warehouse = os.path.join(cfg.workdir, "lakelog-prof")
-    import lakelog.connector.read  # noqa: F401  (load the modules whose pools get serialised)
-    import lakelog.connector.write  # noqa: F401
+    import lakelog.connector.lsm.split_read  # noqa: F401  (load the modules whose pools get serialised)
+    import lakelog.connector.table.write  # noqa: F401
 
     prof = cProfile.Profile()
 

@@ -238,7 +238,7 @@ def profile_lakelog(cfg: Config, batches: list[pa.Table], outdir: str, top: int)
         ("compact", lambda: lakelog_open(warehouse).compact(full=True)),
         ("read_after_compact", lambda: lakelog_open(warehouse).to_arrow()),
     ]
-    import lakelog.connector.read  # noqa: F401  (load the modules whose pools get serialised)
+    import lakelog.connector.lsm.split_read  # noqa: F401  (load the modules whose pools get serialised)
 
     for name, job in jobs:
         prof = cProfile.Profile()

@@ -1,4 +1,7 @@
-"""lakelog.connector: the storage (Paimon table format) and the Flink-facing connector.
+"""lakelog.connector: the storage (Paimon table format) and the Flink-facing connector, in three
+layers: :mod:`~lakelog.connector.format` (the files), :mod:`~lakelog.connector.lsm` (the merge
+tree of each bucket) and :mod:`~lakelog.connector.table` (catalog, tables, writes, commits, scans).
+A lower layer never imports a higher one; ``errors`` is shared by all.
 
 Public names load lazily, so ``import lakelog.connector`` stays cheap and never imports pyflink.
 """
@@ -22,15 +25,15 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Catalog": "lakelog.connector.catalog",
-    "Table": "lakelog.connector.table",
-    "BatchWriter": "lakelog.connector.table",
-    "StreamWriter": "lakelog.connector.table",
-    "Snapshot": "lakelog.connector.snapshot",
-    "Split": "lakelog.connector.scan",
-    "CommitMessage": "lakelog.connector.write",
-    "TableWrite": "lakelog.connector.write",
-    "TableCommit": "lakelog.connector.commit",
+    "Catalog": "lakelog.connector.table.catalog",
+    "Table": "lakelog.connector.table.table",
+    "BatchWriter": "lakelog.connector.table.table",
+    "StreamWriter": "lakelog.connector.table.table",
+    "Snapshot": "lakelog.connector.format.snapshot",
+    "Split": "lakelog.connector.lsm.split",
+    "CommitMessage": "lakelog.connector.format.commit_message",
+    "TableWrite": "lakelog.connector.table.write",
+    "TableCommit": "lakelog.connector.table.commit",
     "LakelogError": "lakelog.connector.errors",
 }
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from lakelog.connector.errors import LakelogError, OptionError
-from lakelog.connector.store import TableStore
+from lakelog.connector.format.store import TableStore
 from lakelog.operators.codec import Committable, encode_committable
 from lakelog.operators.committer import WAKE, make_committer_function
 from lakelog.operators.compact_ops import (
@@ -214,7 +214,7 @@ def _ticker(env: Any, interval_s: float, max_rounds: Optional[int]) -> tuple[Any
 
 
 def _interval_seconds(store: TableStore, discovery_interval: Union[str, float, None]) -> float:
-    from lakelog.connector.options import Duration
+    from lakelog.connector.format.options import Duration
 
     if discovery_interval is None:
         return float(store.options.continuous_discovery_interval.seconds)
@@ -607,8 +607,8 @@ def run_from_args(table_path: str, args: argparse.Namespace, *, full: bool) -> i
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m lakelog.jobs.compact --warehouse W --table db.t [--full] [--streaming ...]``."""
-    from lakelog.connector.catalog import Catalog
-    from lakelog.connector.fileio import local_path
+    from lakelog.connector.format.fileio import local_path
+    from lakelog.connector.table.catalog import Catalog
 
     p = argparse.ArgumentParser(
         prog="python -m lakelog.jobs.compact", description="Compact a lakelog table with a Flink job"

@@ -434,8 +434,8 @@ class LakelogSql:
 
     def _create_physical(self, cat: str, db: str, name: str, opts: dict[str, str], in_catalog: bool) -> None:
         import lakelog
-        from lakelog.connector.options import validate_options
-        from lakelog.connector.types import parse_type_string, to_arrow_type
+        from lakelog.connector.format.options import validate_options
+        from lakelog.connector.format.types import parse_type_string, to_arrow_type
 
         where = f"{cat}.{db}.{name}"
         table_opts = {k: v for k, v in opts.items() if k not in _LAKELOG_KEYS}
@@ -526,8 +526,8 @@ class LakelogSql:
         return qualified
 
     def _system_table(self, path: str, system: str) -> Any:
-        from lakelog.connector.store import TableStore
-        from lakelog.connector.table import Table
+        from lakelog.connector.format.store import TableStore
+        from lakelog.connector.table.table import Table
 
         store = TableStore(path)
         t = Table(store, os.path.basename(path))
@@ -697,8 +697,8 @@ class LakelogSql:
         """Write Flink ``table`` into the lakelog table at ``table_path`` and run the job.
 
         Batch mode waits for the job; streaming mode returns the ``JobClient``."""
-        from lakelog.connector.store import TableStore
-        from lakelog.connector.types import type_to_string, with_nullable
+        from lakelog.connector.format.store import TableStore
+        from lakelog.connector.format.types import type_to_string, with_nullable
 
         try:
             from lakelog.operators.sink import sink_table_to_lakelog
@@ -744,7 +744,7 @@ def _table_name(where: str) -> str:
 
 
 def _ddl_for(qualified: str, store: Any) -> str:
-    from lakelog.connector.types import type_to_string
+    from lakelog.connector.format.types import type_to_string
 
     cols = [f"`{f.name}` {type_to_string(f.type)}" for f in store.schema.fields]
     pk = list(store.schema.primary_keys)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from lakelog.connector.errors import CorruptFileError
-from lakelog.connector.manifest import DataFileMeta, SimpleStats
-from lakelog.connector.write import CommitMessage
+from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.manifest import DataFileMeta, SimpleStats
 
 __all__ = ["Committable", "encode_committable", "decode_committable", "message_to_dict", "message_from_dict"]
 

@@ -18,12 +18,12 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Optional
 
-from lakelog.connector.commit import TableCommit
 from lakelog.connector.errors import CommitConflictError, SnapshotNotFoundError
-from lakelog.connector.manifest import DataFileMeta
-from lakelog.connector.snapshot import Snapshot
-from lakelog.connector.store import TableStore
-from lakelog.connector.write import CommitMessage
+from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.manifest import DataFileMeta
+from lakelog.connector.format.snapshot import Snapshot
+from lakelog.connector.format.store import TableStore
+from lakelog.connector.table.commit import TableCommit
 from lakelog.operators.codec import Committable, decode_committable, merge_properties
 
 __all__ = [

@@ -26,14 +26,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from lakelog.connector.compact import BucketCompactor, compact_split, num_levels
 from lakelog.connector.errors import CommitConflictError, InvalidInputError, SnapshotNotFoundError
-from lakelog.connector.lsm import Levels
-from lakelog.connector.manifest import DataFileMeta
-from lakelog.connector.scan import Split
-from lakelog.connector.snapshot import Snapshot
-from lakelog.connector.store import TableStore
-from lakelog.connector.write import CommitMessage
+from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.manifest import DataFileMeta
+from lakelog.connector.format.snapshot import Snapshot
+from lakelog.connector.format.store import TableStore
+from lakelog.connector.lsm.compaction import BucketCompactor, num_levels
+from lakelog.connector.lsm.levels import Levels
+from lakelog.connector.lsm.split import Split
+from lakelog.connector.table.compaction import compact_split
 from lakelog.operators.codec import Committable
 from lakelog.operators.committer import SinkCommitter
 

@@ -48,13 +48,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.connector.errors import InvalidInputError, OptionError, SchemaError, SnapshotNotFoundError
-from lakelog.connector.kv import DEDUPLICATE, SEQUENCE_NUMBER, VALUE_KIND
-from lakelog.connector.manifest import ManifestEntry
-from lakelog.connector.options import Duration
-from lakelog.connector.read import SplitRead
-from lakelog.connector.scan import Split, plan_splits, referenced_columns
-from lakelog.connector.snapshot import Snapshot
-from lakelog.connector.store import TableStore, merge_function_for
+from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND
+from lakelog.connector.format.manifest import ManifestEntry
+from lakelog.connector.format.options import Duration
+from lakelog.connector.format.snapshot import Snapshot
+from lakelog.connector.format.store import TableStore
+from lakelog.connector.lsm.kv import DEDUPLICATE
+from lakelog.connector.lsm.merge.engine import merge_function_for
+from lakelog.connector.lsm.split import Split
+from lakelog.connector.lsm.split_read import SplitRead, referenced_columns
+from lakelog.connector.table.scan import plan_splits
 from lakelog.operators.lookup_index import (
     EXACT_KINDS,
     HashIndex,
@@ -1102,7 +1105,7 @@ def register_lookup_function(
     """
     from pyflink.table.udf import udf, udtf
 
-    from lakelog.connector.types import type_to_string, with_nullable
+    from lakelog.connector.format.types import type_to_string, with_nullable
 
     spec = _spec(
         table_path, key_columns, columns, filter, refresh_interval, async_refresh, consumer_id, cache_rows

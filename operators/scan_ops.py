@@ -15,9 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.connector.errors import OptionError, SchemaError
-from lakelog.connector.options import CoreOptions, StartupMode
-from lakelog.connector.snapshot import Snapshot
-from lakelog.connector.store import TableStore
+from lakelog.connector.format.options import CoreOptions, StartupMode
+from lakelog.connector.format.snapshot import Snapshot
+from lakelog.connector.format.store import TableStore
 
 __all__ = [
     "ScanStart",

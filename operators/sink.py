@@ -149,7 +149,7 @@ class _Grouper:
         self._ready = False
 
     def _setup(self) -> None:
-        from lakelog.connector.store import TableStore
+        from lakelog.connector.format.store import TableStore
         from lakelog.operators.sink_keys import KeyEncoder
 
         self.store = TableStore(self.table_path)
@@ -169,7 +169,7 @@ class _Grouper:
         self._ready = True
 
     def blobs(self, table: pa.Table, kinds: Optional[np.ndarray]) -> Iterator[bytes]:
-        from lakelog.connector.write import bucket_groups
+        from lakelog.connector.table.write import bucket_groups
 
         for values, _, bucket, rows in bucket_groups(self.store, table):
             idx = pa.array(rows)
@@ -202,7 +202,7 @@ class BatchSplitter(_Grouper):
             # the batcher's fields are all nullable; it has checked the NOT NULL columns itself
             table = pa.Table.from_arrays(table.columns, schema=self.arrow_schema)
         else:
-            from lakelog.connector.arrow_input import conform
+            from lakelog.connector.table.arrow_input import conform
 
             try:
                 table = conform(table, self.arrow_schema)
@@ -378,7 +378,7 @@ def _make_writer(
         checkpoint (the flush marker writes them before the barrier)."""
 
         def open(self, runtime_context: RuntimeContext) -> None:
-            from lakelog.connector.store import TableStore
+            from lakelog.connector.format.store import TableStore
 
             self.store = TableStore(table_path)
             self.pk = bool(self.store.schema.primary_keys)
@@ -519,8 +519,8 @@ def _make_writer(
         def _writer(self, key: str) -> Any:
             w = self.writes.get(key)
             if w is None:
-                from lakelog.connector.store import TableStore
-                from lakelog.connector.write import TableWrite
+                from lakelog.connector.format.store import TableStore
+                from lakelog.connector.table.write import TableWrite
 
                 w = TableWrite(TableStore(table_path), write_only=write_only)
                 self.writes[key] = w
@@ -534,7 +534,7 @@ def _make_committer(
     table_path: str, commit_user: str, run_token: str, channel_dir: Optional[str], poll_ms: int
 ) -> Any:
     def new_committer() -> SinkCommitter:
-        from lakelog.connector.store import TableStore
+        from lakelog.connector.format.store import TableStore
 
         return SinkCommitter(TableStore(table_path), commit_user, run_token)
 
@@ -616,7 +616,7 @@ def sink_to_lakelog(
     from pyflink.common import Types
     from pyflink.table import StreamTableEnvironment
 
-    from lakelog.connector.store import TableStore
+    from lakelog.connector.format.store import TableStore
 
     env = ds.get_execution_environment()
     is_batch = _runtime_is_batch(env) if batch is None else batch
@@ -698,7 +698,7 @@ def _java_available() -> bool:
 
 def _flush_ms(store: Any, flush_interval: Optional[Any]) -> Optional[int]:
     """The flush interval asked for (argument, else the table's ``sink.flush-interval``), or None."""
-    from lakelog.connector.options import Duration
+    from lakelog.connector.format.options import Duration
 
     if flush_interval is None:
         configured = store.options.sink_flush_interval
@@ -727,7 +727,7 @@ def upsert_only(store: Any) -> bool:
     a primary-key table whose merge engine overwrites rows (deduplicate, first-row) and that keeps
     no input changelog. Its sink drops -U rows; otherwise a -U committed without its +U (they can
     fall into different flushes) would briefly delete the key."""
-    from lakelog.connector.options import ChangelogProducer, MergeEngine
+    from lakelog.connector.format.options import ChangelogProducer, MergeEngine
 
     opts = store.options
     return bool(store.schema.primary_keys) and (

@@ -11,7 +11,7 @@ safely can:
 * the key strings of a partition's buckets are chosen so that Flink spreads the buckets evenly over
   the writer subtasks (see below);
 * bucket keys made of integer and string columns are encoded by a specialised BinaryRow encoder that
-  is checked byte for byte against :func:`lakelog.connector.binary_row.to_binary_row` on sample values
+  is checked byte for byte against :func:`lakelog.connector.format.binary_row.to_binary_row` on sample values
   when it is built (and not used if any sample differs); nulls, other types and values the fast
   encoder rejects go through ``to_binary_row`` (which also produces the error messages).
 
@@ -36,8 +36,8 @@ import struct
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
-from lakelog.connector.binary_row import null_bits_size, serialize_row, to_binary_row
-from lakelog.connector.types import DataType
+from lakelog.connector.format.binary_row import null_bits_size, serialize_row, to_binary_row
+from lakelog.connector.format.types import DataType
 
 __all__ = [
     "KeyEncoder",

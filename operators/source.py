@@ -36,10 +36,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.connector.errors import OptionError
-from lakelog.connector.options import CoreOptions
-from lakelog.connector.read import SplitRead
-from lakelog.connector.scan import Split, plan_splits
-from lakelog.connector.store import TableStore
+from lakelog.connector.format.options import CoreOptions
+from lakelog.connector.format.store import TableStore
+from lakelog.connector.lsm.split import Split
+from lakelog.connector.lsm.split_read import SplitRead
+from lakelog.connector.table.scan import plan_splits
 from lakelog.operators.scan_ops import (
     KIND_CODES,
     ScanStart,
@@ -171,8 +172,8 @@ class _Plan:
         return SplitRead(store, columns=self.columns, filter=self.expr())
 
     def changes(self, store: TableStore, from_id: int, to_id: int) -> pa.Table:
-        from lakelog.connector.changes import diff_snapshots
         from lakelog.connector.errors import SnapshotNotFoundError
+        from lakelog.connector.table.changes import diff_snapshots
 
         try:
             t = diff_snapshots(store, from_id, to_id)
@@ -190,7 +191,7 @@ def delta_rows(store: TableStore, from_id: int, to_id: int) -> pa.Table:
     """Rows the snapshots after ``from_id`` up to ``to_id`` added, as an audit log (written kinds)."""
     import numpy as np
 
-    from lakelog.connector.kv import VALUE_KIND, RowKind
+    from lakelog.connector.format.key_value import VALUE_KIND, RowKind
 
     read = SplitRead(store)
     names = np.array(RowKind.SHORT, dtype=object)

@@ -2,7 +2,7 @@
 
 It follows Paimon's ``MergeFunction.add`` / ``getResult`` fold literally (one row at a time, Java's
 integer wrap-around, float32 arithmetic, nulls-first sequence comparison) and shares no code with
-``lakelog.connector.merge_engine``.
+``lakelog.connector.lsm.merge.engine``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from lakelog.connector.binary_row import (
+from lakelog.connector.errors import CorruptFileError, InvalidInputError, SchemaError
+from lakelog.connector.format.binary_row import (
     EMPTY_ROW,
     deserialize_row,
     from_binary_row,
@@ -20,8 +21,7 @@ from lakelog.connector.binary_row import (
     serialize_row,
     to_binary_row,
 )
-from lakelog.connector.errors import CorruptFileError, InvalidInputError, SchemaError
-from lakelog.connector.types import DataField, DataType
+from lakelog.connector.format.types import DataField, DataType
 
 STRING = DataType("VARCHAR", length=2147483647)
 BYTES = DataType("VARBINARY", length=2147483647)

@@ -16,15 +16,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lakelog.connector.binary_row import to_binary_row
-from lakelog.connector.bucket import (
+from lakelog.connector.errors import InvalidInputError, OptionError, SchemaError
+from lakelog.connector.format.binary_row import to_binary_row
+from lakelog.connector.format.bucket import (
     bucket_key_hashes,
     buckets_from_hashes,
     compute_buckets,
     murmur3_32_rows,
 )
-from lakelog.connector.errors import InvalidInputError, OptionError, SchemaError
-from lakelog.connector.types import DataType
+from lakelog.connector.format.types import DataType
 
 STRING = DataType("VARCHAR", length=2147483647)
 BYTES = DataType("VARBINARY", length=2147483647)

@@ -8,11 +8,11 @@ import pyarrow as pa
 import pytest
 
 import lakelog
-from lakelog.connector.commit import TableCommit
-from lakelog.connector.compact import compact_split
 from lakelog.connector.errors import CommitConflictError
-from lakelog.connector.scan import plan_splits
-from lakelog.connector.write import TableWrite
+from lakelog.connector.table.commit import TableCommit
+from lakelog.connector.table.compaction import compact_split
+from lakelog.connector.table.scan import plan_splits
+from lakelog.connector.table.write import TableWrite
 
 from .conftest import ORDERS
 

@@ -27,7 +27,7 @@ CHILD = textwrap.dedent(
     import random, sys, time
     import pyarrow as pa
     import lakelog
-    from lakelog.connector import fileio
+    from lakelog.connector.format import fileio
 
     rnd = random.Random(int(sys.argv[3]))
     for name in ("write_bytes", "try_publish", "overwrite_atomic"):

@@ -22,8 +22,8 @@ import pyarrow as pa
 import pytest
 
 import lakelog
-from lakelog.connector.commit import TableCommit
-from lakelog.connector.write import TableWrite
+from lakelog.connector.table.commit import TableCommit
+from lakelog.connector.table.write import TableWrite
 from tests import merge_reference as ref
 
 INS, UB, UA, DEL = 0, 1, 2, 3

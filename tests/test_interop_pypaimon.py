@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 import pytest
 
 import lakelog
-from lakelog.connector.bucket import compute_buckets
-from lakelog.connector.types import DataType
+from lakelog.connector.format.bucket import compute_buckets
+from lakelog.connector.format.types import DataType
 
 from .interop_util import (
     assert_same_rows,
@@ -653,8 +653,8 @@ def test_schema_evolution_by_lakelog_read_by_pypaimon(warehouse: str) -> None:
     t.write(
         pa.table({"id": [1, 2, 3], "name": ["a", "b", "c"], "x": [1, 2, 3], "gone": ["g"] * 3}, schema=schema)
     )
-    t.alter(lakelog.schema.AddColumn("note", pa.string()), lakelog.schema.RenameColumn("name", "label"))
-    t.alter(lakelog.schema.UpdateColumnType("x", pa.int64()), lakelog.schema.DropColumn("gone"))
+    t.alter(lakelog.AddColumn("note", pa.string()), lakelog.RenameColumn("name", "label"))
+    t.alter(lakelog.UpdateColumnType("x", pa.int64()), lakelog.DropColumn("gone"))
     new = t.schema
     assert new.names == ["id", "label", "x", "note"]
     t.write(
@@ -674,7 +674,7 @@ def test_schema_evolution_by_lakelog_read_by_pypaimon(warehouse: str) -> None:
     assert_same_rows(got, want, "pypaimon reading old and new schema files")
     assert_same_rows(t.to_arrow(), want, "lakelog")
     # a column added again under a dropped name is a new field id: the old files' values stay hidden
-    t.alter(lakelog.schema.AddColumn("gone", pa.string()))
+    t.alter(lakelog.AddColumn("gone", pa.string()))
     want = want.append_column("gone", pa.nulls(4, pa.string()))
     assert_same_rows(pp_read(warehouse, "db.t"), want, "pypaimon after re-adding a dropped name")
     assert_same_rows(t.to_arrow(), want, "lakelog after re-adding a dropped name")
@@ -728,7 +728,7 @@ def test_time_travel_reads_with_the_snapshots_schema(warehouse: str) -> None:
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
     t = lakelog.Catalog(warehouse).create_table("db.t", schema, primary_key=["id"])
     t.write(pa.table({"id": [1, 2], "name": ["a", "b"]}, schema=schema))
-    t.alter(lakelog.schema.AddColumn("note", pa.string()), lakelog.schema.RenameColumn("name", "label"))
+    t.alter(lakelog.AddColumn("note", pa.string()), lakelog.RenameColumn("name", "label"))
     t.write(pa.table({"id": [3], "label": ["c"], "note": ["n"]}, schema=t.schema))
     theirs = pp_read(warehouse, "db.t", snapshot_id=1)
     assert theirs.column_names == ["id", "name"]

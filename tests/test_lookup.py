@@ -16,7 +16,7 @@ import pytest
 
 import lakelog
 from lakelog.connector.errors import InvalidInputError, OptionError, SchemaError
-from lakelog.connector.schema import AddColumn
+from lakelog.connector.format.schema_changes import AddColumn
 from lakelog.operators.lookup import LookupTable, rewrite_lookup_joins
 from lakelog.operators.lookup_index import column_hash, py_value_hash
 
@@ -447,7 +447,7 @@ def test_files_vanishing_during_a_refresh_fall_back_to_full(
     catalog: lakelog.Catalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from lakelog.connector.errors import MissingFileError
-    from lakelog.connector.read import SplitRead
+    from lakelog.connector.lsm.split_read import SplitRead
 
     t = catalog.create_table("db.cust", CUST, primary_key=["id"], options={"bucket": "2"})
     t.write(pa.table({"id": [1], "name": ["a"], "city": ["x"], "amount": [1.0]}, schema=CUST))

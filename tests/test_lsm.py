@@ -13,8 +13,8 @@ import pyarrow.compute as pc
 import pytest
 
 import lakelog
-from lakelog.connector.lsm import Levels, SortedRun, UniversalCompaction, make_unit
-from lakelog.connector.manifest import DataFileMeta, SimpleStats
+from lakelog.connector.format.manifest import DataFileMeta, SimpleStats
+from lakelog.connector.lsm.levels import Levels, SortedRun, UniversalCompaction, make_unit
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.int64()), ("s", pa.string())])
 
@@ -187,7 +187,7 @@ def test_projection_reads_what_the_merge_engine_needs(catalog: lakelog.Catalog) 
 
 
 def test_cli_universal_compaction_for_write_only_tables(catalog: lakelog.Catalog, warehouse: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from lakelog.connector.cli import main
+    from lakelog.jobs.cli import main
 
     t = catalog.create_table("db.cli", SCHEMA, primary_key=["id"], options={"bucket": "1", "write-only": "true"})
     rng = np.random.default_rng(5)

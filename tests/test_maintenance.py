@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 import lakelog
-from lakelog.connector.cli import main
 from lakelog.connector.errors import SnapshotNotFoundError
-from lakelog.connector.maintenance import referenced_files
+from lakelog.connector.table.maintenance import referenced_files
+from lakelog.jobs.cli import main
 
 from .conftest import ORDERS, rows
 
@@ -60,7 +60,7 @@ def manifest_files_on_disk(t: lakelog.Table) -> set[str]:
     return set(os.listdir(os.path.join(t.path, "manifest")))
 
 
-def live_paths(t: lakelog.Table, snap: lakelog.connector.snapshot.Snapshot) -> set[str]:
+def live_paths(t: lakelog.Table, snap: lakelog.connector.format.snapshot.Snapshot) -> set[str]:
     st = t.store
     return {st.data_file_path(e.partition, e.bucket, e.file.file_name) for e in st.live_entries(snap)}
 
@@ -394,7 +394,7 @@ def test_branch_and_changelog_metadata_protect_their_files(catalog: lakelog.Cata
         t.store,
         [t.store.snapshot_manager.snapshot(4)]
         + [
-            lakelog.connector.snapshot.Snapshot.from_json(p.read_bytes())
+            lakelog.connector.format.snapshot.Snapshot.from_json(p.read_bytes())
             for p in (branch_snap, branch_tag, changelog)
         ],
     )

@@ -16,25 +16,23 @@ from typing import Any
 import fastavro
 import pytest
 
-from lakelog.connector import avro
-from lakelog.connector import manifest as M
 from lakelog.connector.errors import CorruptFileError, MissingFileError, OptionError
-from lakelog.connector.fileio import FileIO
-from lakelog.connector.manifest import (
+from lakelog.connector.format import avro, manifest_codec
+from lakelog.connector.format import manifest as M
+from lakelog.connector.format.fileio import FileIO
+from lakelog.connector.format.manifest import (
     EMPTY_ROW,
-    MANIFEST_ENTRY_SCHEMA,
-    MANIFEST_FILE_META_SCHEMA,
     DataFileMeta,
     ManifestEntry,
-    ManifestFile,
     ManifestFileMeta,
-    ManifestList,
     SimpleStats,
     compute_partition_stats,
     merge_entries,
 )
-from lakelog.connector.snapshot import Snapshot, SnapshotManager
-from lakelog.connector.types import DataType
+from lakelog.connector.format.manifest_codec import MANIFEST_ENTRY_SCHEMA, MANIFEST_FILE_META_SCHEMA
+from lakelog.connector.format.manifest_files import ManifestFile, ManifestList
+from lakelog.connector.format.snapshot import Snapshot, SnapshotManager
+from lakelog.connector.format.types import DataType
 from tests._meta_oracle import build_tables, read_all
 
 STRING = DataType("VARCHAR", length=2147483647)
@@ -150,7 +148,7 @@ def _pp_stats_of(pp_table: Any) -> Any:
 
 def _binary_row_available() -> bool:
     try:
-        import lakelog.connector.binary_row  # noqa: F401
+        import lakelog.connector.format.binary_row  # noqa: F401
     except ImportError:
         return False
     return True
@@ -232,7 +230,7 @@ def test_reading_pypaimon_manifests_matches_raw_avro(oracle: dict[str, Any], tab
         kinds.update(e.kind for e in ours)
         # the fast decoder is used for pypaimon's files (same layout)
         with open(os.path.join(mdir, name), "rb") as f:
-            _values, fast = M.decode_file(f.read(), M._ENTRY_SHAPE, "_FILE", M._decode_entries)
+            _values, fast = avro.decode_file(f.read(), manifest_codec.ENTRY_SHAPE, "_FILE", manifest_codec.decode_entries)
         assert fast
     if table == "ap":
         assert kinds == {0, 1}  # the overwrite wrote DELETE entries
@@ -328,7 +326,7 @@ def test_pypaimon_reads_our_manifests_and_lists(oracle: dict[str, Any], table: s
     from pypaimon.manifest.manifest_list_manager import ManifestListManager
 
     if stats == "binary_row" and not _binary_row_available():
-        pytest.skip("lakelog.connector.binary_row not available")
+        pytest.skip("lakelog.connector.format.binary_row not available")
     pp = oracle[table]
     mdir = _manifest_dir(oracle, table)
     fn = _pp_stats_of(pp) if stats == "pypaimon-row-codec" else compute_partition_stats
@@ -481,7 +479,7 @@ def test_meta_summarizes_entries(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not _binary_row_available(), reason="binary_row not available")
 def test_partition_stats_count_nulls_per_entry() -> None:
-    from lakelog.connector.binary_row import deserialize_row, serialize_row
+    from lakelog.connector.format.binary_row import deserialize_row, serialize_row
 
     types = [STRING, DataType("INT")]
     p1 = serialize_row(["b", 1], types)

@@ -1,4 +1,4 @@
-"""Merge engines (lakelog.connector.merge_engine) against Paimon's documented examples and against a
+"""Merge engines (lakelog.connector.lsm.merge.engine) against Paimon's documented examples and against a
 row-at-a-time reference of Paimon's merge functions (tests/merge_reference.py)."""
 
 from __future__ import annotations
@@ -13,15 +13,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import lakelog
 from lakelog.connector.errors import InvalidInputError, OptionError
-from lakelog.connector.merge_engine import (
-    apply_rowkind_field,
-    merge_function,
-    sort_for_merge,
-)
-from lakelog.connector.options import CoreOptions
-from lakelog.connector.schema import TableSchema
-from lakelog.connector.types import DataField, parse_type_string, to_arrow_type
+from lakelog.connector.format.options import CoreOptions
+from lakelog.connector.format.schema import TableSchema
+from lakelog.connector.format.types import DataField, parse_type_string, to_arrow_type
+from lakelog.connector.lsm.merge.engine import merge_function, sort_for_merge
 from tests import merge_reference as ref
 
 INS, UB, UA, D = 0, 1, 2, 3
@@ -420,19 +417,21 @@ def test_aggregation_sequence_field_ordering() -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-def test_apply_rowkind_field() -> None:
-    t = pa.table({"k": [1, 2, 3, 4], "op": ["+I", "-U", "+U", "-D"],
-                  "_VALUE_KIND": pa.array([0] * 4, pa.int8())})
-    out = apply_rowkind_field(t, CoreOptions({"rowkind.field": "op"}))
-    assert out.column("_VALUE_KIND").to_pylist() == [0, 1, 2, 3]
-    assert out.schema.field("_VALUE_KIND").type == pa.int8()
-    out2 = apply_rowkind_field(t.drop_columns(["_VALUE_KIND"]), CoreOptions({"rowkind.field": "op"}))
-    assert out2.column("_VALUE_KIND").to_pylist() == [0, 1, 2, 3]
-    assert apply_rowkind_field(t, CoreOptions({})) is t
-    with pytest.raises(InvalidInputError, match="'X'"):
-        apply_rowkind_field(pa.table({"op": ["+I", "X"]}), CoreOptions({"rowkind.field": "op"}))
-    with pytest.raises(InvalidInputError, match="op"):
-        apply_rowkind_field(pa.table({"op": ["+I", None]}), CoreOptions({"rowkind.field": "op"}))
+def test_rowkind_field_sets_each_rows_kind(tmp_path: Any) -> None:
+    schema = pa.schema([pa.field("k", pa.int64(), False), ("v", pa.string()), ("op", pa.string())])
+    t = lakelog.Catalog(str(tmp_path)).create_table(
+        "db.t", schema, primary_key=["k"], options={"bucket": "1", "rowkind.field": "op"}
+    )
+    t.write(pa.table({"k": [1, 2, 3], "v": ["a", "b", "c"], "op": ["+I", "+I", "+I"]}))
+    t.write(pa.table({"k": [1, 2, 3], "v": ["a", "b2", "c"], "op": ["-D", "+U", "-U"]}))
+    assert t.to_arrow().sort_by("k").to_pylist() == [{"k": 2, "v": "b2", "op": "+U"}]
+    with pytest.raises(InvalidInputError, match=r"'op'.*\['X'\]"):
+        t.write(pa.table({"k": [4, 5], "v": ["x", "y"], "op": ["+I", "X"]}))
+    with pytest.raises(InvalidInputError, match=r"'op'.*\[None\]"):
+        t.write(pa.table({"k": [4], "v": ["x"], "op": pa.array([None], pa.string())}))
+    with pytest.raises(InvalidInputError, match="'op' must be a string column"):
+        t.write(pa.table({"k": [4], "v": ["x"], "op": [1]}))
+    assert t.to_arrow().num_rows == 1  # nothing of the refused batches was written
 
 
 # --------------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lakelog.connector.errors import OptionError
-from lakelog.connector.options import (
+from lakelog.connector.format.options import (
     ALL_OPTIONS,
     IMMUTABLE_KEYS,
     ChangelogProducer,

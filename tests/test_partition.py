@@ -7,8 +7,8 @@ import decimal
 
 import pytest
 
-from lakelog.connector.partition import escape_path_name, partition_path, partition_value_string
-from lakelog.connector.types import DataType
+from lakelog.connector.format.partition import escape_path_name, partition_path, partition_value_string
+from lakelog.connector.format.types import DataType
 
 UTC = dt.timezone.utc
 FLOAT, DOUBLE = DataType("FLOAT"), DataType("DOUBLE")

@@ -18,26 +18,24 @@ from lakelog.connector.errors import (
     SchemaError,
     TableAlreadyExistsError,
 )
-from lakelog.connector.fileio import FileIO
-from lakelog.connector.options import MergeEngine
-from lakelog.connector.schema import (
+from lakelog.connector.format.fileio import FileIO
+from lakelog.connector.format.options import MergeEngine
+from lakelog.connector.format.schema import SchemaExistsError, TableSchema
+from lakelog.connector.format.schema_changes import (
     AddColumn,
     DropColumn,
     RemoveOption,
     RenameColumn,
-    SchemaExistsError,
-    SchemaManager,
     SetOption,
-    TableSchema,
     UpdateColumnComment,
     UpdateColumnType,
     UpdateComment,
     apply_changes,
     can_widen,
-    evolve_table,
-    physical_names,
 )
-from lakelog.connector.types import DataType, parse_type
+from lakelog.connector.format.schema_evolution import evolve_table, physical_names
+from lakelog.connector.format.schema_manager import SchemaManager
+from lakelog.connector.format.types import DataType, parse_type
 
 ORDERS = pa.schema(
     [

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 
 import lakelog
-from lakelog.connector.write import TableWrite
+from lakelog.connector.table.write import TableWrite
 from lakelog.operators.codec import Committable, decode_committable, encode_committable
 from lakelog.operators.committer import ChannelReader, SinkCommitter
 

@@ -9,10 +9,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lakelog.connector.binary_row import serialize_row, to_binary_row
-from lakelog.connector.bucket import compute_buckets
 from lakelog.connector.errors import InvalidInputError, LakelogError
-from lakelog.connector.types import DataType
+from lakelog.connector.format.binary_row import serialize_row, to_binary_row
+from lakelog.connector.format.bucket import compute_buckets
+from lakelog.connector.format.types import DataType
 from lakelog.operators.sink_keys import (
     KeyEncoder,
     default_max_parallelism,

@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from lakelog.connector.errors import CorruptFileError, OptionError, SnapshotNotFoundError, TagError
-from lakelog.connector.fileio import FileIO
-from lakelog.connector.snapshot import ConsumerManager, Snapshot, SnapshotManager, TagManager
+from lakelog.connector.format.consumers import ConsumerManager
+from lakelog.connector.format.fileio import FileIO
+from lakelog.connector.format.snapshot import Snapshot, SnapshotManager
+from lakelog.connector.format.tags import TagManager
 from tests._meta_oracle import build_tables
 
 

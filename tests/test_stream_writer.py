@@ -16,9 +16,9 @@ import pyarrow as pa
 import pytest
 
 import lakelog
-from lakelog.connector import lsm
-from lakelog.connector.compact import num_levels
-from lakelog.connector.lsm import Levels
+from lakelog.connector.lsm import levels as lsm
+from lakelog.connector.lsm.compaction import num_levels
+from lakelog.connector.lsm.levels import Levels
 
 SCHEMA = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.int64()), pa.field("s", pa.string())])
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from lakelog.connector.errors import SchemaError
-from lakelog.connector.types import (
+from lakelog.connector.format.types import (
     MAX_LENGTH,
     DataField,
     DataType,

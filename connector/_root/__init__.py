@@ -2,6 +2,8 @@
 
 >>> import lakelog
 >>> catalog = lakelog.Catalog("/tmp/warehouse")
+>>> t = catalog.get_table("shop.orders")
+>>> t.alter(lakelog.AddColumn("note", pa.string()))
 
 Names load lazily; ``import lakelog`` imports neither pyflink nor the storage modules.
 """
@@ -13,27 +15,28 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Catalog",
-    "Table",
-    "BatchWriter",
-    "StreamWriter",
-    "Snapshot",
-    "LakelogError",
-    "errors",
-    "schema",
-]
+_SCHEMA_CHANGES = "lakelog.connector.format.schema_changes"
 
-_LAZY = {
-    "Catalog": ("lakelog.connector.catalog", "Catalog"),
-    "Table": ("lakelog.connector.table", "Table"),
-    "BatchWriter": ("lakelog.connector.table", "BatchWriter"),
-    "StreamWriter": ("lakelog.connector.table", "StreamWriter"),
-    "Snapshot": ("lakelog.connector.snapshot", "Snapshot"),
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "Catalog": ("lakelog.connector.table.catalog", "Catalog"),
+    "Table": ("lakelog.connector.table.table", "Table"),
+    "TableScan": ("lakelog.connector.table.table", "TableScan"),
+    "BatchWriter": ("lakelog.connector.table.table", "BatchWriter"),
+    "StreamWriter": ("lakelog.connector.table.table", "StreamWriter"),
+    "Snapshot": ("lakelog.connector.format.snapshot", "Snapshot"),
     "LakelogError": ("lakelog.connector.errors", "LakelogError"),
+    "SetOption": (_SCHEMA_CHANGES, "SetOption"),
+    "RemoveOption": (_SCHEMA_CHANGES, "RemoveOption"),
+    "AddColumn": (_SCHEMA_CHANGES, "AddColumn"),
+    "RenameColumn": (_SCHEMA_CHANGES, "RenameColumn"),
+    "DropColumn": (_SCHEMA_CHANGES, "DropColumn"),
+    "UpdateColumnType": (_SCHEMA_CHANGES, "UpdateColumnType"),
+    "UpdateComment": (_SCHEMA_CHANGES, "UpdateComment"),
+    "UpdateColumnComment": (_SCHEMA_CHANGES, "UpdateColumnComment"),
     "errors": ("lakelog.connector.errors", None),
-    "schema": ("lakelog.connector.schema", None),
 }
+
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:

@@ -194,7 +194,7 @@ def test_lakelog_sql_remote_batch_insert(cluster: Cluster, tmp_path: Path) -> No
             "jobs"
         ]
     )
-    _run([sys.executable, "-m", "lakelog.connector.cli", "sql", "-f", str(script), "--remote"], cluster)
+    _run([sys.executable, "-m", "lakelog.jobs.cli", "sql", "-f", str(script), "--remote"], cluster)
     _check(wh, "batched", 300)
     after = json.loads(urllib.request.urlopen(f"http://localhost:{cluster.rest_port}/jobs/overview").read())[
         "jobs"

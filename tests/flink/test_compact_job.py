@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("pyflink")
 
 import lakelog  # noqa: E402
-from lakelog.connector.cli import main as cli_main  # noqa: E402
+from lakelog.jobs.cli import main as cli_main  # noqa: E402
 from lakelog.operators.compact_ops import sorted_run_counts  # noqa: E402
 
 pytestmark = [

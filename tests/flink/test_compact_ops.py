@@ -215,7 +215,7 @@ def test_restart_commits_released_compactions_once(tmp_path: Any) -> None:
 
 
 def test_cli_flags_need_a_job(tmp_path: Any, capsys: Any) -> None:
-    from lakelog.connector.cli import main
+    from lakelog.jobs.cli import main
 
     t = _pk_table(tmp_path, writes=2)
     wh = str(tmp_path / "wh")

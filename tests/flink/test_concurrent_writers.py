@@ -110,7 +110,7 @@ class Rows:
 
 
 def _has_compaction(table_path: str) -> bool:
-    from lakelog.connector.store import TableStore
+    from lakelog.connector.format.store import TableStore
 
     return any(s.commit_kind == "COMPACT" for s in TableStore(table_path).snapshot_manager.newest_first())
 

@@ -46,8 +46,8 @@ class _UpdateDimOnMarker:
 
     def __call__(self, row: Any) -> Any:
         if row[0] == 100:
-            from lakelog.connector.store import TableStore
-            from lakelog.connector.table import Table
+            from lakelog.connector.format.store import TableStore
+            from lakelog.connector.table.table import Table
 
             t = Table(TableStore(self.path), "cust")
             with t.writer() as w:

@@ -9,10 +9,10 @@ import pyarrow as pa
 import pytest
 
 import lakelog
-from lakelog.connector.bucket import compute_buckets
 from lakelog.connector.errors import CorruptFileError
-from lakelog.connector.store import TableStore
-from lakelog.connector.write import TableWrite
+from lakelog.connector.format.bucket import compute_buckets
+from lakelog.connector.format.store import TableStore
+from lakelog.connector.table.write import TableWrite
 from lakelog.operators.codec import Committable, decode_committable, encode_committable
 from lakelog.operators.committer import COMMITTABLES_PROPERTY, ChannelReader, SinkCommitter
 

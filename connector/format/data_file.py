@@ -1,0 +1,310 @@
+"""Data files: Parquet writing with Paimon's statistics, and reading with errors that name the file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakelog.connector.errors import CorruptFileError, MissingFileError
+from lakelog.connector.format.binary_row import serialize_row
+from lakelog.connector.format.manifest import DataFileMeta, SimpleStats, local_now_millis
+from lakelog.connector.format.types import NESTED_ROOTS, DataType
+
+__all__ = [
+    "DataFileWriter",
+    "RollingFileWriter",
+    "read_data_file",
+    "iter_data_file",
+    "new_data_file_name",
+    "STRING_STATS_TRUNCATE",
+]
+
+STRING_STATS_TRUNCATE = 16  # Paimon's default metadata.stats-mode is truncate(16)
+
+
+def new_data_file_name(prefix: str = "data-") -> str:
+    return f"{prefix}{uuid.uuid4()}-0.parquet"
+
+
+def _truncate_min(v: Any) -> Any:
+    if isinstance(v, (str, bytes)) and len(v) > STRING_STATS_TRUNCATE:
+        return v[:STRING_STATS_TRUNCATE]
+    return v
+
+
+def _truncate_max(v: Any) -> Any:
+    """An upper bound no longer than the truncation length, or None when none can be made."""
+    if isinstance(v, str) and len(v) > STRING_STATS_TRUNCATE:
+        head = v[:STRING_STATS_TRUNCATE]
+        for i in range(len(head) - 1, -1, -1):
+            c = ord(head[i])
+            if c < 0x10FFFF and not (0xD7FF <= c < 0xE000):
+                return head[:i] + chr(c + 1)
+        return None
+    if isinstance(v, bytes) and len(v) > STRING_STATS_TRUNCATE:
+        raw = bytearray(v[:STRING_STATS_TRUNCATE])
+        for j in range(len(raw) - 1, -1, -1):
+            if raw[j] < 0xFF:
+                raw[j] += 1
+                return bytes(raw[: j + 1])
+        return None
+    return v
+
+
+class _ColumnStats:
+    """Min, max and null count of columns, accumulated chunk by chunk."""
+
+    def __init__(self, types: Sequence[DataType]) -> None:
+        self.types = list(types)
+        n = len(self.types)
+        self.lo: list[Any] = [None] * n
+        self.hi: list[Any] = [None] * n
+        self.nulls = [0] * n
+        self.unknown = [t.root in NESTED_ROOTS for t in self.types]
+
+    def update(self, columns: Sequence[pa.ChunkedArray | pa.Array]) -> None:
+        for i, col in enumerate(columns):
+            self.nulls[i] += col.null_count
+            if self.unknown[i] or col.null_count == len(col):
+                continue
+            mm = pc.min_max(col)
+            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            if (isinstance(lo, float) and lo != lo) or (isinstance(hi, float) and hi != hi):
+                self.unknown[i] = True  # NaN: no usable bound
+                self.lo[i] = self.hi[i] = None
+                continue
+            if self.lo[i] is None or lo < self.lo[i]:
+                self.lo[i] = lo
+            if self.hi[i] is None or hi > self.hi[i]:
+                self.hi[i] = hi
+
+    def to_stats(self) -> SimpleStats:
+        mins = [None if u else _truncate_min(v) for v, u in zip(self.lo, self.unknown)]
+        maxs = [None if u else _truncate_max(v) for v, u in zip(self.hi, self.unknown)]
+        nulls: list[Optional[int]] = list(self.nulls)
+        return SimpleStats(serialize_row(mins, self.types), serialize_row(maxs, self.types), nulls)
+
+
+def column_stats(columns: Sequence[pa.ChunkedArray], types: Sequence[DataType]) -> SimpleStats:
+    """Min, max (truncated for long strings) and null count of each column, as Paimon stores them."""
+    acc = _ColumnStats(types)
+    acc.update(columns)
+    return acc.to_stats()
+
+
+@dataclass
+class DataFileWriter:
+    """How to write the data files of one bucket: directory, schema, compression, target size.
+
+    ``key_columns``/``key_types`` name the ``_KEY_*`` columns of a primary-key table (empty for an
+    append table); ``value_types`` are the table's column types in ``value_columns`` order.
+    """
+
+    bucket_dir: str
+    schema_id: int
+    key_columns: Sequence[str]
+    key_types: Sequence[DataType]
+    value_columns: Sequence[str]
+    value_types: Sequence[DataType]
+    compression: str = "zstd"
+    compression_level: Optional[int] = 1
+    target_file_size: int = 128 * 1024 * 1024
+    file_prefix: str = "data-"
+    file_schema: Optional[pa.Schema] = None  # every chunk is cast to it (nullability differences)
+
+    def rolling(self, *, level: int, file_source: int = 0) -> RollingFileWriter:
+        return RollingFileWriter(self, level=level, file_source=file_source)
+
+    def write(self, table: pa.Table, *, level: int, file_source: int = 0) -> list[DataFileMeta]:
+        """Write a sorted table as one or more files of about ``target_file_size``."""
+        w = self.rolling(level=level, file_source=file_source)
+        try:
+            w.write(table)
+        except BaseException:
+            w.abort()
+            raise
+        return w.close()
+
+
+def _dictionary_columns(schema: pa.Schema, key_columns: Sequence[str]) -> list[str]:
+    """Columns worth dictionary encoding: strings and binaries that are not keys (keys are unique
+    within a file, so a dictionary would only cost time)."""
+    keys = set(key_columns) | {k[len("_KEY_") :] for k in key_columns}
+    return [
+        f.name
+        for f in schema
+        if f.name not in keys
+        and (pa.types.is_string(f.type) or pa.types.is_large_string(f.type) or pa.types.is_binary(f.type))
+    ]
+
+
+class RollingFileWriter:
+    """Streams sorted chunks into Parquet files, starting a new file past the target size.
+
+    Memory holds one chunk; statistics accumulate per chunk with vectorised min/max.
+    """
+
+    _CHUNK_ROWS = 128 * 1024
+
+    def __init__(self, spec: DataFileWriter, *, level: int, file_source: int) -> None:
+        self.spec = spec
+        self.level = level
+        self.file_source = file_source
+        self.files: list[DataFileMeta] = []
+        self.paths: list[str] = []
+        self._writer: Optional[pq.ParquetWriter] = None
+        self._sink: Any = None
+        self._name = ""
+        self._reset_stats()
+
+    def _reset_stats(self) -> None:
+        self._rows = 0
+        self._first_key: Optional[list[Any]] = None
+        self._last_key: Optional[list[Any]] = None
+        self._min_seq: Optional[int] = None
+        self._max_seq: Optional[int] = None
+        self._deletes = 0
+        self._key_stats = _ColumnStats(self.spec.key_types)
+        self._value_stats = _ColumnStats(self.spec.value_types)
+
+    def write(self, table: pa.Table) -> None:
+        for start in range(0, table.num_rows, self._CHUNK_ROWS):
+            self._write_chunk(table.slice(start, self._CHUNK_ROWS))
+
+    def _write_chunk(self, chunk: pa.Table) -> None:
+        n = chunk.num_rows
+        if n == 0:
+            return
+        spec = self.spec
+        if spec.file_schema is not None and chunk.schema != spec.file_schema:
+            chunk = chunk.select(spec.file_schema.names).cast(spec.file_schema)
+        if self._writer is None:
+            os.makedirs(spec.bucket_dir, exist_ok=True)
+            self._name = new_data_file_name(spec.file_prefix)
+            path = os.path.join(spec.bucket_dir, self._name)
+            self.paths.append(path)
+            self._sink = pa.OSFile(path, "wb")
+            self._writer = pq.ParquetWriter(
+                self._sink,
+                chunk.schema,
+                compression=spec.compression,
+                compression_level=spec.compression_level,
+                use_dictionary=_dictionary_columns(chunk.schema, spec.key_columns),
+                write_statistics=False,
+            )
+        self._writer.write_table(chunk, row_group_size=max(n, 1))
+        self._rows += n
+        if spec.key_columns:
+            if self._first_key is None:
+                self._first_key = [chunk.column(k)[0].as_py() for k in spec.key_columns]
+            self._last_key = [chunk.column(k)[n - 1].as_py() for k in spec.key_columns]
+            self._key_stats.update([chunk.column(k) for k in spec.key_columns])
+            mm = pc.min_max(chunk.column("_SEQUENCE_NUMBER"))
+            lo, hi = int(mm["min"].as_py()), int(mm["max"].as_py())
+            self._min_seq = lo if self._min_seq is None else min(self._min_seq, lo)
+            self._max_seq = hi if self._max_seq is None else max(self._max_seq, hi)
+            kinds = chunk.column("_VALUE_KIND")
+            self._deletes += int(pc.sum(pc.is_in(kinds, value_set=pa.array([1, 3], kinds.type))).as_py() or 0)
+        self._value_stats.update([chunk.column(c) for c in spec.value_columns])
+        if self._sink.tell() >= spec.target_file_size:
+            self._finish_file()
+
+    def _finish_file(self) -> None:
+        if self._writer is None:
+            return
+        self._writer.close()
+        self._sink.close()
+        spec = self.spec
+        path = os.path.join(spec.bucket_dir, self._name)
+        if spec.key_columns:
+            assert self._first_key is not None and self._last_key is not None
+            min_key = serialize_row(self._first_key, spec.key_types)
+            max_key = serialize_row(self._last_key, spec.key_types)
+            key_stats = self._key_stats.to_stats()
+            min_seq, max_seq = self._min_seq or 0, self._max_seq or 0
+        else:
+            min_key = max_key = serialize_row([], [])
+            key_stats = SimpleStats(min_key, min_key, [])
+            min_seq = max_seq = 0
+        self.files.append(
+            DataFileMeta(
+                file_name=self._name,
+                file_size=os.path.getsize(path),
+                row_count=self._rows,
+                min_key=min_key,
+                max_key=max_key,
+                key_stats=key_stats,
+                value_stats=self._value_stats.to_stats(),
+                min_sequence_number=min_seq,
+                max_sequence_number=max_seq,
+                schema_id=spec.schema_id,
+                level=self.level,
+                extra_files=[],
+                creation_time_millis=local_now_millis(),
+                delete_row_count=self._deletes,
+                embedded_file_index=None,
+                file_source=self.file_source,
+                value_stats_cols=None,
+                external_path=None,
+                first_row_id=None,
+                write_cols=None,
+            )
+        )
+        self._writer = None
+        self._sink = None
+        self._reset_stats()
+
+    def close(self) -> list[DataFileMeta]:
+        self._finish_file()
+        return self.files
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.close()
+                self._sink.close()
+            except Exception:  # noqa: S110 - best effort on the failure path
+                pass
+            self._writer = None
+        for p in self.paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(p)
+        self.files = []
+
+
+@contextlib.contextmanager
+def _named_errors(path: str) -> Iterator[None]:
+    """Turn a failed read into MissingFileError or CorruptFileError naming the file."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise MissingFileError(f"data file referenced by the snapshot is missing: {path}") from None
+    except (pa.ArrowInvalid, OSError) as e:
+        if not os.path.exists(path):
+            raise MissingFileError(f"data file referenced by the snapshot is missing: {path}") from None
+        raise CorruptFileError(f"cannot read data file {path}: {e}") from e
+
+
+def read_data_file(path: str, columns: Optional[Sequence[str]] = None) -> pa.Table:
+    """Read a Parquet data file; a missing or undecodable file raises an error naming it."""
+    with _named_errors(path):
+        return pq.read_table(path, columns=list(columns) if columns is not None else None, use_threads=False)
+
+
+def iter_data_file(
+    path: str, columns: Optional[Sequence[str]] = None, batch_rows: int = 65536
+) -> Iterator[pa.Table]:
+    """Read a Parquet data file in chunks of about ``batch_rows`` rows (bounded memory)."""
+    with _named_errors(path):
+        f = pq.ParquetFile(path)
+        cols = list(columns) if columns is not None else None
+        for batch in f.iter_batches(batch_size=batch_rows, columns=cols):
+            yield pa.Table.from_batches([batch])

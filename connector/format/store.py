@@ -1,0 +1,233 @@
+"""One table directory: its paths, schema, metadata managers, manifests and the live files of a
+snapshot.
+
+:class:`TableStore` is the handle every other layer passes around. It pickles without its caches,
+so it can travel to a Flink worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Any, Optional
+
+import pyarrow as pa
+
+from lakelog.connector.format.binary_row import deserialize_row
+from lakelog.connector.format.consumers import ConsumerManager
+from lakelog.connector.format.data_file import DataFileWriter
+from lakelog.connector.format.fileio import FileIO
+from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
+from lakelog.connector.format.manifest import ManifestEntry, ManifestFileMeta, merge_entries
+from lakelog.connector.format.manifest_files import ManifestFile, ManifestList
+from lakelog.connector.format.options import CoreOptions
+from lakelog.connector.format.partition import partition_path
+from lakelog.connector.format.schema import TableSchema
+from lakelog.connector.format.schema_manager import SchemaManager
+from lakelog.connector.format.snapshot import Snapshot, SnapshotManager
+from lakelog.connector.format.tags import TagManager
+from lakelog.connector.format.types import DataType
+
+__all__ = ["TableStore", "file_schema"]
+
+_MANIFEST_CACHE_ENTRIES = 256
+
+
+class _ManifestCache:
+    """Manifest files never change once written, so their entries are cached by file name."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._data: OrderedDict[str, list[ManifestEntry]] = OrderedDict()
+
+    def get(self, name: str) -> Optional[list[ManifestEntry]]:
+        with self._lock:
+            v = self._data.get(name)
+            if v is not None:
+                self._data.move_to_end(name)
+            return v
+
+    def put(self, name: str, entries: list[ManifestEntry]) -> None:
+        with self._lock:
+            self._data[name] = entries
+            while len(self._data) > _MANIFEST_CACHE_ENTRIES:
+                self._data.popitem(last=False)
+
+
+class TableStore:
+    """Paths and metadata access for the table at ``path`` (``<warehouse>/<db>.db/<table>``).
+
+    It pickles without its caches, so it can travel to a Flink worker.
+    """
+
+    def __init__(
+        self, path: str, file_io: Optional[FileIO] = None, schema: Optional[TableSchema] = None
+    ) -> None:
+        self.path = path
+        self.file_io = file_io or FileIO()
+        self.schema_manager = SchemaManager(self.file_io, path)
+        self.snapshot_manager = SnapshotManager(self.file_io, path)
+        self.tag_manager = TagManager(self.file_io, path)
+        self.consumer_manager = ConsumerManager(self.file_io, path)
+        self.manifest_dir = os.path.join(path, "manifest")
+        self._cache = _ManifestCache()
+        loaded = schema if schema is not None else self.schema_manager.latest()
+        if loaded is None:
+            from lakelog.connector.errors import TableNotFoundError
+
+            raise TableNotFoundError(f"no table at {path} (no schema/schema-0)")
+        self.schema: TableSchema = loaded
+        self._open_manifests()
+
+    def _open_manifests(self) -> None:
+        opts = self.schema.core_options
+        compression = opts.get(CoreOptions.MANIFEST_COMPRESSION)
+        self.manifest_file = ManifestFile(
+            self.file_io,
+            self.manifest_dir,
+            target_file_size=int(opts.manifest_target_file_size),
+            compression=compression,
+        )
+        self.manifest_list = ManifestList(self.file_io, self.manifest_dir, compression=compression)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_cache"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._cache = _ManifestCache()
+
+    # ---- schema-derived facts -------------------------------------------------------------
+    @property
+    def options(self) -> CoreOptions:
+        return self.schema.core_options
+
+    @property
+    def is_primary_key_table(self) -> bool:
+        return bool(self.schema.primary_keys)
+
+    def field_types(self, names: Sequence[str]) -> list[DataType]:
+        by_name = {f.name: f.type for f in self.schema.fields}
+        return [by_name[n] for n in names]
+
+    @property
+    def partition_types(self) -> list[DataType]:
+        return self.field_types(self.schema.partition_keys)
+
+    @property
+    def key_names(self) -> list[str]:
+        return list(self.schema.trimmed_primary_keys)
+
+    @property
+    def key_types(self) -> list[DataType]:
+        return [dataclasses.replace(t, nullable=False) for t in self.field_types(self.key_names)]
+
+    def with_schema(self, schema: TableSchema) -> TableStore:
+        other = TableStore.__new__(TableStore)
+        other.__dict__.update(self.__dict__)
+        other.schema = schema
+        other._open_manifests()
+        return other
+
+    def refresh_schema(self) -> None:
+        latest = self.schema_manager.latest()
+        if latest is not None:
+            self.schema = latest
+            self._open_manifests()
+
+    # ---- paths ------------------------------------------------------------------------------
+    def partition_values(self, partition: bytes) -> tuple[Any, ...]:
+        return deserialize_row(partition, self.partition_types)
+
+    def partition_dir(self, values: Sequence[Any]) -> str:
+        """The partition's relative directory, spelled as Paimon spells it."""
+        opts = self.options
+        return partition_path(
+            self.schema.partition_keys,
+            values,
+            opts.partition_default_name,
+            types=self.partition_types,
+            legacy_name=opts.get(CoreOptions.PARTITION_LEGACY_NAME),
+        )
+
+    def bucket_dir(self, partition: bytes, bucket: int) -> str:
+        parts = self.partition_values(partition)
+        rel = self.partition_dir(parts)
+        return (
+            os.path.join(self.path, rel, f"bucket-{bucket}")
+            if rel
+            else os.path.join(self.path, f"bucket-{bucket}")
+        )
+
+    def file_writer(self, partition: bytes, bucket: int, *, prefix: str = "data-") -> DataFileWriter:
+        """How this table writes data (or, with ``prefix="changelog-"``, changelog) files of a bucket."""
+        opts = self.options
+        schema = self.schema
+        return DataFileWriter(
+            bucket_dir=self.bucket_dir(partition, bucket),
+            schema_id=schema.id,
+            key_columns=[key_column(k) for k in self.key_names],
+            key_types=self.key_types,
+            value_columns=[f.name for f in schema.fields],
+            value_types=[f.type for f in schema.fields],
+            compression=opts.file_compression,
+            compression_level=opts.file_compression_zstd_level if opts.file_compression == "zstd" else None,
+            target_file_size=opts.target_file_size_for(bool(schema.primary_keys)),
+            file_prefix=prefix,
+            file_schema=file_schema(self),
+        )
+
+    def data_file_path(
+        self, partition: bytes, bucket: int, file_name: str, external_path: Optional[str] = None
+    ) -> str:
+        if external_path:
+            from lakelog.connector.format.fileio import local_path
+
+            return local_path(external_path)
+        return os.path.join(self.bucket_dir(partition, bucket), file_name)
+
+    # ---- manifests ----------------------------------------------------------------------------
+    def read_manifest(self, name: str) -> list[ManifestEntry]:
+        cached = self._cache.get(name)
+        if cached is None:
+            cached = self.manifest_file.read(name)
+            self._cache.put(name, cached)
+        return cached
+
+    def manifest_metas(self, snapshot: Snapshot, *, delta_only: bool = False) -> list[ManifestFileMeta]:
+        metas: list[ManifestFileMeta] = []
+        if not delta_only:
+            metas.extend(self.manifest_list.read(snapshot.base_manifest_list))
+        metas.extend(self.manifest_list.read(snapshot.delta_manifest_list))
+        return metas
+
+    def entries_of(self, metas: Iterable[ManifestFileMeta]) -> list[ManifestEntry]:
+        out: list[ManifestEntry] = []
+        for m in metas:
+            out.extend(self.read_manifest(m.file_name))
+        return out
+
+    def live_entries(self, snapshot: Optional[Snapshot]) -> list[ManifestEntry]:
+        """The ADD entries of every data file live in ``snapshot``."""
+        if snapshot is None:
+            return []
+        merged = merge_entries(self.entries_of(self.manifest_metas(snapshot)))
+        return [e for e in merged if e.kind == 0]
+
+    def delta_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
+        return self.entries_of(self.manifest_metas(snapshot, delta_only=True))
+
+
+def file_schema(store: TableStore) -> pa.Schema:
+    """The Arrow schema of the table's data files (key-value layout for primary-key tables)."""
+    table = store.schema.arrow_schema()
+    if not store.is_primary_key_table:
+        return table
+    fields = [pa.field(key_column(k), table.field(k).type, nullable=False) for k in store.key_names]
+    fields += [pa.field(SEQUENCE_NUMBER, pa.int64(), False), pa.field(VALUE_KIND, pa.int8(), False)]
+    return pa.schema(fields + list(table))

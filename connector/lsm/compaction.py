@@ -1,0 +1,231 @@
+"""Compaction of one LSM bucket: universal (Paimon's picker), full, and the level-0 push of the
+lookup changelog producer.
+
+A compaction unit is merged section by section through the bounded-memory streaming merge and
+written through a rolling writer, so memory holds about one chunk per input run plus one output
+chunk, whatever the bucket size. Committing the result is the table layer's job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import pyarrow as pa
+
+from lakelog.connector.format.binary_row import deserialize_row
+from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
+from lakelog.connector.format.manifest import DataFileMeta
+from lakelog.connector.format.options import ChangelogProducer
+from lakelog.connector.format.store import TableStore
+from lakelog.connector.lsm.changelog import state_change, write_changelog
+from lakelog.connector.lsm.levels import (
+    CompactUnit,
+    EarlyFullCompaction,
+    Levels,
+    UniversalCompaction,
+    full_unit,
+)
+from lakelog.connector.lsm.merge.engine import merge_function_for
+from lakelog.connector.lsm.sort_merge import merge_streams
+from lakelog.connector.lsm.split import Split
+from lakelog.connector.lsm.split_read import SplitRead, sections
+
+__all__ = ["num_levels", "max_level", "CompactResult", "BucketCompactor"]
+
+
+def num_levels(store: TableStore) -> int:
+    opts = store.options
+    return opts.num_levels or (opts.num_sorted_run_compaction_trigger + 1)
+
+
+def max_level(store: TableStore) -> int:
+    return num_levels(store) - 1
+
+
+@dataclass
+class CompactResult:
+    """Files a compaction removed (``before``) and wrote (``after``), plus changelog files."""
+
+    before: list[DataFileMeta] = field(default_factory=list)
+    after: list[DataFileMeta] = field(default_factory=list)
+    changelog: list[DataFileMeta] = field(default_factory=list)
+    # written by one compaction and consumed by a later one before any commit: never committed
+    intermediate: list[DataFileMeta] = field(default_factory=list)
+
+    def extend(self, other: CompactResult) -> None:
+        """Chain ``other`` (which ran after this) into one result for a single commit."""
+        produced = {f.file_name for f in self.after}
+        chained = {f.file_name for f in other.before if f.file_name in produced}
+        committed = {f.file_name for f in self.before}  # an upgraded file keeps its committed name
+        self.intermediate += [
+            f for f in self.after if f.file_name in chained and f.file_name not in committed
+        ]
+        self.after = [f for f in self.after if f.file_name not in chained]
+        self.before += [f for f in other.before if f.file_name not in chained]
+        self.after += other.after
+        self.changelog += other.changelog
+
+    def is_empty(self) -> bool:
+        return not (self.before or self.after or self.changelog)
+
+
+class BucketCompactor:
+    """Compacts one bucket's LSM tree (``levels``), keeping ``levels`` up to date."""
+
+    def __init__(self, store: TableStore, partition: bytes, bucket: int, levels: Levels) -> None:
+        self.store = store
+        self.partition = partition
+        self.bucket = bucket
+        self.levels = levels
+        opts = store.options
+        interval = opts.compaction_optimization_interval
+        self.picker = UniversalCompaction(
+            opts.compaction_max_size_amplification_percent,
+            opts.compaction_size_ratio,
+            opts.num_sorted_run_compaction_trigger,
+            EarlyFullCompaction(
+                interval.millis if interval is not None else None,
+                opts.compaction_total_size_threshold,
+                opts.compaction_incremental_size_threshold,
+            ),
+        )
+        self.merge = merge_function_for(store)
+        self.primary_key = store.is_primary_key_table
+
+    # ---- picking --------------------------------------------------------------------------------
+    def pick(self, *, full: bool = False) -> Optional[CompactUnit]:
+        runs = self.levels.sorted_runs()
+        if not runs:
+            return None
+        top = self.levels.max_level
+        if full:
+            if len(runs) == 1 and all(f.level == top and f.delete_row_count == 0 for f in runs[0].files):
+                return None  # already one clean run at the top
+            return full_unit(top, runs)
+        return self.picker.pick(self.levels.num_levels, runs)
+
+    def pick_level0(self) -> Optional[CompactUnit]:
+        """Push every level-0 file up (lookup changelog producer): all level-0 runs plus the
+        first run above them, written into that run's level (the top level if none)."""
+        runs = self.levels.sorted_runs()
+        if not self.levels.level0:
+            return None
+        n0 = len(self.levels.level0)
+        if n0 < len(runs):
+            nxt = runs[n0]
+            return CompactUnit(nxt.level, [f for r in runs[: n0 + 1] for f in r.files])
+        return full_unit(self.levels.max_level, runs)
+
+    # ---- running --------------------------------------------------------------------------------
+    def drop_deletes(self, unit: CompactUnit) -> bool:
+        """Whether retractions can go: nothing older than the unit's output level remains below it."""
+        out_level = unit.output_level
+        return out_level != 0 and out_level >= self.levels.non_empty_highest_level()
+
+    def run(self, unit: CompactUnit) -> CompactResult:
+        """Compact ``unit`` now and apply the result to the levels."""
+        res = self.compute(unit, self.drop_deletes(unit))
+        self.levels.update(res.before, res.after)
+        return res
+
+    def compute(self, unit: CompactUnit, drop_deletes: bool) -> CompactResult:
+        """The result of compacting ``unit``, without touching the levels: safe to run on a
+        background thread while the writer adds level-0 files (the unit's files never change)."""
+        out_level = unit.output_level
+        produce_full_changelog = (
+            self.primary_key
+            and unit.full
+            and self.store.options.changelog_producer == ChangelogProducer.FULL_COMPACTION
+        )
+        changelog: list[DataFileMeta] = []
+        if produce_full_changelog:
+            changelog = self._full_compaction_changelog(unit)
+        if len(unit.files) == 1 and not produce_full_changelog:
+            f = unit.files[0]
+            if f.level != out_level and (not drop_deletes or f.delete_row_count == 0):
+                return CompactResult([f], [f.upgrade(out_level)], changelog)  # metadata only
+        after = self._rewrite(unit.files, out_level, drop_deletes)
+        return CompactResult(list(unit.files), after, changelog)
+
+    # ---- lookup changelog -------------------------------------------------------------------
+    def keys_of(self, f: DataFileMeta) -> pa.Table:
+        """Every key a data file holds (deleted ones too), as table columns."""
+        names = self.store.key_names
+        t = SplitRead(self.store, columns=names).read_file(self._split([f]), f, system=True)
+        return t.select([key_column(k) for k in names]).rename_columns(names)
+
+    def lookup_changelog(
+        self, before_upper: list[DataFileMeta], after_upper: list[DataFileMeta], keys: list[pa.Table]
+    ) -> list[DataFileMeta]:
+        """Changelog files of the lookup producer: for ``keys`` (those of level-0 files that were
+        compacted up), the change from the bucket's files above level 0 before to after. Produced
+        whenever level-0 data moves up, it keeps the changelog equal to the state above level 0."""
+        if not keys:
+            return []
+        names = self.store.key_names
+        distinct = pa.concat_tables(keys).group_by(names).aggregate([])
+        seq = max((f.max_sequence_number for f in after_upper), default=0)
+        kv = state_change(self.store, self.partition, self.bucket, before_upper, after_upper, distinct, seq)
+        return write_changelog(self.store, self.partition, self.bucket, kv)
+
+    def _split(self, files: list[DataFileMeta]) -> Split:
+        return Split(0, self.partition, self.bucket, self.store.options.bucket, files)
+
+    def _rewrite(self, files: list[DataFileMeta], level: int, drop_deletes: bool) -> list[DataFileMeta]:
+        store = self.store
+        read = SplitRead(store)
+        split = self._split(files)
+        writer = store.file_writer(self.partition, self.bucket).rolling(level=level, file_source=1)
+        try:
+            if self.primary_key:
+                keys = [key_column(k) for k in store.key_names]
+                cols = keys + [SEQUENCE_NUMBER, VALUE_KIND] + read.read_columns
+                key_types = store.key_types
+                for sec in sections(files, lambda b: deserialize_row(b, key_types)):
+                    streams = [read.iter_file(split, f, system=True) for f in sec]
+                    for merged in merge_streams(streams, keys, merge=self.merge, drop_deletes=drop_deletes):
+                        writer.write(merged.select(cols))
+            else:
+                for f in sorted(files, key=lambda f: f.min_sequence_number):
+                    for chunk in read.iter_file(split, f, system=False):
+                        writer.write(chunk)
+            out = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        if not self.primary_key:
+            start = min(f.min_sequence_number for f in files)
+            for m in out:
+                m.min_sequence_number, m.max_sequence_number = start, start + m.row_count - 1
+                start += m.row_count
+        return out
+
+    def _full_compaction_changelog(self, unit: CompactUnit) -> list[DataFileMeta]:
+        """Diff of the old top level against the full compaction's result, for rewritten keys."""
+        top = self.levels.max_level
+        old_top = [f for f in unit.files if f.level == top]
+        rewritten = [f for f in unit.files if f.level != top]
+        if not rewritten:
+            return []
+        store = self.store
+        read = SplitRead(store, columns=store.key_names)
+        # every key the rewritten files hold counts, deleted ones too: read keys without merging
+        key_parts = [
+            read.read_file(self._split([f]), f, system=True)
+            .select([key_column(k) for k in store.key_names])
+            .rename_columns(store.key_names)
+            for f in rewritten
+        ]
+        all_keys = pa.concat_tables(key_parts)
+        seq = max(f.max_sequence_number for f in unit.files)
+        kv = state_change(
+            store,
+            self.partition,
+            self.bucket,
+            old_top,
+            unit.files,
+            all_keys.group_by(store.key_names).aggregate([]),
+            seq,
+        )
+        return write_changelog(store, self.partition, self.bucket, kv)

@@ -1,0 +1,186 @@
+"""Reading splits: merge-on-read of primary-key buckets, projection, exact filtering, schema evolution.
+
+A primary-key bucket holds sorted runs on several levels. The files are cut into *sections*: groups
+whose key ranges overlap. A section of one file without retractions is read as it is; a larger
+section is merged (newest sequence number wins). Sections are independent, so a streaming read
+holds one section at a time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Optional
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.connector.format.binary_row import deserialize_row
+from lakelog.connector.format.data_file import iter_data_file, read_data_file
+from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
+from lakelog.connector.format.manifest import DataFileMeta
+from lakelog.connector.format.schema import TableSchema
+from lakelog.connector.format.schema_evolution import evolve_table, physical_names
+from lakelog.connector.format.store import TableStore
+from lakelog.connector.lsm.kv import DEDUPLICATE, MergeFunction
+from lakelog.connector.lsm.merge.engine import merge_function_for
+from lakelog.connector.lsm.sort_merge import merge_streams
+from lakelog.connector.lsm.split import Split
+
+__all__ = ["referenced_columns", "sections", "SplitRead"]
+
+
+def referenced_columns(expr: Optional[pc.Expression], names: Sequence[str]) -> list[str]:
+    """Columns of ``names`` that ``expr`` may refer to (an over-approximation: extra reads are safe)."""
+    if expr is None:
+        return []
+    text = str(expr)
+    return [n for n in names if re.search(r"(?<![\w.])" + re.escape(n) + r"(?![\w])", text)]
+
+_READ_THREADS = 4
+
+
+def sections(files: Sequence[DataFileMeta], key_of: Any) -> list[list[DataFileMeta]]:
+    """Group files whose [min_key, max_key] ranges overlap (transitively), in key order."""
+    items = sorted(((key_of(f.min_key), key_of(f.max_key), f) for f in files), key=lambda t: t[0])
+    out: list[list[DataFileMeta]] = []
+    current_max: Any = None
+    for lo, hi, f in items:
+        if out and lo <= current_max:
+            out[-1].append(f)
+            if hi > current_max:
+                current_max = hi
+        else:
+            out.append([f])
+            current_max = hi
+    return out
+
+
+class SplitRead:
+    """Reads splits of one table with an optional projection and filter."""
+
+    def __init__(
+        self,
+        store: TableStore,
+        *,
+        columns: Optional[Sequence[str]] = None,
+        filter: Optional[pc.Expression] = None,
+        batch_rows: int = 128 * 1024,
+    ) -> None:
+        self.store = store
+        self.schema: TableSchema = store.schema
+        full = self.schema.arrow_schema()
+        if columns is not None:
+            from lakelog.connector.errors import SchemaError
+
+            unknown = [c for c in columns if full.get_field_index(c) < 0]
+            if unknown:
+                raise SchemaError(f"unknown column(s) {unknown}; the table has {full.names}")
+        self.columns = list(columns) if columns is not None else list(full.names)
+        self.filter = filter
+        filter_cols = referenced_columns(filter, full.names)
+        # Columns read from files: the projection plus whatever the filter needs, in schema order.
+        need = set(self.columns) | set(filter_cols)
+        self.read_columns = [n for n in full.names if n in need]
+        self.output_schema = pa.schema([full.field(c) for c in self.columns])
+        self.key_names = [key_column(k) for k in store.key_names]
+        self._key_types = store.key_types
+        self._schemas: dict[int, TableSchema] = {self.schema.id: self.schema}
+        self.batch_rows = batch_rows
+        self.merge_function: MergeFunction = merge_function_for(store)
+        # engines other than plain deduplicate look at more than the key and sequence number
+        # (sequence fields, sequence groups, every aggregated field): merge whole rows, project after
+        plain = self.merge_function is DEDUPLICATE
+        self.merge_read_columns = self.read_columns if plain else list(full.names)
+
+    # ---- files ------------------------------------------------------------------------------------
+    def _file_schema(self, schema_id: int) -> TableSchema:
+        s = self._schemas.get(schema_id)
+        if s is None:
+            s = self.store.schema_manager.schema(schema_id)
+            self._schemas[schema_id] = s
+        return s
+
+    def read_file(self, split: Split, f: DataFileMeta, *, system: bool) -> pa.Table:
+        """One data file's rows (see :meth:`iter_file`) as one table."""
+        chunks = list(self.iter_file(split, f, system=system, batch_rows=1 << 30))
+        return pa.concat_tables(chunks) if len(chunks) != 1 else chunks[0]
+
+    def iter_file(
+        self,
+        split: Split,
+        f: DataFileMeta,
+        *,
+        system: bool,
+        batch_rows: int = 0,
+        columns: Optional[Sequence[str]] = None,
+    ) -> Iterator[pa.Table]:
+        """A data file's rows in chunks: system columns (when ``system``) and the read columns,
+        evolved to the current schema."""
+        path = self.store.data_file_path(split.partition, split.bucket, f.file_name, f.external_path)
+        sys_cols = self.key_names + [SEQUENCE_NUMBER, VALUE_KIND] if system else []
+        rows = batch_rows or self.batch_rows
+        wanted = list(columns) if columns is not None else self.read_columns
+        if f.schema_id == self.schema.id:
+            if rows >= f.row_count:
+                yield read_data_file(path, sys_cols + wanted)
+            else:
+                yield from iter_data_file(path, sys_cols + wanted, rows)
+            return
+        file_schema = self._file_schema(f.schema_id)
+        mapping = physical_names(file_schema, self.schema, wanted)
+        phys = [p for p in (mapping[c] for c in wanted) if p is not None]
+        for data in iter_data_file(path, sys_cols + phys, rows):
+            values = evolve_table(data.select(phys), file_schema, self.schema, wanted)
+            for i, c in enumerate(sys_cols):
+                values = values.add_column(i, data.schema.field(c), data.column(c))
+            yield values
+
+    # ---- splits -----------------------------------------------------------------------------------
+    def read_split(self, split: Split) -> Iterator[pa.Table]:
+        """Tables of the split's rows (chunks of sections), projected and filtered."""
+        if not self.store.is_primary_key_table:
+            for f in sorted(split.files, key=lambda f: f.min_sequence_number):
+                for chunk in self.iter_file(split, f, system=False):
+                    yield self._finish(chunk)
+            return
+        key_types = self._key_types
+        for sec in sections(split.files, lambda b: deserialize_row(b, key_types)):
+            if len(sec) == 1 and sec[0].delete_row_count == 0:
+                for chunk in self.iter_file(split, sec[0], system=False):
+                    yield self._finish(chunk)
+                continue
+            streams = [self.iter_file(split, f, system=True, columns=self.merge_read_columns) for f in sec]
+            for merged in merge_streams(streams, self.key_names, merge=self.merge_function):
+                yield self._finish(merged)
+
+    def _finish(self, t: pa.Table) -> pa.Table:
+        if self.filter is not None and t.num_rows:
+            t = t.filter(self.filter)
+        t = t.select(self.columns)
+        return t.cast(self.output_schema) if t.schema != self.output_schema else t
+
+    def read_splits(self, splits: Sequence[Split]) -> pa.Table:
+        """All rows of ``splits`` as one table (splits read in parallel)."""
+        if not splits:
+            return self.output_schema.empty_table()
+        if len(splits) == 1:
+            parts = list(self.read_split(splits[0]))
+        else:
+            with ThreadPoolExecutor(max_workers=min(_READ_THREADS, len(splits))) as pool:
+                parts = [t for ts in pool.map(lambda s: list(self.read_split(s)), splits) for t in ts]
+        parts = [p for p in parts if p.num_rows] or [self.output_schema.empty_table()]
+        return pa.concat_tables(parts)
+
+    def to_reader(
+        self, splits: Sequence[Split], *, max_chunksize: Optional[int] = None
+    ) -> pa.RecordBatchReader:
+        """A streaming reader: one split section in memory at a time."""
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for s in splits:
+                for t in self.read_split(s):
+                    yield from t.to_batches(max_chunksize=max_chunksize)
+
+        return pa.RecordBatchReader.from_batches(self.output_schema, batches())

@@ -1,0 +1,193 @@
+"""A file-system catalog: ``<warehouse>/<database>.db/<table>/``, as Paimon lays it out."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+import pyarrow as pa
+
+from lakelog.connector.errors import (
+    DatabaseAlreadyExistsError,
+    DatabaseNotEmptyError,
+    DatabaseNotFoundError,
+    OptionError,
+    PathEscapeError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+)
+from lakelog.connector.format.fileio import FileIO, ensure_inside, local_path
+from lakelog.connector.format.schema import TableSchema
+from lakelog.connector.format.schema_manager import SchemaManager
+from lakelog.connector.format.store import TableStore
+from lakelog.connector.table.table import Table
+
+__all__ = ["Catalog", "DEFAULT_DATABASE"]
+
+DEFAULT_DATABASE = "default"
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
+_DB_SUFFIX = ".db"
+
+
+def _check_name(kind: str, name: str) -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise PathEscapeError(
+            f"invalid {kind} name {name!r}: use letters, digits, '_' and '-' "
+            "(no path separators, dots or spaces)"
+        )
+    return name
+
+
+def split_identifier(identifier: str) -> tuple[str, str]:
+    """``db.table`` -> (db, table); a bare ``table`` lives in the ``default`` database."""
+    parts = identifier.split(".")
+    if len(parts) == 1:
+        return DEFAULT_DATABASE, _check_name("table", parts[0])
+    if len(parts) != 2:
+        raise PathEscapeError(f"invalid table identifier {identifier!r}: expected 'database.table'")
+    return _check_name("database", parts[0]), _check_name("table", parts[1])
+
+
+class Catalog:
+    """Tables in a warehouse directory (a local path or ``file://`` URI)."""
+
+    def __init__(self, warehouse: str) -> None:
+        self.warehouse = local_path(warehouse)
+        self.file_io = FileIO()
+        self.file_io.mkdirs(self.warehouse)
+
+    def __repr__(self) -> str:
+        return f"Catalog({self.warehouse!r})"
+
+    # ---- paths --------------------------------------------------------------------------------------
+    def database_path(self, database: str) -> str:
+        path = os.path.join(self.warehouse, _check_name("database", database) + _DB_SUFFIX)
+        ensure_inside(self.warehouse, path)
+        return path
+
+    def table_path(self, identifier: str) -> str:
+        db, name = split_identifier(identifier)
+        path = os.path.join(self.database_path(db), name)
+        ensure_inside(self.warehouse, path)
+        return path
+
+    # ---- databases ----------------------------------------------------------------------------------
+    def list_databases(self) -> list[str]:
+        return sorted(
+            n[: -len(_DB_SUFFIX)]
+            for n in self.file_io.list_dir(self.warehouse)
+            if n.endswith(_DB_SUFFIX) and os.path.isdir(os.path.join(self.warehouse, n))
+        )
+
+    def database_exists(self, database: str) -> bool:
+        return os.path.isdir(self.database_path(database))
+
+    def create_database(self, database: str, *, exist_ok: bool = False) -> None:
+        path = self.database_path(database)
+        if os.path.isdir(path):
+            if exist_ok:
+                return
+            raise DatabaseAlreadyExistsError(f"database {database!r} already exists")
+        self.file_io.mkdirs(path)
+
+    def drop_database(self, database: str, *, cascade: bool = False, missing_ok: bool = False) -> None:
+        path = self.database_path(database)
+        if not os.path.isdir(path):
+            if missing_ok:
+                return
+            raise DatabaseNotFoundError(f"database {database!r} does not exist")
+        tables = self.list_tables(database)
+        if tables and not cascade:
+            raise DatabaseNotEmptyError(
+                f"database {database!r} holds tables {tables}; pass cascade=True to drop them"
+            )
+        self.file_io.delete_dir(path)
+
+    def rename_database(self, old: str, new: str) -> None:
+        src, dst = self.database_path(old), self.database_path(new)
+        if not os.path.isdir(src):
+            raise DatabaseNotFoundError(f"database {old!r} does not exist")
+        if os.path.exists(dst):
+            raise DatabaseAlreadyExistsError(f"database {new!r} already exists")
+        self.file_io.rename_dir(src, dst)
+
+    # ---- tables ---------------------------------------------------------------------------------------
+    def list_tables(self, database: str = DEFAULT_DATABASE) -> list[str]:
+        path = self.database_path(database)
+        if not os.path.isdir(path):
+            raise DatabaseNotFoundError(f"database {database!r} does not exist")
+        return sorted(
+            n
+            for n in self.file_io.list_dir(path)
+            if os.path.exists(os.path.join(path, n, "schema", "schema-0"))
+        )
+
+    def table_exists(self, identifier: str) -> bool:
+        return os.path.exists(os.path.join(self.table_path(identifier), "schema", "schema-0"))
+
+    def create_table(
+        self,
+        identifier: str,
+        schema: pa.Schema,
+        *,
+        primary_key: Optional[Sequence[str]] = None,
+        partition_by: Optional[Sequence[str]] = None,
+        options: Optional[Mapping[str, str]] = None,
+        comment: Optional[str] = None,
+        exist_ok: bool = False,
+    ) -> Table:
+        """Create a table (and its database if needed). Primary-key tables need a fixed ``bucket``
+        count; when none is given, ``bucket`` is set to 1."""
+        db, _ = split_identifier(identifier)
+        path = self.table_path(identifier)
+        if self.table_exists(identifier):
+            if exist_ok:
+                return self.get_table(identifier)
+            raise TableAlreadyExistsError(f"table {identifier!r} already exists")
+        opts = {str(k): str(v) for k, v in (options or {}).items()}
+        if primary_key and "bucket" not in opts:
+            opts["bucket"] = "1"
+        if primary_key and int(opts["bucket"]) < 1:
+            raise OptionError(
+                f"option 'bucket' = {opts['bucket']}: primary-key tables need a fixed bucket count >= 1 "
+                "(dynamic bucket mode needs a hash index lakelog does not keep)"
+            )
+        table_schema = TableSchema.create(
+            schema,
+            partition_keys=list(partition_by or []),
+            primary_keys=list(primary_key or []),
+            options=opts,
+            comment=comment,
+        )
+        self.create_database(db, exist_ok=True)
+        manager = SchemaManager(self.file_io, path)
+        try:
+            created = manager.create_table(table_schema)
+        except FileExistsError:
+            raise TableAlreadyExistsError(f"table {identifier!r} already exists") from None
+        return Table(TableStore(path, self.file_io, created), identifier)
+
+    def get_table(self, identifier: str) -> Table:
+        path = self.table_path(identifier)
+        if not self.table_exists(identifier):
+            raise TableNotFoundError(f"table {identifier!r} does not exist in {self.warehouse}")
+        return Table(TableStore(path, self.file_io), identifier)
+
+    def drop_table(self, identifier: str, *, missing_ok: bool = False) -> None:
+        if not self.table_exists(identifier):
+            if missing_ok:
+                return
+            raise TableNotFoundError(f"table {identifier!r} does not exist")
+        self.file_io.delete_dir(self.table_path(identifier))
+
+    def rename_table(self, old: str, new: str) -> None:
+        if not self.table_exists(old):
+            raise TableNotFoundError(f"table {old!r} does not exist")
+        if self.table_exists(new):
+            raise TableAlreadyExistsError(f"table {new!r} already exists")
+        new_db, _ = split_identifier(new)
+        if not self.database_exists(new_db):
+            raise DatabaseNotFoundError(f"database {new_db!r} does not exist")
+        self.file_io.rename_dir(self.table_path(old), self.table_path(new))

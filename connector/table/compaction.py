@@ -1,0 +1,98 @@
+"""Compaction of whole tables: compact every bucket that needs it and commit one COMPACT snapshot,
+conflict-checked against concurrent commits (a compaction that loses a race is dropped, never the
+data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Optional
+
+from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.options import ChangelogProducer
+from lakelog.connector.format.store import TableStore
+from lakelog.connector.lsm.compaction import BucketCompactor, num_levels
+from lakelog.connector.lsm.levels import (
+    CompactUnit,
+    Levels,
+)
+from lakelog.connector.lsm.split import Split
+from lakelog.connector.table.commit import TableCommit
+from lakelog.connector.table.scan import plan_splits
+
+__all__ = ["compact_split", "compact_table"]
+
+Progress = Callable[[int, int], None]
+
+
+def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Optional[CommitMessage]:
+    """Compact one bucket as of ``split`` (its files in some snapshot); None when nothing to do.
+
+    Primary-key buckets: a full compaction into one sorted run at the top level, or with
+    ``full=False`` what universal compaction picks. Append buckets: small files are rewritten
+    into files of about the target size.
+    """
+    if store.is_primary_key_table:
+        levels = Levels.of(split.files, num_levels(store))
+        comp = BucketCompactor(store, split.partition, split.bucket, levels)
+        unit = comp.pick(full=full)
+        if unit is None and store.options.changelog_producer == ChangelogProducer.LOOKUP:
+            unit = comp.pick_level0()  # level-0 data waits for its lookup changelog
+    else:
+        levels = Levels.of([f.upgrade(0) if f.level else f for f in split.files], num_levels(store))
+        comp = BucketCompactor(store, split.partition, split.bucket, levels)
+        unit = CompactUnit(0, list(levels.level0)) if len(split.files) > 1 else None
+    if unit is None:
+        return None
+    before_upper = [f for f in split.files if f.level > 0]
+    res = comp.run(unit)
+    if (
+        store.is_primary_key_table
+        and store.options.changelog_producer == ChangelogProducer.LOOKUP
+        and any(f.level == 0 for f in unit.files)
+    ):
+        # level-0 data moves up: its changelog (write-only writers leave this to compaction)
+        keys = [comp.keys_of(f) for f in unit.files if f.level == 0]
+        upper = [f for f in levels.all_files() if f.level > 0]
+        res.changelog += comp.lookup_changelog(before_upper, upper, keys)
+    return CommitMessage(
+        partition=split.partition,
+        bucket=split.bucket,
+        total_buckets=split.total_buckets,
+        compact_before=res.before,
+        compact_after=res.after,
+        compact_changelog_files=res.changelog,
+    )
+
+
+def compact_table(
+    store: TableStore,
+    *,
+    full: bool = True,
+    progress: Optional[Progress] = None,
+    commit_user: Optional[str] = None,
+) -> Optional[int]:
+    """Compact every bucket that needs it (all of them with ``full``) and commit once as a
+    COMPACT snapshot; return its id, or None when there was nothing to do."""
+    snap = store.snapshot_manager.latest()
+    if snap is None:
+        return None
+    splits = plan_splits(store, snap)
+    messages: list[CommitMessage] = []
+    try:
+        for i, split in enumerate(splits):
+            msg = compact_split(store, split, full=full)
+            if msg is not None:
+                messages.append(msg)
+            if progress is not None:
+                progress(i + 1, len(splits))
+        if not messages:
+            return None
+        return TableCommit(store, commit_user).commit(messages)
+    except BaseException:
+        for m in messages:
+            live = {f.file_name for f in m.compact_before}
+            for f in m.compact_after + m.compact_changelog_files:
+                if f.file_name not in live:  # an upgraded file stays: it is the same, live file
+                    store.file_io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))
+        raise

@@ -1,0 +1,237 @@
+"""Table maintenance: snapshot expiration, orphan-file cleanup, and the file listing."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable
+from typing import Optional
+
+import pyarrow as pa
+
+from lakelog.connector.errors import SnapshotNotFoundError
+from lakelog.connector.format.manifest import ManifestEntry
+from lakelog.connector.format.snapshot import Snapshot, SnapshotManager
+from lakelog.connector.format.store import TableStore
+from lakelog.connector.format.tags import TagManager
+
+__all__ = ["expire_snapshots", "remove_orphan_files", "files_table", "referenced_files"]
+
+log = logging.getLogger(__name__)
+
+
+def _manifest_lists(s: Snapshot) -> list[str]:
+    return [n for n in (s.base_manifest_list, s.delta_manifest_list, s.changelog_manifest_list) if n]
+
+
+def _snapshot_references(store: TableStore, s: Snapshot) -> tuple[set[str], set[str]]:
+    """(data file paths, manifest-dir file names) that a snapshot needs or mentions."""
+    data: set[str] = set()
+    meta: set[str] = set(_manifest_lists(s))
+    entries: list[ManifestEntry] = []
+    for lst in _manifest_lists(s):
+        for m in store.manifest_list.read(lst):
+            meta.add(m.file_name)
+            entries.extend(store.read_manifest(m.file_name))
+    for e in entries:
+        data.add(store.data_file_path(e.partition, e.bucket, e.file.file_name, e.file.external_path))
+        for extra in e.file.extra_files:
+            data.add(store.data_file_path(e.partition, e.bucket, extra))
+    if s.index_manifest:
+        meta.add(s.index_manifest)
+    return data, meta
+
+
+def referenced_files(store: TableStore, snapshots: Iterable[Snapshot]) -> tuple[set[str], set[str]]:
+    data: set[str] = set()
+    meta: set[str] = set()
+    for s in snapshots:
+        d, m = _snapshot_references(store, s)
+        data |= d
+        meta |= m
+    return data, meta
+
+
+def _other_references(store: TableStore) -> list[Snapshot]:
+    """Snapshots and tags of every branch, and Paimon's long-lived changelog metadata: they share
+    the table's manifests and data files, so what they mention must not be deleted."""
+    fio = store.file_io
+    out: list[Snapshot] = []
+    branch_root = os.path.join(store.path, "branch")
+    for name in fio.list_dir(branch_root):
+        if name.startswith("branch-"):
+            path = os.path.join(branch_root, name)
+            out.extend(SnapshotManager(fio, path).snapshots())
+            out.extend(TagManager(fio, path).list().values())
+    changelog_dir = os.path.join(store.path, "changelog")
+    for name in fio.list_dir(changelog_dir):
+        if name.startswith("changelog-") and name[len("changelog-") :].isdigit():
+            path = os.path.join(changelog_dir, name)
+            out.append(Snapshot.from_json(fio.read_bytes(path), path))
+    return out
+
+
+def _live_data_files(store: TableStore, s: Snapshot) -> set[str]:
+    return {
+        store.data_file_path(e.partition, e.bucket, e.file.file_name, e.file.external_path)
+        for e in store.live_entries(s)
+    }
+
+
+def expire_snapshots(
+    store: TableStore,
+    *,
+    retain_min: Optional[int] = None,
+    retain_max: Optional[int] = None,
+    older_than_millis: Optional[int] = None,
+    max_deletes: Optional[int] = None,
+) -> list[int]:
+    """Expire old snapshots by ``snapshot.num-retained.min``/``.max`` and ``snapshot.time-retained``.
+
+    A snapshot is kept when it is among the ``retain_min`` newest, or newer than the time limit
+    (unless more than ``retain_max`` would remain), or still needed by a consumer. Files are deleted
+    only when no remaining snapshot and no tag references them. Snapshot files go first, so a crash
+    leaves orphan files (cleaned by :func:`remove_orphan_files`), never a snapshot without its files.
+    """
+    opts = store.options
+    sm = store.snapshot_manager
+    rmin = opts.snapshot_num_retained_min if retain_min is None else retain_min
+    rmax = opts.snapshot_num_retained_max if retain_max is None else retain_max
+    if rmin < 1 or rmax < rmin:
+        raise ValueError(f"need 1 <= retain_min ({rmin}) <= retain_max ({rmax})")
+    threshold = (
+        older_than_millis
+        if older_than_millis is not None
+        else int(time.time() * 1000) - opts.snapshot_time_retained.millis
+    )
+    latest, earliest = sm.latest_id(), sm.earliest_id()
+    if latest is None or earliest is None:
+        return []
+    limit = max_deletes if max_deletes is not None else opts.snapshot_expire_limit
+    upper = latest - rmin + 1  # ids below this may expire
+    forced = latest - rmax + 1  # ids below this must expire
+    consumer_min = store.consumer_manager.min_next_snapshot()
+    end = earliest
+    while end < upper and end - earliest < limit:
+        if end >= forced:
+            try:
+                if sm.snapshot(end).time_millis >= threshold:
+                    break
+            except SnapshotNotFoundError:
+                pass
+        if consumer_min is not None and end >= consumer_min:
+            break
+        end += 1
+    if end <= earliest:
+        return []
+    expired: list[Snapshot] = []
+    for sid in range(earliest, end):
+        try:
+            expired.append(sm.snapshot(sid))
+        except SnapshotNotFoundError:
+            continue
+    kept = [sm.snapshot(sid) for sid in range(end, latest + 1) if sm.snapshot_exists(sid)]
+    tags = list(store.tag_manager.list().values()) + _other_references(store)
+    live_data: set[str] = set()
+    for s in kept + tags:
+        live_data |= _live_data_files(store, s)
+    _, live_meta = referenced_files(store, kept + tags)
+    cand_data: set[str] = set()
+    cand_meta: set[str] = set()
+    for s in expired:
+        d, m = _snapshot_references(store, s)
+        cand_data |= d
+        cand_meta |= m
+    # the first kept snapshot's delta may delete files that only expired snapshots still held
+    if kept:
+        for e in store.delta_entries(kept[0]):
+            cand_data.add(store.data_file_path(e.partition, e.bucket, e.file.file_name, e.file.external_path))
+    # 1. snapshots (oldest first) and the EARLIEST hint
+    for s in expired:
+        sm.delete(s.id)
+    sm.commit_hint_earliest(end)
+    # 2. files nobody references any more
+    for path in sorted(cand_data - live_data):
+        store.file_io.delete(path)
+    for name in sorted(cand_meta - live_meta):
+        store.file_io.delete(os.path.join(store.manifest_dir, name))
+    ids = [s.id for s in expired]
+    log.info("expired snapshots %s of %s", ids, store.path)
+    return ids
+
+
+def remove_orphan_files(
+    store: TableStore, *, older_than_seconds: float = 86400.0, dry_run: bool = False
+) -> list[str]:
+    """Delete files in the table directory that no snapshot or tag references and that are older
+    than ``older_than_seconds`` (the guard that protects files of commits still in flight)."""
+    sm = store.snapshot_manager
+    snaps = sm.snapshots() + list(store.tag_manager.list().values()) + _other_references(store)
+    data, meta = referenced_files(store, snaps)
+    keep = {os.path.realpath(p) for p in data} | {
+        os.path.realpath(os.path.join(store.manifest_dir, m)) for m in meta
+    }
+    cutoff = time.time() - older_than_seconds
+    # metadata, and files lakelog does not track (Paimon's index files, statistics, changelogs)
+    protected_dirs = {
+        os.path.join(store.path, d)
+        for d in ("schema", "tag", "consumer", "branch", "index", "statistics", "changelog")
+    }
+    removed = []
+    for path in store.file_io.walk_files(store.path):
+        d = os.path.dirname(path)
+        name = os.path.basename(path)
+        is_temp = name.startswith(".") and name.endswith(".tmp")
+        if not is_temp and any(d == p or d.startswith(p + os.sep) for p in protected_dirs):
+            continue
+        if d == os.path.join(store.path, "snapshot") and not name.endswith(".tmp"):
+            continue
+        if os.path.realpath(path) in keep:
+            continue
+        try:
+            if store.file_io.mtime(path) > cutoff:
+                continue
+        except FileNotFoundError:
+            continue
+        removed.append(path)
+        if not dry_run:
+            store.file_io.delete(path)
+    return sorted(removed)
+
+
+def files_table(store: TableStore, snapshot: Optional[Snapshot]) -> pa.Table:
+    """Live data files of ``snapshot``: partition, bucket, level, name, rows, size, sequence range."""
+    rows = []
+    for e in store.live_entries(snapshot) if snapshot is not None else []:
+        f = e.file
+        rows.append(
+            {
+                "partition": store.partition_dir(store.partition_values(e.partition)),
+                "bucket": e.bucket,
+                "level": f.level,
+                "file_name": f.file_name,
+                "row_count": f.row_count,
+                "file_size": f.file_size,
+                "min_sequence_number": f.min_sequence_number,
+                "max_sequence_number": f.max_sequence_number,
+                "schema_id": f.schema_id,
+                "delete_row_count": f.delete_row_count,
+            }
+        )
+    schema = pa.schema(
+        [
+            ("partition", pa.string()),
+            ("bucket", pa.int32()),
+            ("level", pa.int32()),
+            ("file_name", pa.string()),
+            ("row_count", pa.int64()),
+            ("file_size", pa.int64()),
+            ("min_sequence_number", pa.int64()),
+            ("max_sequence_number", pa.int64()),
+            ("schema_id", pa.int64()),
+            ("delete_row_count", pa.int64()),
+        ]
+    )
+    t = pa.Table.from_pylist(rows, schema=schema)
+    return t.sort_by([("partition", "ascending"), ("bucket", "ascending"), ("level", "ascending")])

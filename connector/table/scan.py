@@ -1,0 +1,192 @@
+"""Scan planning: from a snapshot to splits, one per (partition, bucket), after pruning.
+
+Pruning uses Arrow's own expression simplification: each candidate file becomes a fragment whose
+"partition expression" states what is known about it (its partition values and min/max ranges),
+and ``get_fragments(filter=...)`` drops every fragment the filter cannot match. For primary-key
+tables only key statistics take part, because a value filter must see the merged row, not an
+older version of it in another file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Optional
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.connector.format.binary_row import deserialize_row
+from lakelog.connector.format.manifest import ManifestEntry
+from lakelog.connector.format.snapshot import Snapshot
+from lakelog.connector.format.store import TableStore
+from lakelog.connector.format.types import DataType
+from lakelog.connector.lsm.split import Split
+from lakelog.connector.lsm.split_read import referenced_columns
+
+__all__ = ["plan_splits"]
+
+
+def _typed(v: Any, atype: pa.DataType) -> pc.Expression:
+    return pc.scalar(pa.scalar(v, type=atype))
+
+
+def _range_guarantee(
+    name: str, atype: pa.DataType, lo: Any, hi: Any, nulls: Optional[int], rows: int
+) -> Optional[pc.Expression]:
+    f = pc.field(name)
+    if nulls is not None and nulls == rows:
+        return f.is_null()
+    parts = []
+    try:
+        if lo is not None:
+            parts.append(f >= _typed(lo, atype))
+        if hi is not None:
+            parts.append(f <= _typed(hi, atype))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+        return None
+    if not parts:
+        return None
+    g = parts[0]
+    for p in parts[1:]:
+        g = g & p
+    if nulls is not None and nulls > 0:
+        g = g | f.is_null()
+    return g
+
+
+def _conjunction(parts: Iterable[Optional[pc.Expression]]) -> pc.Expression:
+    out: Optional[pc.Expression] = None
+    for p in parts:
+        if p is None:
+            continue
+        out = p if out is None else (out & p)
+    return out if out is not None else pc.scalar(True)
+
+
+def _surviving(guarantees: list[pc.Expression], schema: pa.Schema, expr: pc.Expression) -> list[int]:
+    """Indexes of the guarantees that ``expr`` may match."""
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+    if not guarantees:
+        return []
+    paths = [f"/lakelog-prune/{i}" for i in range(len(guarantees))]
+    dataset = ds.FileSystemDataset.from_paths(
+        paths,
+        schema=schema,
+        format=ds.ParquetFileFormat(),
+        filesystem=pafs.LocalFileSystem(),
+        partitions=guarantees,
+    )
+    try:
+        frags = dataset.get_fragments(filter=expr)
+        return [int(fr.path.rsplit("/", 1)[1]) for fr in frags]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return list(range(len(guarantees)))  # cannot reason about this filter: keep everything
+
+
+def _stats_guarantee(
+    names: Sequence[str],
+    types: Sequence[DataType],
+    arrow_schema: pa.Schema,
+    stats: Any,
+    rows: int,
+    wanted: set[str],
+) -> list[Optional[pc.Expression]]:
+    if not wanted.intersection(names):
+        return []
+    try:
+        mins = deserialize_row(stats.min_values, types)
+        maxs = deserialize_row(stats.max_values, types)
+    except Exception:
+        return []
+    if len(mins) != len(names):
+        return []
+    nulls = stats.null_counts or [None] * len(names)
+    out = []
+    for i, n in enumerate(names):
+        if n in wanted:
+            nc = nulls[i] if i < len(nulls) else None
+            out.append(_range_guarantee(n, arrow_schema.field(n).type, mins[i], maxs[i], nc, rows))
+    return out
+
+
+def plan_splits(
+    store: TableStore,
+    snapshot: Optional[Snapshot],
+    *,
+    filter: Optional[pc.Expression] = None,
+    entries: Optional[list[ManifestEntry]] = None,
+) -> list[Split]:
+    """Live files of ``snapshot`` grouped into splits, after partition pruning and file skipping."""
+    if snapshot is None:
+        return []
+    if entries is None:
+        entries = store.live_entries(snapshot)
+    schema = store.schema
+    arrow_schema = schema.arrow_schema()
+    if filter is not None and entries:
+        entries = _prune(store, entries, filter, arrow_schema)
+    groups: dict[tuple[bytes, int], list[ManifestEntry]] = {}
+    for e in entries:
+        groups.setdefault((e.partition, e.bucket), []).append(e)
+    splits = []
+    for (part, bucket), es in groups.items():
+        splits.append(Split(snapshot.id, part, bucket, es[0].total_buckets, [e.file for e in es]))
+    splits.sort(key=lambda s: (s.partition, s.bucket))
+    return splits
+
+
+def _prune(
+    store: TableStore, entries: list[ManifestEntry], expr: pc.Expression, arrow_schema: pa.Schema
+) -> list[ManifestEntry]:
+    schema = store.schema
+    wanted = set(referenced_columns(expr, arrow_schema.names))
+    if not wanted:
+        return entries
+    pkeys = list(schema.partition_keys)
+    ptypes = store.partition_types
+    # 1. partition pruning, once per distinct partition
+    if wanted.intersection(pkeys):
+        parts = sorted({e.partition for e in entries})
+        guarantees = []
+        for p in parts:
+            values = deserialize_row(p, ptypes)
+            guarantees.append(
+                _conjunction(
+                    (pc.field(k) == _typed(v, arrow_schema.field(k).type))
+                    if v is not None
+                    else pc.field(k).is_null()
+                    for k, v in zip(pkeys, values)
+                )
+            )
+        keep_parts = {parts[i] for i in _surviving(guarantees, arrow_schema, expr)}
+        entries = [e for e in entries if e.partition in keep_parts]
+    # 2. file skipping by min/max statistics
+    if store.is_primary_key_table:
+        names, types = store.key_names, store.key_types
+        stat_of = lambda f: f.key_stats  # noqa: E731
+    else:
+        names = [f.name for f in schema.fields]
+        types = [f.type for f in schema.fields]
+        stat_of = lambda f: f.value_stats  # noqa: E731
+    if not wanted.intersection(names):
+        return entries
+    guarantees = []
+    for e in entries:
+        f = e.file
+        if (
+            not store.is_primary_key_table
+            and f.value_stats_cols is not None
+            and list(f.value_stats_cols) != names
+        ):
+            guarantees.append(pc.scalar(True))  # stats over another column set: don't guess
+            continue
+        if f.schema_id != schema.id:
+            guarantees.append(pc.scalar(True))  # stats of an older schema: skip pruning for safety
+            continue
+        guarantees.append(
+            _conjunction(_stats_guarantee(names, types, arrow_schema, stat_of(f), f.row_count, wanted))
+        )
+    keep = set(_surviving(guarantees, arrow_schema, expr))
+    return [e for i, e in enumerate(entries) if i in keep]

@@ -1,0 +1,397 @@
+"""The public table handle: write, delete, read, time travel, changes, compaction, tags, schema changes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.connector.errors import SnapshotNotFoundError
+from lakelog.connector.format.snapshot import Snapshot
+from lakelog.connector.format.store import TableStore
+from lakelog.connector.lsm.split import Split
+from lakelog.connector.lsm.split_read import SplitRead
+from lakelog.connector.table.commit import TableCommit
+from lakelog.connector.table.scan import plan_splits
+from lakelog.connector.table.write import TableWrite
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas
+
+__all__ = ["Table", "BatchWriter", "StreamWriter"]
+
+
+class BatchWriter:
+    """Writes several batches (upserts and deletes) and commits them once, on :meth:`commit` or on
+    leaving the ``with`` block; an exception inside the block aborts and leaves the table as it was."""
+
+    def __init__(self, table: Table, *, commit_user: Optional[str] = None) -> None:
+        self._table = table
+        self._write = TableWrite(table._store)
+        self._commit = TableCommit(table._store, commit_user)
+        self.snapshot_id: Optional[int] = None
+        self._closed = False
+
+    def write(self, data: Any) -> BatchWriter:
+        self._write.write(data)
+        return self
+
+    def delete(self, keys: Any) -> BatchWriter:
+        self._write.delete(keys)
+        return self
+
+    def commit(self) -> Optional[int]:
+        """Publish everything written so far as one snapshot; return its id (None if nothing)."""
+        if self._closed:
+            raise RuntimeError("this writer is closed")
+        self._closed = True
+        try:
+            msgs = self._write.prepare_commit()
+            self.snapshot_id = self._commit.commit(msgs, properties=self._write.commit_properties())
+        except BaseException:
+            self._write.abort()
+            raise
+        self._write.close()
+        return self.snapshot_id
+
+    def abort(self) -> None:
+        self._closed = True
+        self._write.abort()
+
+    def __enter__(self) -> BatchWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        if self._closed:
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class StreamWriter:
+    """A long-lived writer that commits again and again, as a streaming job does at every
+    checkpoint: its LSM trees stay in memory between commits and compaction runs in the
+    background, so writing does not wait for it. A commit carries the compactions that have
+    finished by then (``wait_compaction=True`` waits for all of them). Commit identifiers
+    increase from 1 under one commit user, so a repeated commit is recognised and skipped.
+
+    Close it (or use it as a context manager) to stop its compaction threads; what was written
+    since the last commit is then dropped."""
+
+    def __init__(self, table: Table, *, commit_user: Optional[str] = None) -> None:
+        self._table = table
+        self._write = TableWrite(table._store)
+        self._commit = TableCommit(table._store, commit_user)
+        self._identifier = 0
+        self._closed = False
+
+    @property
+    def commit_user(self) -> str:
+        return self._commit.commit_user
+
+    def write(self, data: Any) -> StreamWriter:
+        self._check_open()
+        self._write.write(data)
+        return self
+
+    def write_changes(self, data: Any, kinds: Any) -> StreamWriter:
+        """Rows with explicit row kinds (0 +I, 1 -U, 2 +U, 3 -D)."""
+        self._check_open()
+        self._write.write_changes(data, kinds)
+        return self
+
+    def delete(self, keys: Any) -> StreamWriter:
+        self._check_open()
+        self._write.delete(keys)
+        return self
+
+    def commit(self, *, wait_compaction: bool = False) -> Optional[int]:
+        """Publish what was written since the last commit (and finished compactions); return the
+        last snapshot id made, or None when there was nothing to commit."""
+        self._check_open()
+        try:
+            msgs = self._write.prepare_commit(wait_compaction=wait_compaction)
+            self._identifier += 1
+            sid = self._commit.commit(msgs, self._identifier, properties=self._write.commit_properties())
+        except BaseException:
+            self._closed = True
+            self._write.abort()
+            raise
+        if self._commit.compaction_discarded:
+            # another compaction won a race for the same files: reload the trees from the table
+            self._write.close()
+            self._write = TableWrite(self._table._store)
+        return sid
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._write.abort()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this writer is closed")
+
+    def __enter__(self) -> StreamWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Table:
+    """A lakelog table (Paimon format) opened from a :class:`~lakelog.Catalog`."""
+
+    def __init__(self, store: TableStore, identifier: str) -> None:
+        self._store = store
+        self.identifier = identifier
+
+    def __repr__(self) -> str:
+        return f"Table({self.identifier!r}, path={self._store.path!r})"
+
+    # ---- description ----------------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        return self._store.path
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._store.schema.arrow_schema()
+
+    @property
+    def primary_keys(self) -> list[str]:
+        return list(self._store.schema.primary_keys)
+
+    @property
+    def partition_keys(self) -> list[str]:
+        return list(self._store.schema.partition_keys)
+
+    @property
+    def options(self) -> dict[str, str]:
+        return dict(self._store.schema.options)
+
+    @property
+    def store(self) -> TableStore:
+        """The low-level handle (paths, managers); picklable."""
+        return self._store
+
+    def refresh(self) -> Table:
+        """Pick up schema changes made by other handles or processes."""
+        self._store.refresh_schema()
+        return self
+
+    # ---- writing ----------------------------------------------------------------------------------
+    def writer(self, *, commit_user: Optional[str] = None) -> BatchWriter:
+        """A writer for several batches that commits once (use as a context manager)."""
+        return BatchWriter(self, commit_user=commit_user)
+
+    def stream_writer(self, *, commit_user: Optional[str] = None) -> StreamWriter:
+        """A long-lived writer committing repeatedly, with background compaction (see
+        :class:`StreamWriter`)."""
+        return StreamWriter(self, commit_user=commit_user)
+
+    def write(self, data: Any) -> Optional[int]:
+        """Upsert (primary-key table) or append rows in one atomic commit; return the snapshot id."""
+        with self.writer() as w:
+            w.write(data)
+        return w.snapshot_id
+
+    def delete(self, keys: Any) -> Optional[int]:
+        """Delete rows by primary key (rows holding at least the primary-key columns)."""
+        with self.writer() as w:
+            w.delete(keys)
+        return w.snapshot_id
+
+    # ---- snapshots and time travel ---------------------------------------------------------------
+    def snapshots(self) -> list[Snapshot]:
+        return self._store.snapshot_manager.snapshots()
+
+    def latest_snapshot(self) -> Optional[Snapshot]:
+        return self._store.snapshot_manager.latest()
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        return self._store.snapshot_manager.snapshot(snapshot_id)
+
+    def resolve_snapshot(
+        self,
+        snapshot_id: Optional[int] = None,
+        *,
+        timestamp: Union[int, float, Any, None] = None,
+        tag: Optional[str] = None,
+    ) -> Optional[Snapshot]:
+        """The snapshot a read sees: by id, by time (the last one at or before it), by tag, or latest."""
+        given = sum(x is not None for x in (snapshot_id, timestamp, tag))
+        if given > 1:
+            raise ValueError("give at most one of snapshot_id, timestamp and tag")
+        sm = self._store.snapshot_manager
+        if snapshot_id is not None:
+            return sm.snapshot(snapshot_id)
+        if tag is not None:
+            return self._store.tag_manager.get(tag)
+        if timestamp is not None:
+            millis = _to_millis(timestamp)
+            s = sm.earlier_or_equal_time_millis(millis)
+            if s is None:
+                raise SnapshotNotFoundError(f"no snapshot of {self.identifier} at or before {timestamp!r}")
+            return s
+        return sm.latest()
+
+    # ---- reading ------------------------------------------------------------------------------------
+    def _reader(
+        self,
+        columns: Optional[Sequence[str]],
+        filter: Optional[pc.Expression],
+        snapshot_id: Optional[int],
+        timestamp: Any,
+        tag: Optional[str],
+    ) -> tuple[SplitRead, list[Split]]:
+        snap = self.resolve_snapshot(snapshot_id, timestamp=timestamp, tag=tag)
+        store = self._store
+        if snap is not None and snap.schema_id > store.schema.id:
+            store.refresh_schema()  # another handle or process changed the schema
+        time_travel = snapshot_id is not None or timestamp is not None or tag is not None
+        if snap is not None and time_travel and snap.schema_id != store.schema.id:
+            # as Paimon does, a snapshot read by id, time or tag shows the columns it was written with
+            store = store.with_schema(store.schema_manager.schema(snap.schema_id))
+        splits = plan_splits(store, snap, filter=filter)
+        return SplitRead(store, columns=columns, filter=filter), splits
+
+    def plan(
+        self,
+        *,
+        filter: Optional[pc.Expression] = None,
+        snapshot_id: Optional[int] = None,
+        timestamp: Any = None,
+        tag: Optional[str] = None,
+    ) -> list[Split]:
+        """Splits to read (one per partition and bucket), after pruning; read them with :meth:`read_split`."""
+        return self._reader(None, filter, snapshot_id, timestamp, tag)[1]
+
+    def read_split(
+        self, split: Split, *, columns: Optional[Sequence[str]] = None, filter: Optional[pc.Expression] = None
+    ) -> pa.Table:
+        return SplitRead(self._store, columns=columns, filter=filter).read_splits([split])
+
+    def to_arrow(
+        self,
+        columns: Optional[Sequence[str]] = None,
+        filter: Optional[pc.Expression] = None,
+        snapshot_id: Optional[int] = None,
+        *,
+        timestamp: Any = None,
+        tag: Optional[str] = None,
+    ) -> pa.Table:
+        """The table's rows (merged), optionally projected, filtered and as of a snapshot/time/tag."""
+        read, splits = self._reader(columns, filter, snapshot_id, timestamp, tag)
+        return read.read_splits(splits)
+
+    def to_reader(
+        self,
+        columns: Optional[Sequence[str]] = None,
+        filter: Optional[pc.Expression] = None,
+        snapshot_id: Optional[int] = None,
+        *,
+        timestamp: Any = None,
+        tag: Optional[str] = None,
+        max_chunksize: Optional[int] = None,
+    ) -> pa.RecordBatchReader:
+        """A streaming ``RecordBatchReader``: memory holds one key-range section at a time."""
+        read, splits = self._reader(columns, filter, snapshot_id, timestamp, tag)
+        return read.to_reader(splits, max_chunksize=max_chunksize)
+
+    def to_batches(self, *args: Any, **kwargs: Any) -> Iterator[pa.RecordBatch]:
+        yield from self.to_reader(*args, **kwargs)
+
+    def to_pandas(self, *args: Any, **kwargs: Any) -> pandas.DataFrame:
+        return self.to_arrow(*args, **kwargs).to_pandas()
+
+    def to_duckdb(
+        self,
+        name: Optional[str] = None,
+        connection: Optional[duckdb.DuckDBPyConnection] = None,
+        **read_kwargs: Any,
+    ) -> duckdb.DuckDBPyRelation:
+        """A DuckDB relation over the table's rows (registered as view ``name`` when given).
+
+        The rows are read once into Arrow, so the relation can be queried any number of times.
+        """
+        import duckdb
+
+        con = connection if connection is not None else duckdb.connect()
+        rel = con.from_arrow(self.to_arrow(**read_kwargs))
+        if name:
+            con.register(name, rel)
+        return rel
+
+    def changes(self, from_snapshot_id: int, to_snapshot_id: Optional[int] = None) -> pa.Table:
+        """What changed after ``from_snapshot_id`` up to ``to_snapshot_id`` (default latest), as rows
+        with a leading ``rowkind`` column (+I, -U, +U, -D), like Paimon's ``$audit_log``."""
+        from lakelog.connector.table.changes import diff_snapshots
+
+        return diff_snapshots(self._store, from_snapshot_id, to_snapshot_id)
+
+    # ---- maintenance ----------------------------------------------------------------------------------
+    def compact(self, full: bool = True, *, progress: Any = None) -> Optional[int]:
+        """Rewrite buckets into one sorted run at the top level; return the COMPACT snapshot id."""
+        from lakelog.connector.table.compaction import compact_table
+
+        return compact_table(self._store, full=full, progress=progress)
+
+    def expire_snapshots(self, **overrides: Any) -> list[int]:
+        """Expire snapshots by the table's retention options (overridable); return expired ids."""
+        from lakelog.connector.table.maintenance import expire_snapshots
+
+        return expire_snapshots(self._store, **overrides)
+
+    def remove_orphan_files(self, older_than_seconds: float = 86400.0, *, dry_run: bool = False) -> list[str]:
+        from lakelog.connector.table.maintenance import remove_orphan_files
+
+        return remove_orphan_files(self._store, older_than_seconds=older_than_seconds, dry_run=dry_run)
+
+    def files(self, snapshot_id: Optional[int] = None) -> pa.Table:
+        """One row per live data file: partition, bucket, level, file name, rows, size, sequence range."""
+        from lakelog.connector.table.maintenance import files_table
+
+        return files_table(self._store, self.resolve_snapshot(snapshot_id))
+
+    # ---- tags -------------------------------------------------------------------------------------------
+    def create_tag(self, name: str, snapshot_id: Optional[int] = None) -> None:
+        snap = self.resolve_snapshot(snapshot_id)
+        if snap is None:
+            raise SnapshotNotFoundError(f"{self.identifier} has no snapshot to tag")
+        self._store.tag_manager.create(name, snap)
+
+    def delete_tag(self, name: str) -> None:
+        self._store.tag_manager.delete(name)
+
+    def tags(self) -> dict[str, int]:
+        return {name: s.id for name, s in self._store.tag_manager.list().items()}
+
+    # ---- schema evolution --------------------------------------------------------------------------------
+    def alter(self, *changes: Any) -> Table:
+        """Apply schema changes (see :mod:`lakelog.connector.format.schema`) atomically."""
+        new = self._store.schema_manager.commit_changes(*changes)
+        self._store.schema = new
+        return self
+
+
+
+def _to_millis(ts: Any) -> int:
+    import datetime
+
+    if isinstance(ts, datetime.datetime):
+        if ts.tzinfo is None:
+            ts = ts.astimezone()
+        return int(ts.timestamp() * 1000)
+    return int(ts)

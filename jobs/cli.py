@@ -1,0 +1,274 @@
+"""The ``lakelog`` command line: tables, show, files, expire, compact."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Optional, TextIO
+
+__all__ = ["main"]
+
+
+class UsageError(Exception):
+    """A command line that cannot run (missing warehouse or table): exit status 2."""
+
+
+class ProgressBar:
+    """A one-line text progress bar on a terminal stream (redrawn in place, throttled)."""
+
+    def __init__(self, label: str, stream: Optional[TextIO] = None, width: int = 30) -> None:
+        # resolved now, not at import: sys.stderr may have been replaced since (tests, notebooks)
+        self.label, self.stream, self.width = label, stream or sys.stderr, width
+        self._last = 0.0
+        self._start = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self._last < 0.1:
+            return
+        self._last = now
+        frac = done / total if total else 1.0
+        filled = int(frac * self.width)
+        bar = "#" * filled + "-" * (self.width - filled)
+        self.stream.write(f"\r{self.label} [{bar}] {done}/{total} buckets {now - self._start:5.1f}s")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def _catalog(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from lakelog.connector.format.fileio import local_path
+    from lakelog.connector.table.catalog import Catalog
+
+    if not args.warehouse:
+        raise UsageError("give --warehouse or set LAKELOG_WAREHOUSE")
+    if not os.path.isdir(local_path(args.warehouse)):  # a typo must not create a new warehouse
+        raise UsageError(f"warehouse {args.warehouse} does not exist")
+    return Catalog(args.warehouse)
+
+
+def _table_arg(args: argparse.Namespace) -> str:
+    name = args.table_opt or args.table
+    if not name:
+        raise UsageError("name the table (db.table)")
+    return str(name)
+
+
+def _fmt_time(millis: Optional[int]) -> str:
+    if millis is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(millis / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def cmd_tables(args: argparse.Namespace) -> int:
+    cat = _catalog(args)
+    dbs = [args.database] if args.database else cat.list_databases()
+    for db in dbs:
+        for t in cat.list_tables(db):
+            print(f"{db}.{t}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    t = _catalog(args).get_table(_table_arg(args))
+    print(f"table {t.identifier}  ({t.path})")
+    print("schema:")
+    for f in t.schema:
+        marks = []
+        if f.name in t.primary_keys:
+            marks.append("primary key")
+        if f.name in t.partition_keys:
+            marks.append("partition")
+        null = "" if f.nullable else " NOT NULL"
+        print(f"  {f.name}: {f.type}{null}" + (f"  [{', '.join(marks)}]" if marks else ""))
+    print("options:")
+    for k, v in sorted(t.options.items()):
+        print(f"  {k} = {v}")
+    snaps = t.snapshots()
+    print(f"snapshots ({len(snaps)}):")
+    print(f"  {'id':>5}  {'kind':8} {'time':19}  {'records':>10}  {'delta':>8}  commit")
+    for s in snaps:
+        print(
+            f"  {s.id:>5}  {s.commit_kind:8} {_fmt_time(s.time_millis)}  {s.total_record_count or 0:>10}"
+            f"  {s.delta_record_count or 0:>8}  {s.commit_user[:8]}:{s.commit_identifier}"
+        )
+    tags = t.tags()
+    if tags:
+        print("tags:")
+        for name, sid in sorted(tags.items()):
+            print(f"  {name} -> snapshot {sid}")
+    return 0
+
+
+def cmd_files(args: argparse.Namespace) -> int:
+    t = _catalog(args).get_table(_table_arg(args))
+    files = t.files(args.snapshot).to_pylist()
+    if args.json:
+        print(json.dumps(files, indent=2))
+        return 0
+    current = None
+    for f in files:
+        group = (f["partition"], f["bucket"])
+        if group != current:
+            current = group
+            print(f"{f['partition'] or '(unpartitioned)'}  bucket-{f['bucket']}")
+        print(
+            f"  L{f['level']}  {f['file_name']}  rows={f['row_count']}  size={f['file_size']}"
+            f"  seq=[{f['min_sequence_number']}, {f['max_sequence_number']}]"
+        )
+    print(f"{len(files)} file(s)")
+    return 0
+
+
+def cmd_expire(args: argparse.Namespace) -> int:
+    t = _catalog(args).get_table(_table_arg(args))
+    kwargs = {}
+    if args.retain_min is not None:
+        kwargs["retain_min"] = args.retain_min
+    if args.retain_max is not None:
+        kwargs["retain_max"] = args.retain_max
+        if args.retain_min is None:  # "--retain-max 3" alone: the table's minimum must not exceed it
+            kwargs["retain_min"] = min(args.retain_max, t.store.options.snapshot_num_retained_min)
+    if args.older_than_seconds is not None:
+        kwargs["older_than_millis"] = int((time.time() - args.older_than_seconds) * 1000)
+    ids = t.expire_snapshots(**kwargs)
+    print(f"expired {len(ids)} snapshot(s)" + (f": {ids[0]}..{ids[-1]}" if ids else ""))
+    if args.orphans:
+        removed = t.remove_orphan_files(older_than_seconds=args.orphan_age_seconds)
+        print(f"removed {len(removed)} orphan file(s)")
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    if args.full and args.universal:
+        raise UsageError("give --full or --universal, not both")
+    for n in _STREAMING_FLAGS + _JOB_FLAGS:
+        flag = "--" + n.replace("_", "-")
+        if getattr(args, n) is None:
+            continue
+        if n in _STREAMING_FLAGS and not args.streaming:
+            raise UsageError(f"{flag} needs --streaming")
+        if not (args.streaming or args.job):
+            raise UsageError(f"{flag} needs --job or --streaming")
+    t = _catalog(args).get_table(_table_arg(args))
+    if args.streaming or args.job:  # a Flink job (needs the flink extra; pyflink loads only now)
+        import importlib.util
+
+        if importlib.util.find_spec("pyflink") is None:
+            raise UsageError(
+                "--job and --streaming run a Flink job: install the flink extra ('lakelog[flink]')"
+            )
+        from lakelog.jobs.compact import run_from_args
+
+        # --job compacts fully by default, as the in-process command does; --streaming keeps to
+        # universal picks unless --full is given
+        full = args.full or not (args.universal or args.streaming)
+        return run_from_args(t.path, args, full=full)
+    bar = ProgressBar(f"compacting {t.identifier}") if sys.stderr.isatty() or args.progress else None
+    sid = t.compact(full=not args.universal, progress=bar)
+    print(f"compaction committed snapshot {sid}" if sid else "nothing to compact")
+    return 0
+
+
+_STREAMING_FLAGS = (
+    "discovery_interval",
+    "max_rounds",
+    "idle_timeout",
+    "channel_dir",
+    "checkpoint_interval_ms",
+)
+_JOB_FLAGS = ("parallelism", "commit_user")
+
+
+def _compact_job_arguments(s: argparse.ArgumentParser) -> None:
+    """The Flink compaction job's flags (lakelog.jobs.compact), declared here so that ``--help``
+    needs no pyflink."""
+    s.add_argument("--streaming", action="store_true", help="a streaming Flink job that keeps compacting")
+    s.add_argument("--parallelism", type=int, help="job: compactor parallelism")
+    s.add_argument("--checkpoint-interval-ms", type=int, help="streaming: checkpoint interval")
+    s.add_argument("--discovery-interval", help="streaming: e.g. '2 s' (default: the table's option)")
+    s.add_argument("--max-rounds", type=int, help="streaming: end after this many discovery rounds")
+    s.add_argument(
+        "--idle-timeout", type=float, help="streaming: stop once the table had no new snapshot this long (s)"
+    )
+    s.add_argument("--channel-dir", help="streaming: the commit channel folder")
+    s.add_argument("--commit-user", help="job: commit user of the COMPACT snapshots")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="lakelog",
+        description="lakelog tables on a local warehouse ('lakelog sql -f script.sql' runs Flink SQL)",
+    )
+    p.add_argument(
+        "--warehouse", default=os.environ.get("LAKELOG_WAREHOUSE"), help="warehouse path or file:// URI"
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def with_table(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("table", nargs="?", help="db.table")
+        sp.add_argument("--table", dest="table_opt", help="db.table")
+        sp.add_argument("--warehouse", default=argparse.SUPPRESS)
+
+    s = sub.add_parser("tables", help="list tables")
+    s.add_argument("database", nargs="?")
+    s.add_argument("--warehouse", default=argparse.SUPPRESS)
+    s.set_defaults(func=cmd_tables)
+    s = sub.add_parser("show", help="schema, options and snapshots of a table")
+    with_table(s)
+    s.set_defaults(func=cmd_show)
+    s = sub.add_parser("files", help="live data files per bucket and level")
+    with_table(s)
+    s.add_argument("--snapshot", type=int)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_files)
+    s = sub.add_parser("expire", help="expire snapshots by the table's retention options")
+    with_table(s)
+    s.add_argument("--retain-min", type=int)
+    s.add_argument("--retain-max", type=int, help="alone, it also caps the minimum kept")
+    s.add_argument("--older-than-seconds", type=float)
+    s.add_argument("--orphans", action="store_true", help="also remove orphan files")
+    s.add_argument("--orphan-age-seconds", type=float, default=86400.0)
+    s.set_defaults(func=cmd_expire)
+    s = sub.add_parser("compact", help="full compaction of every bucket (or universal compaction)")
+    with_table(s)
+    s.add_argument(
+        "--universal",
+        action="store_true",
+        help="only what universal compaction picks (for tables written by write-only jobs)",
+    )
+    s.add_argument(
+        "--progress", action="store_true", help="show the progress bar even when not on a terminal"
+    )
+    s.add_argument("--job", action="store_true", help="run as a batch Flink job (parallel compaction)")
+    s.add_argument("--full", action="store_true", help="with --streaming: full compactions")
+    _compact_job_arguments(s)
+    s.set_defaults(func=cmd_compact)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from lakelog.connector.errors import LakelogError
+
+    rest = list(sys.argv[1:] if argv is None else argv)
+    if rest[:1] == ["sql"]:  # Flink SQL scripts: lakelog sql -f script.sql (needs the flink extra)
+        from lakelog.jobs.sql import main as sql_main
+
+        return sql_main(rest[1:])
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (LakelogError, UsageError, ValueError) as e:
+        # KeyError-based errors would print their message quoted: use the message itself
+        msg = e.args[0] if len(e.args) == 1 and isinstance(e.args[0], str) else str(e)
+        print(f"lakelog: {msg}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
