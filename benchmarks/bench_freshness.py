@@ -57,7 +57,7 @@ Method (one Flink job on a local MiniCluster, Python workers in their own proces
              (chained, parallelism 1) that records time.time() when each row reaches it;
              (b) "snapshot poller": a thread of this client process that lists the table's snapshots
              every --poll-ms and reads the rows each new APPEND snapshot added (lakelog's
-             delta read, lakelog.operators.source.delta_rows), recording the wall time after the
+             delta read, lakelog.connector.table.changes.delta_rows), recording the wall time after the
              read. (b) is when a row became visible in the table; (a) adds the Flink reader's
              discovery interval and its hand-off.
   latency    arrival wall time - emit_ms, per row, for the rows emitted in the measured window minus
@@ -137,7 +137,7 @@ class SnapshotPoller(threading.Thread):
         self._halt = threading.Event()
 
     def run(self) -> None:
-        from lakelog.operators.source import delta_rows
+        from lakelog.connector.table.changes import delta_rows
 
         try:
             while not self._halt.is_set():

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from lakelog.connector.errors import CommitConflictError, InvalidInputError, SnapshotNotFoundError
+from lakelog.connector.errors import CommitConflictError, InvalidInputError
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.snapshot import Snapshot
@@ -34,6 +34,7 @@ from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.compaction import BucketCompactor, num_levels
 from lakelog.connector.lsm.levels import Levels
 from lakelog.connector.lsm.split import Split
+from lakelog.connector.table.changes import touched_buckets
 from lakelog.connector.table.compaction import compact_split
 from lakelog.operators.codec import Committable
 from lakelog.operators.committer import SinkCommitter
@@ -176,15 +177,8 @@ def changed_buckets(store: TableStore, after_id: int, upto_id: int) -> Optional[
     """Keys of the buckets that snapshots ``after_id + 1 .. upto_id`` changed (any commit kind, our
     own compactions included: universal compaction may take several rounds). None when one of
     those snapshots has expired (the caller should look at every bucket)."""
-    out: set[str] = set()
-    for sid in range(after_id + 1, upto_id + 1):
-        try:
-            snap = store.snapshot_manager.snapshot(sid)
-        except SnapshotNotFoundError:
-            return None
-        for e in store.delta_entries(snap):
-            out.add(bucket_key(e.partition, e.bucket))
-    return out
+    touched = touched_buckets(store, after_id, upto_id, include_compact=True)
+    return None if touched is None else {bucket_key(p, b) for p, b in touched}
 
 
 def load_bucket(store: TableStore, key: str, snapshot: Optional[Snapshot] = None) -> Optional[BucketFiles]:

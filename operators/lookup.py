@@ -57,6 +57,7 @@ from lakelog.connector.lsm.kv import DEDUPLICATE
 from lakelog.connector.lsm.merge.engine import merge_function_for
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead, referenced_columns
+from lakelog.connector.table.changes import delta_entries_between, snapshots_between
 from lakelog.connector.table.scan import plan_splits
 from lakelog.operators.lookup_index import (
     EXACT_KINDS,
@@ -336,13 +337,12 @@ class LookupTable:
         self.close()
 
     def _advance(self, st: _State, latest: int) -> tuple[_State, str, int, str]:
-        sm = self._store.snapshot_manager
         if st.snapshot_id is None or latest < st.snapshot_id:
             if st.snapshot_id is None:
                 return self._full(latest, "initial", "")
             return self._full(latest, "full", "the table was rolled back")
         try:
-            snaps = [sm.snapshot(i) for i in range(st.snapshot_id + 1, latest + 1)]
+            snaps = snapshots_between(self._store, st.snapshot_id, latest)
         except SnapshotNotFoundError:
             return self._full(latest, "full", "snapshots expired")
         if any(s.schema_id != st.schema_id for s in snaps):
@@ -350,7 +350,7 @@ class LookupTable:
         if all(s.commit_kind == "COMPACT" for s in snaps):
             return _replace(st, snapshot_id=latest), "compact", 0, ""
         try:
-            deltas = {s.id: self._store.delta_entries(s) for s in snaps if s.commit_kind != "COMPACT"}
+            deltas = delta_entries_between(self._store, st.snapshot_id, latest)
             why = self._replay_blocker(snaps, deltas)
             if why is None:
                 return self._replay(st, snaps[-1], deltas)

@@ -173,7 +173,7 @@ class _Plan:
 
     def changes(self, store: TableStore, from_id: int, to_id: int) -> pa.Table:
         from lakelog.connector.errors import SnapshotNotFoundError
-        from lakelog.connector.table.changes import diff_snapshots
+        from lakelog.connector.table.changes import delta_rows, diff_snapshots
 
         try:
             t = diff_snapshots(store, from_id, to_id)
@@ -185,39 +185,6 @@ class _Plan:
         if expr is not None and t.num_rows:
             t = t.filter(expr)
         return t.select(["rowkind", *self.columns])
-
-
-def delta_rows(store: TableStore, from_id: int, to_id: int) -> pa.Table:
-    """Rows the snapshots after ``from_id`` up to ``to_id`` added, as an audit log (written kinds)."""
-    import numpy as np
-
-    from lakelog.connector.format.key_value import VALUE_KIND, RowKind
-
-    read = SplitRead(store)
-    names = np.array(RowKind.SHORT, dtype=object)
-    parts = []
-    for sid in range(from_id + 1, to_id + 1):
-        snap = store.snapshot_manager.snapshot(sid)
-        if snap.commit_kind == "COMPACT":
-            continue
-        for e in store.delta_entries(snap):
-            if e.kind != 0:
-                continue
-            split = Split(sid, e.partition, e.bucket, e.total_buckets, [e.file])
-            pk = store.is_primary_key_table
-            t = read.read_file(split, e.file, system=pk)
-            if pk:
-                kinds = names[np.asarray(t.column(VALUE_KIND).to_numpy(), dtype=np.int64)]
-            else:
-                kinds = np.full(t.num_rows, "+I", dtype=object)
-            out = t.select(read.columns).cast(read.output_schema)
-            parts.append(
-                out.add_column(0, pa.field("rowkind", pa.string(), False), pa.array(kinds, pa.string()))
-            )
-    if not parts:
-        empty = read.output_schema.empty_table()
-        return empty.add_column(0, pa.field("rowkind", pa.string(), False), pa.array([], pa.string()))
-    return pa.concat_tables(parts)
 
 
 def plan_batch(

@@ -1,22 +1,34 @@
-"""Incremental changes between two snapshots, as an audit log (+I, -U, +U, -D).
+"""Incremental reads: what changed between two snapshots, the one home of that idea.
 
-For primary-key tables the change is the exact difference between the merged states of the two
-snapshots, restricted to the buckets that the snapshots in between wrote to: a key that appears
-gives +I, one that disappears gives -D, and one whose row differs gives -U (old) then +U (new).
-Append tables only ever add rows: their change is every row of the files that APPEND snapshots
-in between added (from snapshot 0: every row, even when the early snapshots have expired).
-Values compare null-aware, and a NaN rewritten as NaN is no change.
+* :func:`snapshots_between`, :func:`delta_entries_between` and :func:`touched_buckets` tell which
+  snapshots, files and (partition, bucket)s the commits after one snapshot up to another made.
+* :func:`delta_rows` reads the rows those commits added, with the row kinds they were written with
+  (Paimon's *delta* read; what a streaming reader emits for a table without a changelog producer).
+* :func:`read_changelog` reads the changelog files that a changelog producer wrote.
+* :func:`diff_snapshots` is the exact change between two snapshots as an audit log (+I, -U, +U,
+  -D): the table's changelog when it has a producer; for other primary-key tables the difference
+  between the merged states of the two snapshots, restricted to the buckets the snapshots in
+  between wrote to (a key that appears gives +I, one that disappears -D, one whose row differs -U
+  then +U; values compare null-aware, and a NaN rewritten as NaN is no change); for append tables
+  every row the snapshots in between added (from snapshot 0: every row, even when the early
+  snapshots have expired).
+
+Every audit log has a leading ``rowkind`` column (:data:`ROWKIND_COLUMN`) holding ``+I``, ``-U``,
+``+U`` or ``-D``. COMPACT snapshots add no rows: they only rewrite files.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakelog.connector.errors import SnapshotNotFoundError
 from lakelog.connector.format.key_value import VALUE_KIND, RowKind
+from lakelog.connector.format.manifest import KIND_ADD, ManifestEntry
 from lakelog.connector.format.options import ChangelogProducer
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
@@ -25,44 +37,126 @@ from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
 from lakelog.connector.table.scan import plan_splits
 
-__all__ = ["ROWKIND_COLUMN", "read_changelog", "diff_snapshots"]
+__all__ = [
+    "ROWKIND_COLUMN",
+    "snapshots_between",
+    "delta_entries_between",
+    "touched_buckets",
+    "delta_rows",
+    "read_changelog",
+    "diff_snapshots",
+    "with_row_kinds",
+]
 
-_SIDE = "__lakelog_side"
+#: The leading column of an audit log: ``+I``, ``-U``, ``+U`` or ``-D``.
+ROWKIND_COLUMN = "rowkind"
+
+_COMPACT = "COMPACT"
 
 
-def _touched_buckets(store: TableStore, from_id: int, to_id: int) -> Optional[set[tuple[bytes, int]]]:
+def snapshots_between(store: TableStore, from_id: int, to_id: int) -> list[Snapshot]:
+    """The snapshots after ``from_id`` up to ``to_id``, in order. Raises
+    :class:`~lakelog.connector.errors.SnapshotNotFoundError` when one of them has expired."""
     sm = store.snapshot_manager
-    touched: set[tuple[bytes, int]] = set()
-    for sid in range(from_id + 1, to_id + 1):
-        try:
-            s = sm.snapshot(sid)
-        except SnapshotNotFoundError:
-            return None  # an expired snapshot in between: compare every bucket
-        if s.commit_kind == "COMPACT":
+    return [sm.snapshot(sid) for sid in range(from_id + 1, to_id + 1)]
+
+
+def delta_entries_between(
+    store: TableStore, from_id: int, to_id: int, *, include_compact: bool = False
+) -> dict[int, list[ManifestEntry]]:
+    """The manifest entries (ADDs and DELETEs) each snapshot after ``from_id`` up to ``to_id``
+    committed, by snapshot id; COMPACT snapshots are left out unless ``include_compact``. Raises
+    :class:`~lakelog.connector.errors.SnapshotNotFoundError` when one of them has expired."""
+    return {
+        s.id: store.delta_entries(s)
+        for s in snapshots_between(store, from_id, to_id)
+        if include_compact or s.commit_kind != _COMPACT
+    }
+
+
+def touched_buckets(
+    store: TableStore, from_id: int, to_id: int, *, include_compact: bool = False
+) -> Optional[set[tuple[bytes, int]]]:
+    """The (partition, bucket)s that the snapshots after ``from_id`` up to ``to_id`` wrote to
+    (COMPACT snapshots too with ``include_compact``); None when one of them has expired, so the
+    caller must look at every bucket."""
+    try:
+        deltas = delta_entries_between(store, from_id, to_id, include_compact=include_compact)
+    except SnapshotNotFoundError:
+        return None
+    return {(e.partition, e.bucket) for entries in deltas.values() for e in entries}
+
+
+def with_row_kinds(table: pa.Table, kinds: np.ndarray) -> pa.Table:
+    """``table`` with a leading :data:`ROWKIND_COLUMN` of the row kinds ``kinds`` (codes 0..3)."""
+    names = np.array(RowKind.SHORT, dtype=object)[np.asarray(kinds, dtype=np.int64)]
+    return table.add_column(0, pa.field(ROWKIND_COLUMN, pa.string(), False), pa.array(names, pa.string()))
+
+
+def _audit_log(read: SplitRead, parts: Sequence[pa.Table]) -> pa.Table:
+    if parts:
+        return pa.concat_tables(parts)
+    return with_row_kinds(read.output_schema.empty_table(), np.zeros(0, dtype=np.int64))
+
+
+def _read_entry_rows(read: SplitRead, snapshot_id: int, e: ManifestEntry, *, kinds: bool) -> pa.Table:
+    """One file's rows in the read's columns, with a leading row-kind column (the kinds written,
+    or +I for every row when ``kinds`` is false)."""
+    split = Split(snapshot_id, e.partition, e.bucket, e.total_buckets, [e.file])
+    t = read.read_file(split, e.file, system=kinds)
+    codes = t.column(VALUE_KIND).to_numpy() if kinds else np.zeros(t.num_rows, dtype=np.int64)
+    return with_row_kinds(t.select(read.columns).cast(read.output_schema), codes)
+
+
+def delta_rows(
+    store: TableStore,
+    from_id: int,
+    to_id: int,
+    *,
+    columns: Optional[Sequence[str]] = None,
+    filter: Optional[pc.Expression] = None,
+) -> pa.Table:
+    """The rows the snapshots after ``from_id`` up to ``to_id`` added, as an audit log with the
+    kinds they were written with (+I for append tables), in commit order. Raises
+    :class:`~lakelog.connector.errors.SnapshotNotFoundError` when one of them has expired."""
+    read = SplitRead(store, columns=columns)
+    pk = store.is_primary_key_table
+    parts = [
+        _read_entry_rows(read, sid, e, kinds=pk)
+        for sid, entries in delta_entries_between(store, from_id, to_id).items()
+        for e in entries
+        if e.kind == KIND_ADD
+    ]
+    out = _audit_log(read, parts)
+    return out.filter(filter) if filter is not None and out.num_rows else out
+
+
+def read_changelog(store: TableStore, from_id: int, to_id: int) -> pa.Table:
+    """The changelog files of the snapshots after ``from_id`` up to ``to_id``, as an audit log."""
+    read = SplitRead(store)
+    parts: list[pa.Table] = []
+    for snap in snapshots_between(store, from_id, to_id):
+        if not snap.changelog_manifest_list:
             continue
-        for e in store.delta_entries(s):
-            touched.add((e.partition, e.bucket))
-    return touched
+        metas = store.manifest_list.read(snap.changelog_manifest_list)
+        parts += [_read_entry_rows(read, snap.id, e, kinds=True) for e in store.entries_of(metas)]
+    return _audit_log(read, parts)
 
 
 def _state(store: TableStore, snap: Optional[Snapshot], keep: Optional[set[tuple[bytes, int]]]) -> pa.Table:
-    read = SplitRead(store)
     splits: list[Split] = plan_splits(store, snap) if snap is not None else []
     if keep is not None:
         splits = [s for s in splits if (s.partition, s.bucket) in keep]
-    return read.read_splits(splits)
-
-
-def _with_kind(t: pa.Table, kinds: np.ndarray) -> pa.Table:
-    names = np.array(RowKind.SHORT, dtype=object)
-    return t.add_column(0, pa.field(ROWKIND_COLUMN, pa.string(), False), pa.array(names[kinds], pa.string()))
+    return SplitRead(store).read_splits(splits)
 
 
 def diff_snapshots(store: TableStore, from_id: int, to_id: Optional[int] = None) -> pa.Table:
+    """What changed after snapshot ``from_id`` up to ``to_id`` (default: the latest), as an audit
+    log (see the module docstring)."""
     sm = store.snapshot_manager
     to_snap = sm.snapshot(to_id) if to_id is not None else sm.latest()
     if to_snap is None:
-        return _with_kind(store.schema.arrow_schema().empty_table(), np.zeros(0, dtype=np.int64))
+        return with_row_kinds(store.schema.arrow_schema().empty_table(), np.zeros(0, dtype=np.int64))
     if from_id < 0 or from_id > to_snap.id:
         raise ValueError(f"from_snapshot_id {from_id} must be between 0 and {to_snap.id}")
     from_snap = sm.snapshot(from_id) if from_id > 0 else None
@@ -70,62 +164,12 @@ def diff_snapshots(store: TableStore, from_id: int, to_id: Optional[int] = None)
         return read_changelog(store, from_id, to_snap.id)  # the changelog the table produced
     if not store.is_primary_key_table:
         if from_id == 0:  # everything up to to_snap, even when its history has expired
-            return _all_rows(store, to_snap)
-        return _appended_rows(store, from_id, to_snap.id)
-    keep = _touched_buckets(store, from_id, to_snap.id)
+            read = SplitRead(store)
+            t = read.read_splits(plan_splits(store, to_snap)).cast(read.output_schema)
+            return with_row_kinds(t, np.zeros(t.num_rows, dtype=np.int64))
+        return delta_rows(store, from_id, to_snap.id)
+    keep = touched_buckets(store, from_id, to_snap.id)
     old = _state(store, from_snap, keep)
     new = _state(store, to_snap, keep)
     rows, kinds = diff_by_key(old, new, list(store.schema.primary_keys))
-    return _with_kind(rows, kinds)
-
-
-def _all_rows(store: TableStore, snap: Snapshot) -> pa.Table:
-    read = SplitRead(store)
-    t = read.read_splits(plan_splits(store, snap)).cast(read.output_schema)
-    return _with_kind(t, np.zeros(t.num_rows, dtype=np.int64))
-
-
-def _appended_rows(store: TableStore, from_id: int, to_id: int) -> pa.Table:
-    sm = store.snapshot_manager
-    read = SplitRead(store)
-    parts = []
-    for sid in range(from_id + 1, to_id + 1):
-        s = sm.snapshot(sid)
-        if s.commit_kind == "COMPACT":
-            continue
-        for e in store.delta_entries(s):
-            if e.kind == 0:
-                split = Split(sid, e.partition, e.bucket, e.total_buckets, [e.file])
-                parts.append(read.read_file(split, e.file, system=False).select(read.columns))
-    t = pa.concat_tables(parts) if parts else read.output_schema.empty_table()
-    return _with_kind(t.cast(read.output_schema), np.zeros(t.num_rows, dtype=np.int64))
-
-
-ROWKIND_COLUMN = "rowkind"
-
-
-def read_changelog(store: TableStore, from_id: int, to_id: int) -> pa.Table:
-    """The changelog files of snapshots ``from_id`` (exclusive) to ``to_id``, as an audit log."""
-    from lakelog.connector.lsm.split_read import SplitRead
-
-    sm = store.snapshot_manager
-    read = SplitRead(store)
-    parts: list[pa.Table] = []
-    for sid in range(from_id + 1, to_id + 1):
-        snap = sm.snapshot(sid)
-        if not snap.changelog_manifest_list:
-            continue
-        metas = store.manifest_list.read(snap.changelog_manifest_list)
-        for e in store.entries_of(metas):
-            split = Split(sid, e.partition, e.bucket, e.total_buckets, [e.file])
-            t = read.read_file(split, e.file, system=True)
-            kinds = np.asarray(t.column(VALUE_KIND).to_numpy(), dtype=np.int64)
-            names = np.array(RowKind.SHORT, dtype=object)[kinds]
-            out = t.select(read.columns).cast(read.output_schema)
-            parts.append(
-                out.add_column(0, pa.field(ROWKIND_COLUMN, pa.string(), False), pa.array(names, pa.string()))
-            )
-    if not parts:
-        empty = read.output_schema.empty_table()
-        return empty.add_column(0, pa.field(ROWKIND_COLUMN, pa.string(), False), pa.array([], pa.string()))
-    return pa.concat_tables(parts)
+    return with_row_kinds(rows, kinds)
