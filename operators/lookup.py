@@ -58,6 +58,7 @@ from lakelog.connector.lsm.merge.engine import merge_function_for
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead, referenced_columns
 from lakelog.connector.table.changes import delta_entries_between, snapshots_between
+from lakelog.connector.table.expressions import parse_filter
 from lakelog.connector.table.scan import plan_splits
 from lakelog.operators.lookup_index import (
     EXACT_KINDS,
@@ -70,7 +71,7 @@ from lakelog.operators.lookup_index import (
     py_value_hash,
 )
 from lakelog.operators.lookup_sql import rewrite_lookup_joins
-from lakelog.operators.scan_ops import parse_filter, table_rows
+from lakelog.operators.scan_ops import table_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyflink.datastream import DataStream

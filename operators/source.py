@@ -40,16 +40,10 @@ from lakelog.connector.format.options import CoreOptions
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
+from lakelog.connector.table.expressions import parse_filter
 from lakelog.connector.table.scan import plan_splits
-from lakelog.operators.scan_ops import (
-    KIND_CODES,
-    ScanStart,
-    check_columns,
-    parse_filter,
-    resolve_start,
-    scan_options,
-    table_rows,
-)
+from lakelog.connector.table.scan_start import ScanStart, resolve_start, scan_options
+from lakelog.operators.scan_ops import KIND_CODES, check_columns, table_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyflink.datastream import DataStream, StreamExecutionEnvironment

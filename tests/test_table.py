@@ -152,3 +152,31 @@ def test_pandas_duckdb_and_reader(pk_table: lakelog.Table) -> None:
     reader = pk_table.to_reader()
     assert isinstance(reader, pa.RecordBatchReader)
     assert reader.read_all().num_rows == 2
+
+
+def test_scan_is_planned_once_and_reads_one_snapshot(pk_table: lakelog.Table) -> None:
+    pk_table.write(pa.concat_tables([orders("d1", [1, 2, 3]), orders("d2", [4])]))
+    scan = pk_table.scan(columns=["id", "name"], filter="dt = 'd1' AND id >= 2")
+    pk_table.write(orders("d1", [5], name="late"))  # after the scan was made: not in it
+    assert scan.snapshot is not None and scan.snapshot.id == 1
+    assert sorted(scan.to_arrow().column("id").to_pylist()) == [2, 3]
+    splits = scan.plan()
+    assert {s.snapshot_id for s in splits} == {1}
+    assert all(pk_table.partition_keys and s.partition for s in splits)
+    by_split = pa.concat_tables([scan.read_split(s) for s in splits])
+    assert sorted(by_split.column("id").to_pylist()) == [2, 3]
+    assert sorted(r["id"] for b in scan.to_reader() for r in b.to_pylist()) == [2, 3]
+    assert sorted(scan.to_pandas()["id"]) == [2, 3]
+    assert scan.to_duckdb().aggregate("count(*)").fetchall() == [(2,)]
+    # the shortcut reads the latest snapshot, with the same string filters
+    assert sorted(pk_table.to_arrow(filter="dt = 'd1'").column("id").to_pylist()) == [1, 2, 3, 5]
+
+
+def test_string_filters_name_what_they_cannot_parse(pk_table: lakelog.Table) -> None:
+    pk_table.write(orders("d1", [1]))
+    with pytest.raises(lakelog.errors.SchemaError, match="unknown column .nope."):
+        pk_table.scan(filter="nope = 1")
+    with pytest.raises(lakelog.errors.OptionError, match="expected a literal, found .=."):
+        pk_table.to_arrow(filter="id = = 1")
+    with pytest.raises(TypeError):
+        pk_table.to_arrow(["id"])  # type: ignore[misc]  # keyword-only

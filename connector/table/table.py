@@ -15,6 +15,7 @@ from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
 from lakelog.connector.table.commit import TableCommit
+from lakelog.connector.table.expressions import parse_filter
 from lakelog.connector.table.scan import plan_splits
 from lakelog.connector.table.write import TableWrite
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     import duckdb
     import pandas
 
-__all__ = ["Table", "BatchWriter", "StreamWriter"]
+__all__ = ["Table", "TableScan", "BatchWriter", "StreamWriter", "FilterLike"]
 
 
 class BatchWriter:
@@ -150,6 +151,83 @@ class StreamWriter:
         self.close()
 
 
+FilterLike = Union[pc.Expression, str, None]
+
+
+class TableScan:
+    """One read of a table: a projection, a filter and a snapshot, fixed when the scan is made.
+
+    Plan it (:meth:`plan`: one split per partition and bucket, after pruning; splits pickle, so
+    they can be read anywhere with :meth:`read_split`) or read it whole (:meth:`to_arrow`,
+    :meth:`to_reader`, :meth:`to_pandas`, :meth:`to_duckdb`). Primary-key tables are merged on
+    read; only key filters prune files before the merge, value filters apply to merged rows.
+    """
+
+    def __init__(
+        self,
+        table: Table,
+        *,
+        columns: Optional[Sequence[str]] = None,
+        filter: FilterLike = None,
+        snapshot_id: Optional[int] = None,
+        timestamp: Any = None,
+        tag: Optional[str] = None,
+    ) -> None:
+        self.table = table
+        self.snapshot: Optional[Snapshot] = table.resolve_snapshot(snapshot_id, timestamp=timestamp, tag=tag)
+        store = table._store
+        snap = self.snapshot
+        if snap is not None and snap.schema_id > store.schema.id:
+            store.refresh_schema()  # another handle or process changed the schema
+        time_travel = snapshot_id is not None or timestamp is not None or tag is not None
+        if snap is not None and time_travel and snap.schema_id != store.schema.id:
+            # as Paimon does, a snapshot read by id, time or tag shows the columns it was written with
+            store = store.with_schema(store.schema_manager.schema(snap.schema_id))
+        self._store = store
+        self.columns = list(columns) if columns is not None else None
+        self.filter: Optional[pc.Expression] = parse_filter(filter, store.schema.arrow_schema())
+        self._splits: Optional[list[Split]] = None
+
+    def _read(self) -> SplitRead:
+        return SplitRead(self._store, columns=self.columns, filter=self.filter)
+
+    def plan(self) -> list[Split]:
+        """The splits to read (one per partition and bucket with live files), after pruning."""
+        if self._splits is None:
+            self._splits = plan_splits(self._store, self.snapshot, filter=self.filter)
+        return list(self._splits)
+
+    def read_split(self, split: Split) -> pa.Table:
+        """The rows of one split (from :meth:`plan`), projected and filtered."""
+        return self._read().read_splits([split])
+
+    def to_arrow(self) -> pa.Table:
+        return self._read().read_splits(self.plan())
+
+    def to_reader(self, *, max_chunksize: Optional[int] = None) -> pa.RecordBatchReader:
+        """A streaming ``RecordBatchReader``: memory holds one key-range section at a time."""
+        return self._read().to_reader(self.plan(), max_chunksize=max_chunksize)
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        yield from self.to_reader()
+
+    def to_pandas(self) -> pandas.DataFrame:
+        return self.to_arrow().to_pandas()
+
+    def to_duckdb(
+        self, name: Optional[str] = None, connection: Optional[duckdb.DuckDBPyConnection] = None
+    ) -> duckdb.DuckDBPyRelation:
+        """A DuckDB relation over the rows (registered as view ``name`` when given). The rows are
+        read once into Arrow, so the relation can be queried any number of times."""
+        import duckdb
+
+        con = connection if connection is not None else duckdb.connect()
+        rel = con.from_arrow(self.to_arrow())
+        if name:
+            con.register(name, rel)
+        return rel
+
+
 class Table:
     """A lakelog table (Paimon format) opened from a :class:`~lakelog.Catalog`."""
 
@@ -248,91 +326,48 @@ class Table:
         return sm.latest()
 
     # ---- reading ------------------------------------------------------------------------------------
-    def _reader(
-        self,
-        columns: Optional[Sequence[str]],
-        filter: Optional[pc.Expression],
-        snapshot_id: Optional[int],
-        timestamp: Any,
-        tag: Optional[str],
-    ) -> tuple[SplitRead, list[Split]]:
-        snap = self.resolve_snapshot(snapshot_id, timestamp=timestamp, tag=tag)
-        store = self._store
-        if snap is not None and snap.schema_id > store.schema.id:
-            store.refresh_schema()  # another handle or process changed the schema
-        time_travel = snapshot_id is not None or timestamp is not None or tag is not None
-        if snap is not None and time_travel and snap.schema_id != store.schema.id:
-            # as Paimon does, a snapshot read by id, time or tag shows the columns it was written with
-            store = store.with_schema(store.schema_manager.schema(snap.schema_id))
-        splits = plan_splits(store, snap, filter=filter)
-        return SplitRead(store, columns=columns, filter=filter), splits
-
-    def plan(
+    def scan(
         self,
         *,
-        filter: Optional[pc.Expression] = None,
-        snapshot_id: Optional[int] = None,
-        timestamp: Any = None,
-        tag: Optional[str] = None,
-    ) -> list[Split]:
-        """Splits to read (one per partition and bucket), after pruning; read them with :meth:`read_split`."""
-        return self._reader(None, filter, snapshot_id, timestamp, tag)[1]
-
-    def read_split(
-        self, split: Split, *, columns: Optional[Sequence[str]] = None, filter: Optional[pc.Expression] = None
-    ) -> pa.Table:
-        return SplitRead(self._store, columns=columns, filter=filter).read_splits([split])
-
-    def to_arrow(
-        self,
         columns: Optional[Sequence[str]] = None,
-        filter: Optional[pc.Expression] = None,
+        filter: FilterLike = None,
         snapshot_id: Optional[int] = None,
-        *,
         timestamp: Any = None,
         tag: Optional[str] = None,
-    ) -> pa.Table:
-        """The table's rows (merged), optionally projected, filtered and as of a snapshot/time/tag."""
-        read, splits = self._reader(columns, filter, snapshot_id, timestamp, tag)
-        return read.read_splits(splits)
+    ) -> TableScan:
+        """A read of this table: ``columns`` (default all), a ``filter`` (a pyarrow expression or a
+        SQL-like string such as ``"dt = '2024-06-01' AND amount > 10"``), as of a snapshot id, a
+        time (the last snapshot at or before it) or a tag (default: the latest snapshot). The
+        snapshot is fixed when the scan is made, so its reads agree with each other."""
+        return TableScan(
+            self, columns=columns, filter=filter, snapshot_id=snapshot_id, timestamp=timestamp, tag=tag
+        )
 
-    def to_reader(
-        self,
-        columns: Optional[Sequence[str]] = None,
-        filter: Optional[pc.Expression] = None,
-        snapshot_id: Optional[int] = None,
-        *,
-        timestamp: Any = None,
-        tag: Optional[str] = None,
-        max_chunksize: Optional[int] = None,
-    ) -> pa.RecordBatchReader:
-        """A streaming ``RecordBatchReader``: memory holds one key-range section at a time."""
-        read, splits = self._reader(columns, filter, snapshot_id, timestamp, tag)
-        return read.to_reader(splits, max_chunksize=max_chunksize)
+    def to_arrow(self, **scan: Any) -> pa.Table:
+        """The table's rows (merged): ``t.scan(**scan).to_arrow()``."""
+        return self.scan(**scan).to_arrow()
 
-    def to_batches(self, *args: Any, **kwargs: Any) -> Iterator[pa.RecordBatch]:
-        yield from self.to_reader(*args, **kwargs)
+    def to_reader(self, *, max_chunksize: Optional[int] = None, **scan: Any) -> pa.RecordBatchReader:
+        """A streaming ``RecordBatchReader`` (memory holds one key-range section at a time):
+        ``t.scan(**scan).to_reader()``."""
+        return self.scan(**scan).to_reader(max_chunksize=max_chunksize)
 
-    def to_pandas(self, *args: Any, **kwargs: Any) -> pandas.DataFrame:
-        return self.to_arrow(*args, **kwargs).to_pandas()
+    def to_pandas(self, **scan: Any) -> pandas.DataFrame:
+        """``t.scan(**scan).to_pandas()``."""
+        return self.scan(**scan).to_pandas()
 
     def to_duckdb(
         self,
         name: Optional[str] = None,
         connection: Optional[duckdb.DuckDBPyConnection] = None,
-        **read_kwargs: Any,
+        **scan: Any,
     ) -> duckdb.DuckDBPyRelation:
-        """A DuckDB relation over the table's rows (registered as view ``name`` when given).
+        """``t.scan(**scan).to_duckdb(name, connection)``."""
+        return self.scan(**scan).to_duckdb(name, connection)
 
-        The rows are read once into Arrow, so the relation can be queried any number of times.
-        """
-        import duckdb
-
-        con = connection if connection is not None else duckdb.connect()
-        rel = con.from_arrow(self.to_arrow(**read_kwargs))
-        if name:
-            con.register(name, rel)
-        return rel
+    def plan(self, **scan: Any) -> list[Split]:
+        """``t.scan(**scan).plan()``: the splits to read, one per partition and bucket."""
+        return self.scan(**scan).plan()
 
     def changes(self, from_snapshot_id: int, to_snapshot_id: Optional[int] = None) -> pa.Table:
         """What changed after ``from_snapshot_id`` up to ``to_snapshot_id`` (default latest), as rows

@@ -8,7 +8,8 @@ import pytest
 
 import lakelog
 from lakelog.connector.errors import OptionError, SchemaError
-from lakelog.operators.scan_ops import parse_filter, resolve_start, scan_options
+from lakelog.connector.table.expressions import parse_filter
+from lakelog.connector.table.scan_start import resolve_start, scan_options
 
 SCHEMA = pa.schema(
     [pa.field("dt", pa.string(), False), pa.field("id", pa.int64(), False), pa.field("v", pa.string())]
