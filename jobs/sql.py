@@ -39,7 +39,10 @@ from typing import Any, Optional
 import pyarrow as pa
 
 try:
+    import lakelog
     from lakelog.connector.errors import LakelogError, OptionError, SchemaError
+    from lakelog.connector.format.fileio import local_path
+    from lakelog.connector.table.catalog import parse_table_path
 except ImportError as _e:  # pragma: no cover - run as a file by an interpreter without lakelog
     if __name__ != "__main__":
         raise
@@ -47,9 +50,8 @@ except ImportError as _e:  # pragma: no cover - run as a file by an interpreter 
         f"{sys.executable} cannot import lakelog ({_e}); install it: pip install -e '<repo>[flink]'"
     ) from _e
 
-__all__ = ["split_statements", "LakelogSql", "main", "SYSTEM_TABLES"]
+__all__ = ["split_statements", "LakelogSql", "main"]
 
-SYSTEM_TABLES = ("snapshots", "files", "options", "audit_log")
 _LAKELOG_KEYS = ("connector", "path")
 
 
@@ -329,8 +331,6 @@ class LakelogSql:
 
     # -- catalogs --
     def _register_catalog(self, name: str, warehouse: str) -> None:
-        import lakelog
-
         self.t_env.execute_sql(f"CREATE CATALOG `{name}` WITH ('type'='generic_in_memory')")
         cat = lakelog.Catalog(warehouse)
         for db in cat.list_databases():
@@ -350,8 +350,7 @@ class LakelogSql:
         if not wh:
             raise OptionError(f"lakelog catalog {m.group(1)} needs option 'warehouse'")
         name = _unquote(m.group(1))
-        wh = wh[len("file://") :] if wh.startswith("file://") else wh
-        os.makedirs(wh, exist_ok=True)
+        wh = lakelog.Catalog(wh).warehouse  # any file: spelling; creates the directory
         self.catalogs[name] = wh
         self._register_catalog(name, wh)
         return None
@@ -365,9 +364,7 @@ class LakelogSql:
             if len(parts) == 2:
                 cat = parts[0]
             if cat in self.catalogs:
-                import lakelog
-
-                lakelog.Catalog(self.catalogs[cat]).create_database(parts[-1], exist_ok=True)
+                        lakelog.Catalog(self.catalogs[cat]).create_database(parts[-1], exist_ok=True)
         return res
 
     # -- tables --
@@ -393,8 +390,9 @@ class LakelogSql:
     def lakelog_path(self, cat: str, db: str, name: str) -> Optional[str]:
         """The table path when ``cat.db.name`` is a lakelog table, else None."""
         if cat in self.catalogs:
-            path = os.path.join(self.catalogs[cat], f"{db}.db", name)
-            return path if os.path.exists(os.path.join(path, "schema", "schema-0")) else None
+            catalog = lakelog.Catalog(self.catalogs[cat])
+            ident = f"{db}.{name}"
+            return catalog.table_path(ident) if catalog.table_exists(ident) else None
         t = self._catalog_table(cat, db, name)
         if t is None:
             return None
@@ -404,7 +402,7 @@ class LakelogSql:
         given = opts.get("path")
         if not given:
             raise OptionError(f"lakelog table {cat}.{db}.{name} needs option 'path'")
-        return given[len("file://") :] if given.startswith("file://") else given
+        return local_path(given)
 
     def _create_table(self, stmt: str) -> Any:
         m = re.match(
@@ -448,13 +446,7 @@ class LakelogSql:
                 raise OptionError(
                     f"lakelog table {where} needs option 'path' = '<warehouse>/<db>.db/<table>'"
                 )
-            path = os.path.normpath(path[len("file://") :] if path.startswith("file://") else path)
-            parent = os.path.basename(os.path.dirname(path))
-            if not parent.endswith(".db") or os.path.basename(path) != os.path.basename(path).strip():
-                raise OptionError(
-                    f"option 'path' = {path!r} of {where} must look like '<warehouse>/<db>.db/<table>'"
-                )
-            wh, pdb, name = os.path.dirname(os.path.dirname(path)), parent[:-3], os.path.basename(path)
+            wh, pdb, name = parse_table_path(path)
         j_table = self.t_env.from_path(f"`{cat}`.`{db}`.`{_table_name(where)}`")._j_table
         resolved = j_table.getResolvedSchema()
         fields = []
@@ -503,6 +495,8 @@ class LakelogSql:
             m = re.search(r"OPTIONS\s*\((.*)\)", hint, re.I | re.S)
             if m:
                 options = _parse_kv_list(m.group(1))
+        from lakelog.connector.table.system_tables import SYSTEM_TABLES
+
         if system and system not in SYSTEM_TABLES:
             raise SchemaError(f"unknown system table {name!r}; known: {', '.join(SYSTEM_TABLES)}")
         if system and system != "audit_log":
@@ -527,36 +521,9 @@ class LakelogSql:
 
     def _system_table(self, path: str, system: str) -> Any:
         from lakelog.connector.format.store import TableStore
-        from lakelog.connector.table.table import Table
+        from lakelog.connector.table.system_tables import system_table
 
-        store = TableStore(path)
-        t = Table(store, os.path.basename(path))
-        if system == "snapshots":
-            snaps = t.snapshots()
-            data = pa.table(
-                {
-                    "snapshot_id": pa.array([s.id for s in snaps], pa.int64()),
-                    "schema_id": pa.array([s.schema_id for s in snaps], pa.int64()),
-                    "commit_user": pa.array([s.commit_user for s in snaps], pa.string()),
-                    "commit_identifier": pa.array([s.commit_identifier for s in snaps], pa.int64()),
-                    "commit_kind": pa.array([s.commit_kind for s in snaps], pa.string()),
-                    "commit_time": pa.array([s.time_millis for s in snaps], pa.timestamp("ms")),
-                    "total_record_count": pa.array([s.total_record_count for s in snaps], pa.int64()),
-                    "delta_record_count": pa.array([s.delta_record_count for s in snaps], pa.int64()),
-                    "changelog_record_count": pa.array([s.changelog_record_count for s in snaps], pa.int64()),
-                }
-            )
-        elif system == "files":
-            data = t.files()
-        else:
-            opts = store.schema.options
-            data = pa.table(
-                {
-                    "key": pa.array(list(opts), pa.string()),
-                    "value": pa.array(list(opts.values()), pa.string()),
-                }
-            )
-        return self._from_arrow(data)
+        return self._from_arrow(system_table(TableStore(path), system))
 
     def _from_arrow(self, data: pa.Table) -> Any:
         from pyflink.table import DataTypes

@@ -7,22 +7,35 @@ Paths are plain strings; ``file://`` URIs are accepted wherever a path is.
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Iterator
 
-from lakelog.connector.errors import MissingFileError, PathEscapeError
+from lakelog.connector.errors import MissingFileError, OptionError, PathEscapeError
 
 __all__ = ["FileIO", "local_path", "ensure_inside"]
 
 
 def local_path(path_or_uri: str) -> str:
-    """Turn a local path or ``file://`` URI into an absolute local path."""
+    """Turn a local path or a ``file:`` URI into an absolute local path.
+
+    Every spelling Flink and Paimon accept means the same directory: ``/tmp/x``, ``file:/tmp/x``,
+    ``file:///tmp/x`` and ``file://localhost/tmp/x``. Other schemes (``s3://``, ``hdfs://``) raise
+    :class:`~lakelog.connector.errors.OptionError`: lakelog stores tables on local (or mounted
+    shared) file systems only.
+    """
     p = str(path_or_uri)
-    if p.startswith("file://"):
-        p = p[len("file://") :]
-    elif "://" in p:
-        raise ValueError(
-            f"unsupported file system scheme in {path_or_uri!r}: only local paths and file:// URIs"
+    if p.startswith("file:"):
+        rest = p[len("file:") :]
+        if rest.startswith("//"):
+            host, sep, tail = rest[2:].partition("/")
+            if host not in ("", "localhost"):
+                raise OptionError(f"file URI {path_or_uri!r} names host {host!r}; only local files are read")
+            rest = sep + tail
+        p = rest or "/"
+    elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", p):
+        raise OptionError(
+            f"unsupported file system scheme in {path_or_uri!r}: only local paths and file: URIs"
         )
     return os.path.abspath(os.path.expanduser(p))
 

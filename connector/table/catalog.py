@@ -24,7 +24,7 @@ from lakelog.connector.format.schema_manager import SchemaManager
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.table import Table
 
-__all__ = ["Catalog", "DEFAULT_DATABASE"]
+__all__ = ["Catalog", "DEFAULT_DATABASE", "split_identifier", "parse_table_path"]
 
 DEFAULT_DATABASE = "default"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
@@ -48,6 +48,23 @@ def split_identifier(identifier: str) -> tuple[str, str]:
     if len(parts) != 2:
         raise PathEscapeError(f"invalid table identifier {identifier!r}: expected 'database.table'")
     return _check_name("database", parts[0]), _check_name("table", parts[1])
+
+
+def parse_table_path(path: str) -> tuple[str, str, str]:
+    """``<warehouse>/<db>.db/<table>`` (a local path or ``file:`` URI) -> (warehouse, db, table),
+    the warehouse an absolute local path. Raises :class:`OptionError` naming the path when it does
+    not have that shape or a name is invalid."""
+    local = os.path.normpath(local_path(path))
+    parent, table = os.path.split(local)
+    warehouse, db_dir = os.path.split(parent)
+    if not db_dir.endswith(_DB_SUFFIX) or not table:
+        raise OptionError(f"table path {path!r} must look like '<warehouse>/<database>.db/<table>'")
+    try:
+        db = _check_name("database", db_dir[: -len(_DB_SUFFIX)])
+        _check_name("table", table)
+    except PathEscapeError as e:
+        raise OptionError(f"table path {path!r}: {e}") from None
+    return warehouse, db, table
 
 
 class Catalog:

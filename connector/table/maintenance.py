@@ -8,15 +8,13 @@ import time
 from collections.abc import Iterable
 from typing import Optional
 
-import pyarrow as pa
-
 from lakelog.connector.errors import SnapshotNotFoundError
 from lakelog.connector.format.manifest import ManifestEntry
 from lakelog.connector.format.snapshot import Snapshot, SnapshotManager
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.tags import TagManager
 
-__all__ = ["expire_snapshots", "remove_orphan_files", "files_table", "referenced_files"]
+__all__ = ["expire_snapshots", "remove_orphan_files", "referenced_files"]
 
 log = logging.getLogger(__name__)
 
@@ -198,40 +196,3 @@ def remove_orphan_files(
         if not dry_run:
             store.file_io.delete(path)
     return sorted(removed)
-
-
-def files_table(store: TableStore, snapshot: Optional[Snapshot]) -> pa.Table:
-    """Live data files of ``snapshot``: partition, bucket, level, name, rows, size, sequence range."""
-    rows = []
-    for e in store.live_entries(snapshot) if snapshot is not None else []:
-        f = e.file
-        rows.append(
-            {
-                "partition": store.partition_dir(store.partition_values(e.partition)),
-                "bucket": e.bucket,
-                "level": f.level,
-                "file_name": f.file_name,
-                "row_count": f.row_count,
-                "file_size": f.file_size,
-                "min_sequence_number": f.min_sequence_number,
-                "max_sequence_number": f.max_sequence_number,
-                "schema_id": f.schema_id,
-                "delete_row_count": f.delete_row_count,
-            }
-        )
-    schema = pa.schema(
-        [
-            ("partition", pa.string()),
-            ("bucket", pa.int32()),
-            ("level", pa.int32()),
-            ("file_name", pa.string()),
-            ("row_count", pa.int64()),
-            ("file_size", pa.int64()),
-            ("min_sequence_number", pa.int64()),
-            ("max_sequence_number", pa.int64()),
-            ("schema_id", pa.int64()),
-            ("delete_row_count", pa.int64()),
-        ]
-    )
-    t = pa.Table.from_pylist(rows, schema=schema)
-    return t.sort_by([("partition", "ascending"), ("bucket", "ascending"), ("level", "ascending")])

@@ -396,7 +396,7 @@ class Table:
 
     def files(self, snapshot_id: Optional[int] = None) -> pa.Table:
         """One row per live data file: partition, bucket, level, file name, rows, size, sequence range."""
-        from lakelog.connector.table.maintenance import files_table
+        from lakelog.connector.table.system_tables import files_table
 
         return files_table(self._store, self.resolve_snapshot(snapshot_id))
 
