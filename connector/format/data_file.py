@@ -93,13 +93,6 @@ class _ColumnStats:
         return SimpleStats(serialize_row(mins, self.types), serialize_row(maxs, self.types), nulls)
 
 
-def column_stats(columns: Sequence[pa.ChunkedArray], types: Sequence[DataType]) -> SimpleStats:
-    """Min, max (truncated for long strings) and null count of each column, as Paimon stores them."""
-    acc = _ColumnStats(types)
-    acc.update(columns)
-    return acc.to_stats()
-
-
 @dataclass
 class DataFileWriter:
     """How to write the data files of one bucket: directory, schema, compression, target size.
