@@ -100,6 +100,15 @@ class TableCommit:
                 self.compaction_discarded = True
         return last
 
+    def last_committed_identifier(self) -> int:
+        """The highest commit identifier this commit user has committed (0 if none); batch commits
+        (:data:`BATCH_COMMIT_IDENTIFIER`) do not count. Identifiers of one user only grow, so the
+        newest snapshot of the user with an ordinary identifier holds it."""
+        for s in self.store.snapshot_manager.newest_first():
+            if s.commit_user == self.commit_user and s.commit_identifier != BATCH_COMMIT_IDENTIFIER:
+                return int(s.commit_identifier)
+        return 0
+
     def _discard_compaction(self, messages: Sequence[CommitMessage]) -> None:
         """Delete the files that uncommitted compaction results wrote (never an upgraded input)."""
         store = self.store

@@ -85,7 +85,9 @@ class StreamWriter:
     checkpoint: its LSM trees stay in memory between commits and compaction runs in the
     background, so writing does not wait for it. A commit carries the compactions that have
     finished by then (``wait_compaction=True`` waits for all of them). Commit identifiers
-    increase from 1 under one commit user, so a repeated commit is recognised and skipped.
+    increase under one commit user, so a repeated commit is recognised and skipped; a writer given
+    the ``commit_user`` of an earlier writer continues after that user's last committed identifier
+    (never reusing one, which would make its new data look like a repeat).
 
     Close it (or use it as a context manager) to stop its compaction threads; what was written
     since the last commit is then dropped."""
@@ -94,7 +96,7 @@ class StreamWriter:
         self._table = table
         self._write = TableWrite(table._store)
         self._commit = TableCommit(table._store, commit_user)
-        self._identifier = 0
+        self._identifier = self._commit.last_committed_identifier() if commit_user is not None else 0
         self._closed = False
 
     @property

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from lakelog.connector.errors import InvalidInputError, OptionError
 from lakelog.connector.format.options import CoreOptions
 from lakelog.connector.format.types import DataField
+from lakelog.connector.lsm.kv import float_order_key
 from lakelog.connector.lsm.merge.events import (
     AGG,
     AGG_REV,
@@ -27,7 +28,6 @@ from lakelog.connector.lsm.merge.events import (
     bool_values,
     final_positions,
     float_from_order_key,
-    float_order_key,
     float_values,
     int_values,
     is_blank,

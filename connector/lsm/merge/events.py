@@ -234,13 +234,6 @@ def array_from_floats(values: np.ndarray, null: np.ndarray, t: pa.DataType) -> p
     return pa.array(values.astype(t.to_pandas_dtype()), type=t, mask=null)
 
 
-def float_order_key(x: np.ndarray) -> np.ndarray:
-    """int64 keys ordering floats like Java's ``Double.compare`` (-0.0 < 0.0, NaN largest)."""
-    x64 = np.where(np.isnan(x), np.nan, x.astype(np.float64))
-    bits = x64.view(np.int64)
-    return np.where(bits < 0, bits ^ np.int64(0x7FFFFFFFFFFFFFFF), bits)
-
-
 def float_from_order_key(k: np.ndarray, dtype: np.dtype) -> np.ndarray:
     bits = np.where(k < 0, k ^ np.int64(0x7FFFFFFFFFFFFFFF), k)
     return bits.view(np.float64).astype(dtype)
