@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Optional, Union
@@ -9,7 +10,8 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.connector.errors import SnapshotNotFoundError
+from lakelog.connector.errors import CommitConflictError, SnapshotNotFoundError
+from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.split import Split
@@ -22,6 +24,8 @@ from lakelog.connector.table.write import TableWrite
 if TYPE_CHECKING:
     import duckdb
     import pandas
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Table", "TableScan", "BatchWriter", "StreamWriter", "FilterLike"]
 
@@ -50,10 +54,12 @@ class BatchWriter:
         if self._closed:
             raise RuntimeError("this writer is closed")
         self._closed = True
+        msgs: list[CommitMessage] = []
         try:
             msgs = self._write.prepare_commit()
             self.snapshot_id = self._commit.commit(msgs, properties=self._write.commit_properties())
         except BaseException:
+            self._commit.discard_unpublished(msgs)
             self._write.abort()
             raise
         self._write.close()
@@ -123,16 +129,31 @@ class StreamWriter:
         """Publish what was written since the last commit (and finished compactions); return the
         last snapshot id made, or None when there was nothing to commit."""
         self._check_open()
+        msgs: list[CommitMessage] = []
         try:
             msgs = self._write.prepare_commit(wait_compaction=wait_compaction)
             self._identifier += 1
             sid = self._commit.commit(msgs, self._identifier, properties=self._write.commit_properties())
+        except CommitConflictError:
+            if not msgs or any(m.new_files or m.changelog_files for m in msgs) or self._commit.published:
+                self._closed = True
+                self._commit.discard_unpublished(msgs)
+                self._write.abort()
+                raise
+            # only background compactions, whose inputs another compaction has rewritten: drop them
+            log.warning("compaction of %s lost a race to another compaction and was dropped", self._table)
+            self._commit.discard_unpublished(msgs)
+            self._write.close()
+            self._write = TableWrite(self._table._store)
+            return None
         except BaseException:
             self._closed = True
+            self._commit.discard_unpublished(msgs)
             self._write.abort()
             raise
-        if self._commit.compaction_discarded:
-            # another compaction won a race for the same files: reload the trees from the table
+        if self._commit.compaction_discarded or self._commit.rebased:
+            # another compaction won a race for the same files, or another writer's rows made this
+            # commit rebase its files: reload the trees from the table
             self._write.close()
             self._write = TableWrite(self._table._store)
         return sid
