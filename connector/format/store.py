@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import pyarrow as pa
 
+from lakelog.connector.errors import CorruptTableError, TableNotFoundError
 from lakelog.connector.format.binary_row import deserialize_row
 from lakelog.connector.format.consumers import ConsumerManager
 from lakelog.connector.format.data_file import DataFileWriter
@@ -76,8 +77,11 @@ class TableStore:
         self._cache = _ManifestCache()
         loaded = schema if schema is not None else self.schema_manager.latest()
         if loaded is None:
-            from lakelog.connector.errors import TableNotFoundError
-
+            if self.snapshot_manager.snapshot_ids():
+                raise CorruptTableError(
+                    f"table at {path} has snapshots but no schema file (schema/schema-0 is missing): "
+                    "its data cannot be read; restore the schema files"
+                )
             raise TableNotFoundError(f"no table at {path} (no schema/schema-0)")
         self.schema: TableSchema = loaded
         self._open_manifests()

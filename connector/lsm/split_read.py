@@ -136,14 +136,14 @@ class SplitRead:
         wanted = list(columns) if columns is not None else self.read_columns
         if f.schema_id == self.schema.id:
             if rows >= f.row_count:
-                yield read_data_file(path, sys_cols + wanted)
+                yield read_data_file(path, sys_cols + wanted, expect=f)
             else:
-                yield from iter_data_file(path, sys_cols + wanted, rows)
+                yield from iter_data_file(path, sys_cols + wanted, rows, expect=f)
             return
         file_schema = self._file_schema(f.schema_id)
         mapping = physical_names(file_schema, self.schema, wanted)
         phys = [p for p in (mapping[c] for c in wanted) if p is not None]
-        for data in iter_data_file(path, sys_cols + phys, rows):
+        for data in iter_data_file(path, sys_cols + phys, rows, expect=f):
             values = evolve_table(data.select(phys), file_schema, self.schema, wanted)
             for i, c in enumerate(sys_cols):
                 values = values.add_column(i, data.schema.field(c), data.column(c))
