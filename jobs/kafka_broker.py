@@ -238,7 +238,7 @@ def _download(a: Artifact, url: str, dest: Path, *, timeout: float, attempts: in
     problem = ""
     for attempt in range(max(1, attempts)):
         if attempt:
-            time.sleep(min(2.0**attempt, 10.0))
+            time.sleep(min(2.0 ** (attempt - 1), 10.0))
 
         def write(f: Any) -> None:
             with urllib.request.urlopen(url, timeout=timeout) as resp:
