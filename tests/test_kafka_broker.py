@@ -230,3 +230,14 @@ def test_pinned_artifacts_are_complete_and_well_formed() -> None:
     assert ("org.apache.kafka", "kafka_2.13") in coords
     assert ("org.apache.logging.log4j", "log4j-slf4j-impl") in coords  # the slf4j binding
     assert all(len(a.sha256) == 64 and int(a.sha256, 16) >= 0 for a in ARTIFACTS)
+
+
+def test_a_jvm_that_fails_at_start_reports_its_log(tmp_path: Path) -> None:
+    try:
+        find_java()
+    except KafkaBrokerError as e:
+        pytest.skip(str(e))
+    with pytest.raises(KafkaBrokerError, match="Invalid maximum heap size") as failed:
+        KafkaBroker(tmp_path).start(heap="lots")
+    assert "failed (exit 1)" in str(failed.value)
+    assert not KafkaBroker(tmp_path).status().running
