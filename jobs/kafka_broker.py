@@ -541,9 +541,10 @@ class KafkaBroker:
         """Start the broker in ``dir`` (default: the one given at construction) and wait until it
         answers a Metadata request listing itself; returns its status.
 
-        Ports not given are the ones the directory's broker used before, else free ones. The
-        controller port of a formatted directory is fixed (the KRaft voter set records it). When the
-        directory's broker already runs, returns its status (KafkaBrokerError if ``port`` differs).
+        Ports not given are the ones the directory's broker used before, else free ones (a new
+        controller port is fine too: the controller updates its endpoint in the KRaft voter set).
+        When the directory's broker already runs, returns its status (KafkaBrokerError if ``port``
+        differs).
         Storage is formatted only once, so a restart keeps topics, offsets and transactional ids.
         Raises KafkaBrokerError, with the tail of ``broker.log``, if it is not ready within
         ``timeout`` seconds (the broker is then killed)."""
@@ -557,11 +558,6 @@ class KafkaBroker:
                 raise KafkaBrokerError(f"the broker in {self.dir} already runs on port {running.port}")
             return running
         formatted = (self.dir / "data" / "meta.properties").is_file()
-        if formatted and controller_port is not None and controller_port != state.get("controller_port"):
-            raise KafkaBrokerError(
-                f"{self.dir} was formatted with controller port {state.get('controller_port')}; "
-                "its KRaft voter set records it, so it cannot change"
-            )
         port = port or state.get("port")
         controller_port = controller_port or state.get("controller_port")
         picked = iter(_free_ports(2))
