@@ -646,12 +646,16 @@ class KafkaBroker:
                 raise KafkaBrokerError(f"the Kafka broker in {self.dir} was not ready in time:\n{tail}")
             time.sleep(0.2)
 
-    def _log_tail(self, lines: int = 30) -> str:
+    def _log_tail(self, lines: int = 25) -> str:
+        """The first error lines of ``broker.log`` (the cause; a failed start logs some hundred
+        lines of shutdown after it), then its last ``lines`` lines."""
         try:
-            text = (self.dir / "broker.log").read_text(errors="replace")
+            text = (self.dir / "broker.log").read_text(errors="replace").splitlines()
         except OSError:
             return "(no broker.log)"
-        return "\n".join("    " + line for line in text.splitlines()[-lines:])
+        errors = [ln for ln in text[:-lines] if " ERROR " in ln or "Exception: " in ln or "Error: " in ln]
+        shown = [*errors[:5], *(["..."] if errors else []), *text[-lines:]]
+        return "\n".join("    " + line for line in shown)
 
     # -- stop ----------------------------------------------------------------------------------
 
