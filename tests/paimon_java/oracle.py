@@ -97,8 +97,11 @@ JARS: tuple[_Jar, ...] = (
 )
 
 
-class PaimonOracleError(AssertionError):
-    """Paimon's Java side refused or failed a command; ``trace`` holds the Java stack trace."""
+class PaimonOracleError(RuntimeError):
+    """Paimon's Java side refused or failed a command; ``trace`` holds the Java stack trace.
+
+    Not an AssertionError, so ``pytest.mark.xfail(raises=AssertionError)`` tells a known wrong
+    answer from a broken oracle; a test that expects Paimon to fail converts it itself."""
 
     def __init__(self, message: str, trace: str = "") -> None:
         super().__init__(message + (f"\n--- Java stack trace ---\n{trace}" if trace else ""))
