@@ -57,7 +57,7 @@ TS9_XFAIL = pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
     reason="lakelog writes TIMESTAMP(7-9) as Parquet INT64 nanoseconds; Paimon Java 1.3 expects INT96 "
-    "for precision 7-9 and reads other values or fails with a ClassCastException (hardening issue, item 15)",
+    "for precision 7-9: it reads TIMESTAMP(9) as milliseconds and fails on TIMESTAMP_LTZ(9) (hardening issue, item 15)",
 )
 
 
@@ -169,11 +169,14 @@ def test_paimon_java_reads_lakelog_append_table(
 
 @TS9_XFAIL
 @pytest.mark.parametrize("primary_key", [["dt", "id"], None], ids=["pk", "append"])
+@pytest.mark.parametrize("column", NANOS, ids=["TIMESTAMP(9)", "TIMESTAMP_LTZ(9)"])
 def test_paimon_java_reads_lakelog_nanosecond_timestamps(
-    paimon_java: PaimonOracle, tmp_path: Any, primary_key: Optional[list[str]]
+    paimon_java: PaimonOracle, tmp_path: Any, primary_key: Optional[list[str]], column: pa.Field
 ) -> None:
+    """Seen with Paimon 1.3: TIMESTAMP(9) comes back as if the nanoseconds were milliseconds (year
+    +53872825), TIMESTAMP_LTZ(9) fails with a ClassCastException (HeapTimestampVector)."""
     wh = str(tmp_path / "wh")
-    schema = pa.schema([*KEY, *NANOS])
+    schema = pa.schema([*KEY, column])
     t = lakelog.Catalog(wh).create_table("db.ns", schema, primary_key=primary_key, options={"bucket": "2"}
                                          if primary_key else {})
     t.write(sample(schema, range(100), 0))
