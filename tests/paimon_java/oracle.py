@@ -161,6 +161,7 @@ def fetch_jars(dest: Optional[Path] = None) -> list[Path]:
                 got = _sha1(Path(tmp))
                 if got != jar.sha1:
                     raise PaimonOracleError(f"{jar.url}: downloaded SHA-1 {got}, expected {jar.sha1}")
+                os.chmod(tmp, 0o644)  # mkstemp makes it 0600
                 os.replace(tmp, path)
             finally:
                 if os.path.exists(tmp):
@@ -193,6 +194,7 @@ def build(dest: Optional[Path] = None) -> Path:
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
             raise PaimonOracleError(f"javac failed on {_SOURCE}:\n{res.stdout}{res.stderr}")
+        os.chmod(tmp, 0o755)  # mkdtemp makes it 0700
         try:
             os.replace(tmp, classes)  # atomic; a concurrent builder may have won, which is as good
         except OSError:
