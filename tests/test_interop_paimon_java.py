@@ -316,3 +316,33 @@ def test_paimon_java_streams_the_changelog_lakelog_reports(
         del r["_snapshot"]
     assert java, "Paimon's streaming read saw no changes"
     assert_same(java, arrow_to_rows(t.changes(first)), f"changelog-producer={producer}")
+
+
+# ---- the oracle's own command line ---------------------------------------------------------------------
+def test_oracle_command_line_reads_and_writes_like_the_server(paimon_java: PaimonOracle, tmp_path: Any) -> None:
+    """``java PaimonOracle create|write|read|buckets`` (one JVM each) agree with the served commands."""
+    import json
+    import subprocess
+
+    from .paimon_java.oracle import jdk_tool, oracle_classpath
+
+    wh = str(tmp_path / "wh")
+    cmd = [jdk_tool("java") or "java", "-cp", oracle_classpath(), "PaimonOracle"]
+    schema = {"fields": [{"name": "id", "type": "BIGINT"}, {"name": "ts", "type": "TIMESTAMP(9)"}],
+              "primaryKeys": ["id"], "options": {"bucket": "3"}}
+    rows = [{"id": i, "ts": f"2024-01-02T03:04:05.{i:09d}"} for i in range(20)]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def run(*args: str) -> list[dict]:
+        res = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr[-2000:]
+        return [json.loads(line) for line in res.stdout.splitlines()]
+
+    assert run("create", wh, "db.cli", json.dumps(schema))[0]["primaryKeys"] == ["id"]
+    assert run("write", wh, "db.cli", str(tmp_path / "rows.jsonl")) == [{"snapshot": 1}]
+    assert canonical(run("read", wh, "db.cli", "--snapshot", "1")) == canonical(rows)
+    assert canonical(paimon_java.read(wh, "db.cli")) == canonical(rows)
+    cli_buckets = run("buckets", wh, "db.cli", str(tmp_path / "rows.jsonl"))
+    assert [b["_bucket"] for b in cli_buckets] == paimon_java.buckets(wh, "db.cli", rows)
+    bad = subprocess.run([*cmd, "read", wh, "db.missing"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "does not exist" in bad.stderr

@@ -58,6 +58,7 @@ __all__ = [
     "paimon_type",
     "paimon_fields",
     "oracle_classpath",
+    "jdk_tool",
     "shared_oracle",
     "session_fixture",
 ]
@@ -110,7 +111,8 @@ class PaimonOracleError(RuntimeError):
 
 
 # ---- JDK, jars, build ---------------------------------------------------------------------------------
-def _jdk_tool(name: str) -> Optional[str]:
+def jdk_tool(name: str) -> Optional[str]:
+    """``$JAVA_HOME/bin/<name>`` when executable, else ``<name>`` on the PATH, else None."""
     home = os.environ.get("JAVA_HOME")
     if home:
         candidate = os.path.join(home, "bin", name)
@@ -184,7 +186,7 @@ def build(dest: Optional[Path] = None) -> Path:
     classes = root / f"classes-{_build_digest()}"
     if (classes / f"{_MAIN_CLASS}.class").is_file():
         return classes
-    javac = _jdk_tool("javac")
+    javac = jdk_tool("javac")
     if javac is None:
         raise PaimonOracleError("no javac: set JAVA_HOME or put a JDK 11+ on the PATH")
     tmp = Path(tempfile.mkdtemp(dir=root, prefix="build-"))
@@ -408,7 +410,7 @@ class PaimonOracle:
     @staticmethod
     def unavailable_reason() -> Optional[str]:
         """Why the oracle cannot run here (no JDK), or None when it can."""
-        missing = [tool for tool in ("java", "javac") if _jdk_tool(tool) is None]
+        missing = [tool for tool in ("java", "javac") if jdk_tool(tool) is None]
         if missing:
             return (
                 f"no JDK: {' and '.join(missing)} not found in $JAVA_HOME/bin or on the PATH "
@@ -424,7 +426,7 @@ class PaimonOracle:
     def start(self) -> PaimonOracle:
         if self._proc is not None and self._proc.poll() is None:
             return self
-        java = _jdk_tool("java")
+        java = jdk_tool("java")
         if java is None:
             raise PaimonOracleError(self.unavailable_reason() or "no java")
         cp = oracle_classpath()
