@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from lakelog.connector.errors import CommitConflictError
+from lakelog.connector.errors import CommitConflictError, MissingFileError, SnapshotNotFoundError
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.manifest import DataFileMeta, ManifestEntry, ManifestFileMeta, merge_entries
 from lakelog.connector.format.snapshot import Snapshot
@@ -203,17 +203,22 @@ class TableCommit:
                 latest = store.snapshot_manager.latest()
                 if guard is not None:
                     guard(latest)
-                if rebase is not None and rebase.check(latest):
-                    # another writer's rows landed above ours: commit rebased copies of our files
-                    drop([m.file_name for m in delta_metas + changelog_metas])
-                    delta = _split(rebase.messages)[0]
-                    delta_metas = write_manifests(delta.entries)
-                    changelog_metas = write_manifests(delta.changelog)
-                deleted = [e for e in delta.entries if e.kind == 1]
-                if deleted:
-                    self._check_deletes_are_live(latest, deleted)
+                try:
+                    if rebase is not None and rebase.check(latest):
+                        # another writer's rows landed above ours: commit rebased copies of our files
+                        drop([m.file_name for m in delta_metas + changelog_metas])
+                        delta = _split(rebase.messages)[0]
+                        delta_metas = write_manifests(delta.entries)
+                        changelog_metas = write_manifests(delta.changelog)
+                    deleted = [e for e in delta.entries if e.kind == 1]
+                    if deleted:
+                        self._check_deletes_are_live(latest, deleted)
+                    base_metas = self._base_manifests(latest)
+                except (MissingFileError, SnapshotNotFoundError):
+                    if latest is None or store.snapshot_manager.snapshot_exists(latest.id):
+                        raise
+                    continue  # the snapshot this attempt built on was expired under it: start again
                 attempt_files: list[str] = []
-                base_metas = self._base_manifests(latest)
                 if latest is not None:
                     previous = {m.file_name for m in store.manifest_metas(latest)}
                     attempt_files += [m.file_name for m in base_metas if m.file_name not in previous]

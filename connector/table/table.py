@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.connector.errors import CommitConflictError, SnapshotNotFoundError
+from lakelog.connector.errors import (
+    CommitConflictError,
+    MissingFileError,
+    SnapshotExpiredError,
+    SnapshotNotFoundError,
+)
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
@@ -151,7 +156,7 @@ class StreamWriter:
             self._commit.discard_unpublished(msgs)
             self._write.abort()
             raise
-        if self._commit.compaction_discarded or self._commit.rebased:
+        if self._commit.compaction_discarded or self._commit.rebased or self._write.stale:
             # another compaction won a race for the same files, or another writer's rows made this
             # commit rebase its files: reload the trees from the table
             self._write.close()
@@ -175,6 +180,8 @@ class StreamWriter:
 
 
 FilterLike = Union[pc.Expression, str, None]
+T = TypeVar("T")
+_READ_ATTEMPTS = 5
 
 
 class TableScan:
@@ -207,6 +214,7 @@ class TableScan:
             # as Paimon does, a snapshot read by id, time or tag shows the columns it was written with
             store = store.with_schema(store.schema_manager.schema(snap.schema_id))
         self._store = store
+        self._time_travel = time_travel
         self.columns = list(columns) if columns is not None else None
         self.filter: Optional[pc.Expression] = parse_filter(filter, store.schema.arrow_schema())
         self._splits: Optional[list[Split]] = None
@@ -214,22 +222,66 @@ class TableScan:
     def _read(self) -> SplitRead:
         return SplitRead(self._store, columns=self.columns, filter=self.filter)
 
+    def _expired(self, error: Exception, *, retry: bool) -> bool:
+        """After ``error`` (a missing file or snapshot): whether to read again because the scan's
+        snapshot was expired while being read and the scan reads the latest snapshot (it moves on
+        to the new latest). Raises SnapshotExpiredError naming the snapshot when it cannot."""
+        snap = self.snapshot
+        sm = self.table._store.snapshot_manager
+        if snap is None or sm.snapshot_exists(snap.id):
+            return False  # not an expiration: the error stands
+        if retry and not self._time_travel:
+            self.snapshot, self._splits = sm.latest(), None
+            return True
+        raise SnapshotExpiredError(
+            f"snapshot {snap.id} of {self.table.identifier} was expired while it was being read; keep it "
+            "longer ('snapshot.num-retained.min', 'snapshot.time-retained'), or tag it or read it "
+            "through a consumer"
+        ) from error
+
+    def _attempt(self, read: Callable[[], T]) -> T:
+        for attempt in range(_READ_ATTEMPTS):
+            try:
+                return read()
+            except (MissingFileError, SnapshotNotFoundError) as e:
+                if not self._expired(e, retry=attempt < _READ_ATTEMPTS - 1):
+                    raise
+        raise AssertionError("unreachable")
+
     def plan(self) -> list[Split]:
         """The splits to read (one per partition and bucket with live files), after pruning."""
-        if self._splits is None:
-            self._splits = plan_splits(self._store, self.snapshot, filter=self.filter)
-        return list(self._splits)
+
+        def plan() -> list[Split]:
+            if self._splits is None:
+                self._splits = plan_splits(self._store, self.snapshot, filter=self.filter)
+            return list(self._splits)
+
+        return self._attempt(plan)
 
     def read_split(self, split: Split) -> pa.Table:
         """The rows of one split (from :meth:`plan`), projected and filtered."""
-        return self._read().read_splits([split])
+        try:
+            return self._read().read_splits([split])
+        except (MissingFileError, SnapshotNotFoundError) as e:
+            self._expired(e, retry=False)
+            raise
 
     def to_arrow(self) -> pa.Table:
-        return self._read().read_splits(self.plan())
+        return self._attempt(lambda: self._read().read_splits(self.plan()))
 
     def to_reader(self, *, max_chunksize: Optional[int] = None) -> pa.RecordBatchReader:
-        """A streaming ``RecordBatchReader``: memory holds one key-range section at a time."""
-        return self._read().to_reader(self.plan(), max_chunksize=max_chunksize)
+        """A streaming ``RecordBatchReader``: memory holds one key-range section at a time. Its
+        snapshot is fixed once it starts: an expiration under it raises SnapshotExpiredError."""
+        reader = self._read().to_reader(self.plan(), max_chunksize=max_chunksize)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            try:
+                yield from reader
+            except (MissingFileError, SnapshotNotFoundError) as e:
+                self._expired(e, retry=False)
+                raise
+
+        return pa.RecordBatchReader.from_batches(reader.schema, batches())
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         yield from self.to_reader()
@@ -411,6 +463,14 @@ class Table:
         from lakelog.connector.table.maintenance import expire_snapshots
 
         return expire_snapshots(self._store, **overrides)
+
+    def rollback_to(self, snapshot_id: Optional[int] = None, *, tag: Optional[str] = None) -> int:
+        """Roll back to a snapshot (by id, or the one ``tag`` holds): later snapshots, and the files
+        only they referenced, are removed; see :func:`~lakelog.connector.table.maintenance.rollback_to`.
+        Stop the table's writers first."""
+        from lakelog.connector.table.maintenance import rollback_to
+
+        return rollback_to(self._store, snapshot_id=snapshot_id, tag=tag)
 
     def remove_orphan_files(self, older_than_seconds: float = 86400.0, *, dry_run: bool = False) -> list[str]:
         from lakelog.connector.table.maintenance import remove_orphan_files
