@@ -171,6 +171,11 @@ class Model:
         self.tags: dict[str, int] = {}
         self.next_append = 0
         self.last_id = 0
+        # a long-lived writer under a fixed commit user, and its changes not committed yet: it
+        # writes the same buckets as the one-shot writes in between (overlapping writers), and is
+        # restarted under the same commit user now and then
+        self.stream: Optional[lakelog.StreamWriter] = None
+        self.pending: list[tuple[str, Any]] = []
 
     # ---- random data -----------------------------------------------------------------------------
     def rand_row(self) -> Row:
@@ -268,6 +273,47 @@ class Model:
                     self.apply_write(self.state, rows)
                     parts.append(f"write {rows}")
         self.committed(w.snapshot_id, "writer[" + "; ".join(parts) + "]")
+
+    def op_stream_write(self) -> None:
+        if self.stream is None:
+            self.stream = self.table.stream_writer(commit_user="model-stream")
+        if self.rnd.random() < 0.3:
+            keys = self.rand_keys()
+            self.stream.delete(self.keys_table(keys))
+            self.pending.append(("delete", keys))
+        else:
+            rows = self.rand_batch()
+            self.stream.write(self.rows_table(rows))
+            self.pending.append(("write", rows))
+        self.log.append(f"stream {self.pending[-1]}")
+
+    def op_stream_commit(self) -> None:
+        if self.stream is None:
+            return
+        sid = self.stream.commit()
+        for kind, what in self.pending:
+            if kind == "write":
+                self.apply_write(self.state, what)
+            else:
+                for k in what:
+                    self.state.pop(k, None)
+        self.committed(sid, f"stream commit of {len(self.pending)} change(s)")
+        self.pending = []
+
+    def op_stream_restart(self) -> None:
+        """The stream writer's process dies (its uncommitted changes are lost) and a new one starts
+        under the same commit user."""
+        self.close()
+        self.stream = self.table.stream_writer(commit_user="model-stream")
+        self.log.append("stream writer restarted under the same commit user")
+        self.op_stream_write()  # the restarted job goes on writing and committing at once
+        self.op_stream_commit()
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+            self.stream = None
+        self.pending = []
 
     def op_compact(self) -> None:
         sid = self.table.compact(full=True)
@@ -449,13 +495,16 @@ class Model:
         r = self.rnd.random()
         if self.cfg.primary_key:
             table = [
-                (0.31, self.op_write),
+                (0.21, self.op_write),
                 (0.04, self.op_reopen),
-                (0.15, self.op_delete),
-                (0.15, self.op_multi),
-                (0.1, self.op_compact),
-                (0.15, self.op_expire),
-                (0.1, self.op_tag),
+                (0.12, self.op_delete),
+                (0.1, self.op_multi),
+                (0.08, self.op_compact),
+                (0.13, self.op_expire),
+                (0.08, self.op_tag),
+                (0.12, self.op_stream_write),
+                (0.09, self.op_stream_commit),
+                (0.03, self.op_stream_restart),
             ]
         else:
             table = [
@@ -482,12 +531,16 @@ def run_model(catalog: lakelog.Catalog, cfg: Config, seed: int, steps: int) -> N
             m.log.append(f"step {i}:")
             m.step()
             m.check()
+        m.op_stream_commit()
+        m.check()
     except Exception as e:
         log = "\n".join(m.log[-60:])
         raise AssertionError(
             f"model run failed: config={cfg.name} seed={seed} (reproduce: run_model(catalog, "
             f"CONFIGS[{CONFIGS.index(cfg)}], {seed}, {steps}))\nlast steps:\n{log}\nerror: {e!r}"
         ) from e
+    finally:
+        m.close()
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=[c.name for c in CONFIGS])
