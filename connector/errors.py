@@ -90,5 +90,10 @@ class MissingFileError(LakelogError, FileNotFoundError):
     """A file that a snapshot references is missing (names the file)."""
 
 
+class LogSystemError(LakelogError):
+    """The table's log system (Kafka) is unreachable, misconfigured, or lost records it needs
+    (names the topic, the servers and the table)."""
+
+
 class CommitConflictError(LakelogError):
     """A commit cannot be applied on top of the table's latest snapshot."""

@@ -27,6 +27,8 @@ ORDERS = pa.schema(
 
 _SUITE_MARKERS = ("flink", "e2e", "soak", "slow", "kafka", "interop")
 
+pytest_plugins = ["tests.kafka_fixtures"]  # the session's Kafka broker (the kafka_broker fixture)
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:

@@ -22,6 +22,7 @@ LAYERS = [
     "lakelog.connector.errors",
     "lakelog.connector.format",
     "lakelog.connector.lsm",
+    "lakelog.connector.log",
     "lakelog.connector.table",
     "lakelog.operators",
     "lakelog.jobs",

@@ -753,7 +753,16 @@ class CoreOptions:
     LOG_KEY_FORMAT: ClassVar[ConfigOption[str]] = _opt(
         "log.key.format", str, "json", "Key format of the log system.")
     LOG_RETENTION: ClassVar[ConfigOption[Duration]] = _opt(
-        "log.retention", Duration, None, "How long the log system keeps changes.")
+        "log.retention", Duration, None, "How long the log system keeps changes (the topic's retention.ms).")
+    LOG_SYSTEM_PARTITIONS: ClassVar[ConfigOption[int]] = _opt(
+        "log.system.partitions", int, None, "Partitions of the log's topic (default: the bucket count).",
+        validator=_at_least(1))
+    LOG_SYSTEM_REPLICATION: ClassVar[ConfigOption[int]] = _opt(
+        "log.system.replication", int, 1, "Replication factor of the log's topic.", validator=_at_least(1))
+    LOG_SYSTEM_AUTO_REGISTER: ClassVar[ConfigOption[bool]] = _opt(
+        "log.system.auto-register", bool, True, "Create the log's topic when the table is created.")
+    LOG_IGNORE_DELETE: ClassVar[ConfigOption[bool]] = _opt(
+        "log.ignore-delete", bool, False, "Leave deletes (-D, -U) out of the log.")
 
     # ---- pattern options ----------------------------------------------------------------------------
     FIELD_AGGREGATE_FUNCTION: ClassVar[PatternOption] = PatternOption(
@@ -1082,6 +1091,34 @@ class CoreOptions:
     @property
     def log_system(self) -> LogSystem:
         return self.get(self.LOG_SYSTEM)
+
+    @property
+    def log_consistency(self) -> LogConsistency:
+        return self.get(self.LOG_CONSISTENCY)
+
+    @property
+    def log_changelog_mode(self) -> LogChangelogMode:
+        return self.get(self.LOG_CHANGELOG_MODE)
+
+    @property
+    def log_retention(self) -> Optional[Duration]:
+        return self.get(self.LOG_RETENTION)
+
+    @property
+    def log_system_partitions(self) -> Optional[int]:
+        return self.get(self.LOG_SYSTEM_PARTITIONS)
+
+    @property
+    def log_system_replication(self) -> int:
+        return int(self.get(self.LOG_SYSTEM_REPLICATION))
+
+    @property
+    def log_system_auto_register(self) -> bool:
+        return bool(self.get(self.LOG_SYSTEM_AUTO_REGISTER))
+
+    @property
+    def log_ignore_delete(self) -> bool:
+        return bool(self.get(self.LOG_IGNORE_DELETE))
 
 
 def _collect_registry() -> tuple[dict[str, ConfigOption[Any]], tuple[PatternOption, ...]]:

@@ -14,6 +14,7 @@ from lakelog.connector.errors import (
     DatabaseAlreadyExistsError,
     DatabaseNotEmptyError,
     DatabaseNotFoundError,
+    LogSystemError,
     OptionError,
     PathEscapeError,
     TableAlreadyExistsError,
@@ -24,6 +25,8 @@ from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.schema_manager import SchemaManager
 from lakelog.connector.format.snapshot import SnapshotManager
 from lakelog.connector.format.store import TableStore
+from lakelog.connector.log.kafka import default_topic
+from lakelog.connector.table.log import check_log_options, log_config
 from lakelog.connector.table.table import Table
 
 __all__ = ["Catalog", "DEFAULT_DATABASE", "split_identifier", "parse_table_path"]
@@ -174,6 +177,8 @@ class Catalog:
                 f"option 'bucket' = {opts['bucket']}: primary-key tables need a fixed bucket count >= 1 "
                 "(dynamic bucket mode needs a hash index lakelog does not keep)"
             )
+        if opts.get("log.system") == "kafka" and not opts.get("kafka.topic"):
+            opts["kafka.topic"] = default_topic(f"{db}.{split_identifier(identifier)[1]}")
         table_schema = TableSchema.create(
             schema,
             partition_keys=list(partition_by or []),
@@ -181,6 +186,8 @@ class Catalog:
             options=opts,
             comment=comment,
         )
+        core = table_schema.core_options
+        check_log_options(core, table=identifier, primary_keys=bool(table_schema.primary_keys), bucket=core.bucket)
         self.create_database(db, exist_ok=True)
         manager = SchemaManager(self.file_io, path)
         if SnapshotManager(self.file_io, path).snapshot_ids():
@@ -188,6 +195,18 @@ class Catalog:
                 f"cannot create table {identifier!r}: {path} holds snapshots of an earlier table but no "
                 "schema; a new table would adopt them. Restore its schema files or remove the directory"
             )
+        store = TableStore(path, self.file_io, table_schema)
+        log = log_config(store)
+        if log is not None:  # before the schema: an unreachable broker leaves no half-created table
+            if core.log_system_auto_register:
+                log.create_topic()
+            else:
+                parts = log.topic_partitions()
+                if parts is None:
+                    raise LogSystemError(
+                        f"{log.describe()} does not exist and 'log.system.auto-register' is false: create it first"
+                    )
+                log.check_partitions(parts)
         try:
             created = manager.create_table(table_schema)
         except FileExistsError:

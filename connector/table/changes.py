@@ -26,12 +26,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.connector.errors import SnapshotNotFoundError
+from lakelog.connector.errors import MissingFileError, SnapshotNotFoundError
 from lakelog.connector.format.key_value import VALUE_KIND, RowKind
 from lakelog.connector.format.manifest import KIND_ADD, ManifestEntry
 from lakelog.connector.format.options import ChangelogProducer
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
+from lakelog.connector.log.publisher import BucketChanges
 from lakelog.connector.lsm.diff import diff_by_key
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
@@ -46,6 +47,8 @@ __all__ = [
     "read_changelog",
     "diff_snapshots",
     "with_row_kinds",
+    "log_changes",
+    "snapshot_log_changes",
 ]
 
 #: The leading column of an audit log: ``+I``, ``-U``, ``+U`` or ``-D``.
@@ -173,3 +176,49 @@ def diff_snapshots(store: TableStore, from_id: int, to_id: Optional[int] = None)
     new = _state(store, to_snap, keep)
     rows, kinds = diff_by_key(old, new, list(store.schema.primary_keys))
     return with_row_kinds(rows, kinds)
+
+
+def log_changes(
+    store: TableStore, commit_kind: str, entries: Sequence[ManifestEntry], changelog: Sequence[ManifestEntry]
+) -> list[BucketChanges]:
+    """What one snapshot publishes to the table's log, by bucket: what a streaming reader of the
+    table's files emits for it. Tables with a changelog producer publish their changelog files
+    (``input``: with the APPEND snapshot; ``lookup`` and ``full-compaction``: with the COMPACT
+    snapshot that carries them); other primary-key tables and append tables publish the rows their
+    APPEND snapshots add, with the row kinds written. OVERWRITE snapshots publish nothing (Paimon's
+    ``streaming-read-overwrite`` default)."""
+    pk = store.is_primary_key_table
+    producer = store.options.changelog_producer if pk else ChangelogProducer.NONE
+    if commit_kind == "APPEND":
+        if producer == ChangelogProducer.NONE:
+            chosen = [e for e in entries if e.kind == KIND_ADD]
+            kinds = pk
+        elif producer == ChangelogProducer.INPUT:
+            chosen, kinds = list(changelog), True
+        else:
+            return []
+    elif commit_kind == "COMPACT" and producer in (ChangelogProducer.LOOKUP, ChangelogProducer.FULL_COMPACTION):
+        chosen, kinds = list(changelog), True
+    else:
+        return []
+    read = SplitRead(store)
+    by_bucket: dict[int, list[pa.Table]] = {}
+    for e in sorted(chosen, key=lambda e: (e.bucket, e.file.min_sequence_number)):
+        by_bucket.setdefault(e.bucket, []).append(_read_entry_rows(read, 0, e, kinds=kinds))
+    out = []
+    for bucket, parts in by_bucket.items():
+        audit = pa.concat_tables(parts)
+        codes = pc.index_in(audit.column(ROWKIND_COLUMN), value_set=pa.array(list(RowKind.SHORT))).to_numpy()
+        out.append(BucketChanges(bucket, audit.drop_columns([ROWKIND_COLUMN]), np.asarray(codes, np.int8)))
+    return out
+
+
+def snapshot_log_changes(store: TableStore, snapshot: Snapshot) -> Optional[list[BucketChanges]]:
+    """:func:`log_changes` of a committed snapshot; None when its files have expired."""
+    try:
+        changelog: list[ManifestEntry] = []
+        if snapshot.changelog_manifest_list:
+            changelog = store.entries_of(store.manifest_list.read(snapshot.changelog_manifest_list))
+        return log_changes(store, snapshot.commit_kind, store.delta_entries(snapshot), changelog)
+    except (MissingFileError, SnapshotNotFoundError):
+        return None

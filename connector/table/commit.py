@@ -13,14 +13,23 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Optional
 
-from lakelog.connector.errors import CommitConflictError, MissingFileError, SnapshotNotFoundError
+from lakelog.connector.errors import (
+    CommitConflictError,
+    LogSystemError,
+    MissingFileError,
+    SnapshotNotFoundError,
+)
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.manifest import DataFileMeta, ManifestEntry, ManifestFileMeta, merge_entries
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
+from lakelog.connector.log.publisher import LogPublisher
 from lakelog.connector.lsm.rebase import rebase_file
+from lakelog.connector.table.changes import log_changes, snapshot_log_changes
+from lakelog.connector.table.log import log_publisher
 
 __all__ = ["TableCommit", "BATCH_COMMIT_IDENTIFIER", "CommitKind"]
 
@@ -58,6 +67,7 @@ class TableCommit:
         # set by commit(): the ids of the snapshots it published (an APPEND, then a COMPACT); when it
         # raises, what is not in them was not published
         self.published: list[int] = []
+        self._log: Optional[LogPublisher] = None  # the log's publisher during a commit of a log table
 
     def commit(
         self,
@@ -91,6 +101,22 @@ class TableCommit:
                 "commit %s of %s already in snapshot %s; skipped", commit_identifier, self.commit_user, done
             )
             return done
+        publisher = log_publisher(self.store)
+        if publisher is None:
+            return self._commit(messages, commit_identifier, properties, guard)
+        with publisher.session() as self._log:
+            try:
+                return self._commit(messages, commit_identifier, properties, guard)
+            finally:
+                self._log = None
+
+    def _commit(
+        self,
+        messages: Sequence[CommitMessage],
+        commit_identifier: int,
+        properties: Optional[dict[str, str]],
+        guard: Optional[Callable[[Optional[Snapshot]], None]],
+    ) -> Optional[int]:
         self.compaction_discarded = False
         self.rebased = False
         self.published = []
@@ -195,6 +221,8 @@ class TableCommit:
                     written.remove(name)
 
         published = False
+        pub = self._log
+        changes = log_changes(store, delta.kind, delta.entries, delta.changelog) if pub is not None else []
         try:
             delta_metas = write_manifests(delta.entries)
             changelog_metas = write_manifests(delta.changelog)
@@ -231,14 +259,23 @@ class TableCommit:
                     latest, delta, identifier, properties, (base_name, base_size), (delta_name, delta_size),
                     (cl_name, cl_size),
                 )
+                if pub is not None:  # the log: catch up, then this snapshot's changes, before it exists
+                    pub.begin(latest, partial(snapshot_log_changes, store), _snapshot_or_none(store))
+                    pub.produce(self.commit_user, identifier, delta.kind, changes)
+                    offsets = pub.end_offsets()
+                    snapshot.log_offsets = {**((latest.log_offsets or {}) if latest else {}), **offsets}
                 if store.snapshot_manager.try_commit(snapshot):
                     published = True
                     self.published.append(snapshot.id)
                     written.clear()
                     if rebase is not None:
                         rebase.committed()
+                    if pub is not None:
+                        self._publish(pub, snapshot)
                     return snapshot.id
                 # Lost the race for this id: drop what this attempt wrote and retry on the new latest.
+                if pub is not None:
+                    pub.abort()
                 drop(attempt_files)
                 time.sleep(min(0.001 * (2 ** min(attempt, 8)), 0.2))
             raise CommitConflictError(f"gave up committing to {store.path} after {max_retries} attempts")
@@ -247,6 +284,17 @@ class TableCommit:
                 drop(list(written))
                 if rebase is not None:
                     rebase.abandon()
+
+    def _publish(self, pub: LogPublisher, snapshot: Snapshot) -> None:
+        """Commit the log transaction of a published snapshot. When that fails the snapshot stands
+        (its data is committed) and the next commit publishes its changes first."""
+        try:
+            pub.commit(snapshot.id)
+        except LogSystemError as e:
+            log.warning(
+                "snapshot %s of %s is committed but its changes did not reach the log (%s); the next commit "
+                "publishes them", snapshot.id, self.store.path, e,
+            )
 
     def _max_retries(self) -> int:
         return _MAX_RETRIES
@@ -407,6 +455,16 @@ class _SequenceRebase:
         for partition, bucket, f in self._copies:
             self.store.file_io.delete(self.store.data_file_path(partition, bucket, f.file_name))
         self._copies = []
+
+
+def _snapshot_or_none(store: TableStore) -> Callable[[int], Optional[Snapshot]]:
+    def get(snapshot_id: int) -> Optional[Snapshot]:
+        try:
+            return store.snapshot_manager.snapshot(snapshot_id)
+        except SnapshotNotFoundError:
+            return None
+
+    return get
 
 
 def _split(messages: Sequence[CommitMessage]) -> tuple[_Delta, _Delta]:

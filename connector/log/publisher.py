@@ -1,0 +1,369 @@
+"""Publishing committed changes to the log: in snapshot order, each snapshot exactly once.
+
+With ``log.consistency`` = ``transactional`` every commit of a log table goes through a
+:class:`LogPublisher`, whichever writer makes it (``t.write``, a stream writer, the PyFlink sink's
+committer). For one snapshot:
+
+1. **Catch up.** The publisher holds the table's one transactional producer (transactional id
+   ``lakelog-<topic>``; a newer holder fences older ones). It reads the *marker*, the last
+   published snapshot id, kept as the committed offset of consumer group ``lakelog-log-<topic>``
+   and written in the same Kafka transaction as the records. Snapshots after the marker that a
+   failed or fenced writer committed but never published are published first, from their files.
+2. **Produce** the snapshot's changes (its new rows, or its changelog files when the table has a
+   changelog producer; see :mod:`lakelog.connector.table.changes`) in an open transaction, one
+   record per row into the bucket's partition, and learn their offsets.
+3. The committer publishes the snapshot with ``logOffsets`` = the offset after its records in every
+   partition it wrote (Paimon's field; other partitions keep the previous snapshot's offsets).
+4. **Commit** the transaction together with marker = the snapshot id. Read-committed consumers see
+   the changes only now, after the snapshot that holds them.
+
+A crash between 3 and 4 leaves the snapshot unpublished: the broker aborts the transaction (after
+``transaction.timeout.ms``, or at once when the next holder fences it) and the next commit
+publishes the snapshot in step 1. Its records then sit after its ``logOffsets``; every record
+carries the commit user, commit identifier and commit kind of its snapshot in its headers, so a
+hybrid read that starts at that snapshot skips them (see :mod:`lakelog.connector.log.reader`).
+A snapshot whose files expired before anyone could publish it leaves a *gap record* (header
+``lakelog.gap`` = ``first-last`` snapshot ids) in every partition; a reader meeting it fails
+naming the gap instead of skipping changes silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
+
+import numpy as np
+import pyarrow as pa
+
+from lakelog.connector.errors import LogSystemError
+from lakelog.connector.format.snapshot import Snapshot
+from lakelog.connector.log.codec import COMMIT_HEADER, KIND_HEADER, USER_HEADER, encode_changes, kind_header
+from lakelog.connector.log.kafka import DEFAULT_REQUEST_TIMEOUT_S, LogConfig, kafka_module, retrying
+
+if TYPE_CHECKING:  # pragma: no cover
+    from confluent_kafka import Consumer, Producer
+
+__all__ = [
+    "BucketChanges",
+    "LogPublisher",
+    "publisher_for",
+    "GAP_HEADER",
+    "COMMIT_KIND_HEADER",
+    "marker_group",
+    "records_partition",
+]
+
+log = logging.getLogger(__name__)
+
+GAP_HEADER = "lakelog.gap"
+COMMIT_KIND_HEADER = "lakelog.commit-kind"
+
+
+@dataclass
+class BucketChanges:
+    """The changes one snapshot makes in one bucket: the rows (the table's columns) and their kinds."""
+
+    bucket: int
+    rows: pa.Table
+    kinds: np.ndarray
+
+
+ChangesOf = Callable[[Snapshot], Optional[list[BucketChanges]]]  # None: the snapshot's files expired
+
+
+def marker_group(topic: str) -> str:
+    return f"lakelog-log-{topic}"
+
+
+def records_partition(bucket: int, partitions: int, topic: str) -> int:
+    """The Kafka partition of a bucket's records: the bucket itself (an append table without
+    buckets writes partition 0)."""
+    p = max(bucket, 0)
+    if p >= partitions:
+        raise LogSystemError(
+            f"bucket {bucket} has no partition in topic {topic!r} ({partitions} partition(s)): the topic "
+            "needs at least one partition per bucket"
+        )
+    return p
+
+
+class LogPublisher:
+    """The transactional producer of one topic in this process (see the module docstring).
+
+    Use :meth:`session` around one commit: it serialises the commits of this process's threads and
+    recreates the producer after it was fenced."""
+
+    def __init__(self, config: LogConfig) -> None:
+        self.config = config
+        self._lock = threading.Lock()
+        self._producer: Optional[Producer] = None
+        self._marker_consumer: Optional[Consumer] = None
+        self._partitions: Optional[int] = None
+        self._in_txn = False
+        self._offsets: dict[int, int] = {}
+        self._errors: list[str] = []
+
+    # ---- producer lifecycle -------------------------------------------------------------------
+    def _ensure(self) -> Producer:
+        if self._producer is None:
+            ck = kafka_module()
+            parts = self.config.topic_partitions()
+            if parts is None:
+                raise LogSystemError(
+                    f"{self.config.describe()} does not exist (create it, or set 'log.system.auto-register')"
+                )
+            self.config.check_partitions(parts)
+            self._partitions = parts
+            producer = self.config.producer(transactional_id=f"lakelog-{self.config.topic}")
+            try:
+                producer.init_transactions(DEFAULT_REQUEST_TIMEOUT_S)
+            except ck.KafkaException as e:
+                raise LogSystemError(
+                    f"cannot start a transactional producer for {self.config.describe()}: {e}"
+                ) from e
+            self._producer = producer
+            self._marker_consumer = self.config.consumer(group_id=marker_group(self.config.topic))
+        return self._producer
+
+    def _reset(self) -> None:
+        """Forget the producer (after it was fenced or failed): the next commit starts a new one."""
+        self._producer = None
+        if self._marker_consumer is not None:
+            try:
+                self._marker_consumer.close()
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+        self._marker_consumer = None
+        self._in_txn = False
+
+    def close(self) -> None:
+        with self._lock:
+            if self._producer is not None and self._in_txn:
+                self.abort()
+            self._reset()
+
+    # ---- markers ----------------------------------------------------------------------------------
+    def marker(self) -> Optional[int]:
+        """The last published snapshot id, None when nothing was ever published."""
+        ck = kafka_module()
+        self._ensure()
+        consumer = self._marker_consumer
+        assert consumer is not None
+        tp = ck.TopicPartition(self.config.topic, 0)
+        (got,) = retrying(
+            lambda: consumer.committed([tp], timeout=DEFAULT_REQUEST_TIMEOUT_S),
+            f"cannot read the publication marker of {self.config.describe()}",
+        )
+        return got.offset if got.offset >= 0 else None
+
+    # ---- one commit ---------------------------------------------------------------------------------
+    def session(self) -> _Session:
+        return _Session(self)
+
+    def begin(
+        self,
+        latest: Optional[Snapshot],
+        changes_of: ChangesOf,
+        snapshot_of: Callable[[int], Optional[Snapshot]],
+    ) -> None:
+        """Publish the snapshots after the marker up to ``latest`` that nobody published, then open
+        the transaction of the commit to come. A producer fenced by another process's is replaced
+        (which fences that one in turn: the table's log has one publisher at a time)."""
+        ck = kafka_module()
+        for attempt in range(2):
+            try:
+                self._ensure()
+                marker = self.marker()
+                target = latest.id if latest is not None else 0
+                if marker is None:
+                    marker = target  # a new log: history before it is not replayed
+                if marker < target:
+                    self._publish_missing(marker, target, changes_of, snapshot_of)
+                self._begin_txn()
+                return
+            except ck.KafkaException as e:
+                if attempt == 0 and _fatal(e):
+                    log.info(
+                        "producer of %s was fenced by another writer; taking over", self.config.describe()
+                    )
+                    self._reset()
+                    continue
+                self._fail(e)
+            except LogSystemError as e:
+                if attempt == 0 and isinstance(e.__cause__, ck.KafkaException) and _fatal(e.__cause__):
+                    self._reset()
+                    continue
+                raise
+
+    def _begin_txn(self) -> None:
+        assert self._producer is not None
+        self._producer.begin_transaction()
+        self._in_txn = True
+        self._offsets = {}
+        self._errors = []
+
+    def _publish_missing(
+        self,
+        marker: int,
+        target: int,
+        changes_of: ChangesOf,
+        snapshot_of: Callable[[int], Optional[Snapshot]],
+    ) -> None:
+        self._begin_txn()
+        gap: list[int] = []
+        for sid in range(marker + 1, target + 1):
+            snap = snapshot_of(sid)
+            changes = changes_of(snap) if snap is not None else None
+            if snap is None or changes is None:
+                gap.append(sid)
+                continue
+            self.produce(snap.commit_user, snap.commit_identifier, snap.commit_kind, changes)
+        if gap:
+            log.error(
+                "snapshots %s-%s of %s expired before their changes reached the log; readers crossing them "
+                "will fail naming the gap",
+                gap[0],
+                gap[-1],
+                self.config.table,
+            )
+            self._produce_gap(gap[0], gap[-1])
+        self.commit(target)
+        log.warning(
+            "published snapshots %s-%s of %s that a failed writer left unpublished",
+            marker + 1,
+            target,
+            self.config.table,
+        )
+
+    def _produce_gap(self, first: int, last: int) -> None:
+        assert self._producer is not None and self._partitions is not None
+        for p in range(self._partitions):
+            self._producer.produce(
+                self.config.topic, value=None, partition=p, headers=[(GAP_HEADER, f"{first}-{last}".encode())]
+            )
+
+    def produce(self, user: str, identifier: int, commit_kind: str, changes: Sequence[BucketChanges]) -> None:
+        """Send one snapshot's changes into the open transaction (call :meth:`end_offsets` after)."""
+        config = self.config
+        producer = self._producer
+        assert producer is not None and self._partitions is not None and self._in_txn
+        headers_base = [
+            (USER_HEADER, user.encode()),
+            (COMMIT_HEADER, str(identifier).encode()),
+            (COMMIT_KIND_HEADER, commit_kind.encode()),
+        ]
+        offsets = self._offsets
+        errors = self._errors
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                errors.append(str(err))
+            else:
+                p = msg.partition()
+                offsets[p] = max(offsets.get(p, 0), msg.offset() + 1)
+
+        for ch in changes:
+            rows, kinds = ch.rows, ch.kinds
+            if config.ignore_delete:
+                keep = (kinds == 0) | (kinds == 2)
+                rows, kinds = rows.filter(pa.array(keep)), kinds[keep]
+            records = encode_changes(rows, kinds, config.primary_keys, upsert=config.upsert)
+            partition = records_partition(ch.bucket, self._partitions, self.config.topic)
+            kind_headers = [kind_header(int(k)) for k in records.kinds]
+            for key, value, kind in zip(records.keys, records.values, kind_headers):
+                while True:
+                    try:
+                        producer.produce(
+                            self.config.topic,
+                            value=value,
+                            key=key,
+                            partition=partition,
+                            headers=[(KIND_HEADER, kind), *headers_base],
+                            on_delivery=delivered,
+                        )
+                        break
+                    except BufferError:  # the local queue is full: let it drain
+                        producer.poll(0.05)
+            producer.poll(0)
+
+    def end_offsets(self) -> dict[int, int]:
+        """Flush the open transaction's records; ``{partition: offset after its records}``."""
+        assert self._producer is not None
+        remaining = self._producer.flush(DEFAULT_REQUEST_TIMEOUT_S * 2)
+        if remaining or self._errors:
+            raise LogSystemError(
+                f"records for {self.config.describe()} were not delivered: "
+                f"{self._errors[:3] or f'{remaining} still queued'}"
+            )
+        return dict(self._offsets)
+
+    def commit(self, snapshot_id: int) -> None:
+        """Commit the open transaction with the marker = ``snapshot_id``."""
+        ck = kafka_module()
+        assert self._producer is not None and self._marker_consumer is not None
+        try:
+            self.end_offsets()
+            tp = ck.TopicPartition(self.config.topic, 0, snapshot_id)
+            self._producer.send_offsets_to_transaction([tp], self._marker_consumer.consumer_group_metadata())
+            self._producer.commit_transaction(DEFAULT_REQUEST_TIMEOUT_S)
+            self._in_txn = False
+        except ck.KafkaException as e:
+            self._fail(e)
+
+    def abort(self) -> None:
+        if self._producer is None or not self._in_txn:
+            return
+        ck = kafka_module()
+        try:
+            self._producer.abort_transaction(DEFAULT_REQUEST_TIMEOUT_S)
+        except ck.KafkaException:
+            self._reset()
+        self._in_txn = False
+
+    def _fail(self, e: Exception) -> None:
+        if _fatal(e):
+            self._reset()
+        else:
+            self.abort()
+        raise LogSystemError(f"Kafka transaction for {self.config.describe()} failed: {e}") from e
+
+
+def _fatal(e: BaseException) -> bool:
+    """Whether a Kafka error is fatal to the producer (fenced, or otherwise unusable)."""
+    err = e.args[0] if e.args else None
+    return err is not None and hasattr(err, "fatal") and bool(err.fatal())
+
+
+class _Session:
+    """``with publisher.session():`` one commit at a time in this process."""
+
+    def __init__(self, publisher: LogPublisher) -> None:
+        self.publisher = publisher
+
+    def __enter__(self) -> LogPublisher:
+        self.publisher._lock.acquire()
+        return self.publisher
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            if exc_type is not None:
+                self.publisher.abort()
+        finally:
+            self.publisher._lock.release()
+
+
+_PUBLISHERS: dict[tuple[str, str], LogPublisher] = {}
+_PUBLISHERS_LOCK = threading.Lock()
+
+
+def publisher_for(config: LogConfig) -> LogPublisher:
+    """This process's publisher of ``config``'s topic (one transactional producer per topic)."""
+    key = (config.bootstrap_servers, config.topic)
+    with _PUBLISHERS_LOCK:
+        p = _PUBLISHERS.get(key)
+        if p is None or p.config != config:
+            p = _PUBLISHERS[key] = LogPublisher(config)
+        return p

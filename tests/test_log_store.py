@@ -1,0 +1,191 @@
+"""The Kafka log of a table, against a real broker: what reaches the topic, exactly once.
+
+Each test makes its own table (and so its own topic) on the session's broker.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import lakelog
+from lakelog.connector.errors import LogSystemError, OptionError
+from lakelog.connector.log.codec import COMMIT_HEADER, KIND_HEADER, USER_HEADER, decode_values
+from lakelog.connector.table.changes import delta_rows
+from lakelog.connector.table.log import log_config
+from tests.kafka_fixtures import KafkaEndpoint
+
+pytestmark = pytest.mark.kafka
+
+SCHEMA = pa.schema([pa.field("dt", pa.string(), False), pa.field("id", pa.int64(), False), ("v", pa.string())])
+
+
+def make(warehouse: Path, broker: KafkaEndpoint, name: str = "db.t", **options: str) -> lakelog.Table:
+    opts = {"bucket": "2", "log.system": "kafka", "kafka.bootstrap.servers": broker.bootstrap_servers, **options}
+    return lakelog.Catalog(str(warehouse)).create_table(
+        name, SCHEMA, primary_key=["dt", "id"], partition_by=["dt"], options=opts
+    )
+
+
+def rows(dt: str, ids: list[int], v: str) -> pa.Table:
+    return pa.table({"dt": [dt] * len(ids), "id": ids, "v": [v] * len(ids)}, schema=SCHEMA)
+
+
+def topic_records(t: lakelog.Table, *, committed: bool = True, timeout: float = 20.0) -> list[dict[str, Any]]:
+    """Every record of the table's topic a ``read_committed`` (or uncommitted) consumer sees now."""
+    config = log_config(t.store)
+    assert config is not None
+    end = config.list_offsets("latest", committed=committed)
+    from confluent_kafka import TopicPartition
+
+    c = config.consumer(read_committed=committed)
+    c.assign([TopicPartition(config.topic, p, 0) for p in end])
+    out: list[dict[str, Any]] = []
+    done = {p for p, e in end.items() if e == 0}
+    deadline = time.time() + timeout
+    while len(done) < len(end) and time.time() < deadline:
+        for m in c.consume(500, 0.5):
+            assert m.error() is None, m.error()
+            headers = dict(m.headers() or [])
+            if m.value() is not None or "lakelog.gap" in headers:
+                out.append({"partition": m.partition(), "offset": m.offset(), "key": m.key(), "value": m.value(), "headers": headers})
+            if m.offset() + 1 >= end[m.partition()]:
+                done.add(m.partition())
+    c.close()
+    return out
+
+
+def decoded(t: lakelog.Table, records: list[dict[str, Any]]) -> list[tuple[str, int, Any]]:
+    data, kinds = decode_values(
+        [r["value"] for r in records], [r["key"] for r in records], [r["headers"].get(KIND_HEADER) for r in records],
+        t.schema,
+    )
+    names = ["+I", "-U", "+U", "-D"]
+    return [(names[k], r["id"], r["v"]) for k, r in zip(kinds, data.to_pylist())]
+
+
+def test_every_commit_reaches_the_topic_once_with_the_snapshots_offsets(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    t = make(tmp_path, kafka_broker)
+    t.write(rows("a", [1, 2, 3], "x"))
+    t.write(rows("a", [2], "y"))
+    t.delete(pa.table({"dt": ["a"], "id": [3]}))
+    with t.stream_writer(commit_user="job") as w:
+        w.write(rows("b", [4], "z")).commit()
+        w.write(rows("b", [4], "zz")).commit()
+    records = topic_records(t)
+    got = decoded(t, records)
+    assert sorted(got) == sorted(
+        [("+I", 1, "x"), ("+I", 2, "x"), ("+I", 3, "x"), ("+I", 2, "y"), ("-D", 3, None), ("+I", 4, "z"), ("+I", 4, "zz")]
+    )
+    # what a streaming reader of the files emits, snapshot by snapshot, is what the topic holds
+    expect = []
+    for s in t.snapshots():
+        ch = delta_rows(t.store, s.id - 1, s.id).to_pylist()
+        expect += [(c["rowkind"], c["id"], c["v"]) for c in ch if c["rowkind"] != "-U"]
+    assert sorted(got) == sorted(expect)
+    # logOffsets: the offset after each snapshot's records (a transaction's commit marker takes one
+    # more offset); the last snapshot's are past every record
+    config = log_config(t.store)
+    assert config is not None
+    last = t.latest_snapshot().log_offsets
+    assert set(last) == {0, 1} and all(last[p] <= e for p, e in config.list_offsets("latest").items())
+    assert all(r["offset"] < last[r["partition"]] for r in records)
+    by_commit: dict[tuple[bytes, bytes], list[dict[str, Any]]] = {}
+    for r in records:
+        by_commit.setdefault((r["headers"][USER_HEADER], r["headers"][COMMIT_HEADER]), []).append(r)
+    for s in t.snapshots():
+        mine = by_commit[(s.commit_user.encode(), str(s.commit_identifier).encode())]
+        for r in mine:
+            assert r["offset"] < s.log_offsets[r["partition"]]
+    # and a key's records sit in its bucket's partition, in commit order
+    ids_a2 = [r for r in records if json.loads(r["key"]) == {"dt": "a", "id": 2}]
+    assert [json.loads(r["value"])["after"]["v"] for r in ids_a2] == ["x", "y"]
+
+
+def test_a_writer_dying_before_its_log_transaction_loses_nothing_and_repeats_nothing(
+    tmp_path: Path, kafka_broker: KafkaEndpoint
+) -> None:
+    """The commit is published (snapshot file) and the process dies before the Kafka transaction
+    commits: the broker aborts it, and the next commit publishes the snapshot's changes first."""
+    t = make(tmp_path, kafka_broker, **{"kafka.transaction.timeout.ms": "5000"})
+    t.write(rows("a", [1], "before"))
+    script = textwrap.dedent(
+        f"""
+        import os, pyarrow as pa, lakelog
+        from lakelog.connector.log import publisher
+        def die(self, snapshot_id):  # the snapshot is published; the process dies before the log commit
+            self.end_offsets()
+            os._exit(17)
+        publisher.LogPublisher.commit = die
+        t = lakelog.Catalog({str(tmp_path)!r}).get_table("db.t")
+        schema = t.schema
+        t.write(pa.table({{"dt": ["a", "a"], "id": [1, 2], "v": ["lost?", "lost?"]}}, schema=schema))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 17, proc.stderr[-2000:]
+    assert t.latest_snapshot().id == 2  # the table has the commit
+    assert sorted(decoded(t, topic_records(t))) == [("+I", 1, "before")]  # the log does not, yet
+    t.write(rows("b", [9], "next"))  # catches up: snapshot 2, then its own
+    got = decoded(t, topic_records(t))
+    assert sorted(got) == sorted([("+I", 1, "before"), ("+I", 1, "lost?"), ("+I", 2, "lost?"), ("+I", 9, "next")])
+    # the aborted attempt's records are invisible to read_committed readers, but took offsets
+    uncommitted = topic_records(t, committed=False)
+    assert len(uncommitted) > len(got)
+
+
+def test_an_unreachable_broker_fails_create_table_quickly_and_leaves_nothing(tmp_path: Path) -> None:
+    catalog = lakelog.Catalog(str(tmp_path))
+    started = time.time()
+    with pytest.raises(LogSystemError, match="127.0.0.1:9 did not answer"):
+        catalog.create_table(
+            "db.t", SCHEMA, primary_key=["dt", "id"], options={
+                "bucket": "1", "log.system": "kafka", "kafka.bootstrap.servers": "127.0.0.1:9",
+            },
+        )
+    assert time.time() - started < 60
+    assert not catalog.table_exists("db.t")
+    assert not (tmp_path / "db.db" / "t").exists()
+
+
+def test_a_missing_topic_or_too_few_partitions_is_named(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    topic = f"given-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(LogSystemError, match=f"{topic}.*does not exist"):
+        make(tmp_path, kafka_broker, **{"kafka.topic": topic, "log.system.auto-register": "false"})
+    from tests.kafka_fixtures import create_topic
+
+    create_topic(kafka_broker.bootstrap_servers, 1, name=topic)
+    with pytest.raises(LogSystemError, match=f"{topic}.*1 partition.*fewer than the table's 2"):
+        make(tmp_path, kafka_broker, **{"kafka.topic": topic, "log.system.auto-register": "false"})
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"log.format": "avro"}, "log.format"),
+        ({"log.key.format": "csv"}, "log.key.format"),
+        ({"log.system": "pulsar"}, "log.system"),
+        ({"log.consistency": "sometimes"}, "log.consistency"),
+    ],
+)
+def test_bad_log_options_are_refused_by_name(tmp_path: Path, kafka_broker: KafkaEndpoint, options: dict[str, str], match: str) -> None:
+    with pytest.raises(OptionError, match=match):
+        make(tmp_path, kafka_broker, **options)
+
+
+def test_eventual_consistency_needs_a_primary_key(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    with pytest.raises(OptionError, match="eventual.*primary key"):
+        lakelog.Catalog(str(tmp_path)).create_table(
+            "db.t", SCHEMA, options={
+                "log.system": "kafka", "log.consistency": "eventual", "kafka.bootstrap.servers": kafka_broker.bootstrap_servers,
+            },
+        )
