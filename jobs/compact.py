@@ -64,7 +64,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_POLL_MS = 300
-DEFAULT_CHECKPOINT_MS = 2000
 
 
 # ---- operator functions -------------------------------------------------------------------------------
@@ -358,33 +357,6 @@ def _discard(ds: Any) -> None:
 
 
 # ---- running ----------------------------------------------------------------------------------------------
-def make_env(
-    *,
-    streaming: bool,
-    parallelism: Optional[int] = None,
-    checkpoint_interval_ms: Optional[int] = None,
-    config: Optional[dict[str, str]] = None,
-) -> Any:
-    """A local ``StreamExecutionEnvironment`` for the compaction job (python.executable set)."""
-    from pyflink.common import Configuration
-    from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
-
-    conf = Configuration()
-    conf.set_string("python.executable", sys.executable)
-    conf.set_string("python.client.executable", sys.executable)
-    for k, v in (config or {}).items():
-        conf.set_string(k, v)
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    if parallelism:
-        env.set_parallelism(parallelism)
-    if streaming:
-        env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
-        env.enable_checkpointing(checkpoint_interval_ms or DEFAULT_CHECKPOINT_MS)
-    else:
-        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
-    return env
-
-
 @dataclass
 class CompactionSummary:
     """What a compaction run committed: the COMPACT snapshots of its commit user."""
@@ -533,8 +505,10 @@ def run_compaction(
     ``max_rounds`` (keyword) rounds are done, until the table has been idle for
     ``idle_timeout_s``, or until SIGINT/SIGTERM; all three end with a drain (everything compacted
     so far is committed)."""
-    env = make_env(
-        streaming=streaming,
+    from lakelog.operators.flink_env import flink_environment
+
+    env = flink_environment(
+        mode="streaming" if streaming else "batch",
         parallelism=parallelism,
         checkpoint_interval_ms=checkpoint_interval_ms,
         config=config,

@@ -22,7 +22,7 @@ Run a script: ``lakelog sql -f script.sql`` (= ``python -m lakelog.jobs.sql -f s
 MiniCluster, ``... --remote [host:port]`` on a running cluster, or ``flink run -py jobs/sql.py -f
 script.sql`` through Flink's CLI. Settings come from the Flink configuration directory
 (``--conf-dir``, ``$FLINK_CONF_DIR`` or the repository's ``flink-conf/``; see
-:mod:`lakelog.jobs.flink_env`). An ``INSERT INTO`` a deduplicating primary-key table drops ``-U`` rows,
+:mod:`lakelog.operators.flink_env`). An ``INSERT INTO`` a deduplicating primary-key table drops ``-U`` rows,
 as Paimon's Flink sink does.
 """
 
@@ -168,11 +168,13 @@ class LakelogSql:
         checkpoint_interval_ms: Optional[int] = None,
         config: Optional[Mapping[str, str]] = None,
     ) -> None:
-        """``config``: Flink settings for the environment (e.g. from
-        :func:`lakelog.jobs.flink_env.load_settings`; ``execution.target: remote`` submits to a
-        cluster). ``mode`` defaults to its ``execution.runtime-mode``, else streaming; checkpoints
-        default to its ``execution.checkpointing.interval``, else every 2 s."""
-        self._config = dict(config or {})
+        """``config``: Flink settings for the environment (default: the Flink configuration
+        directory's, see :func:`lakelog.operators.flink_env.load_settings`; ``execution.target:
+        remote`` submits to a cluster). ``mode`` defaults to its ``execution.runtime-mode``, else
+        streaming; checkpoints default to its ``execution.checkpointing.interval``, else every 2 s."""
+        from lakelog.operators.flink_env import load_settings
+
+        self._config = dict(load_settings() if config is None else config)
         default_mode = self._config.pop("execution.runtime-mode", "streaming")
         if parallelism:  # the table config must not bring the configuration's default back
             self._config["parallelism.default"] = str(parallelism)
@@ -188,33 +190,26 @@ class LakelogSql:
     @property
     def remote(self) -> bool:
         """True when jobs go to a remote cluster (``execution.target: remote``)."""
-        from lakelog.jobs.flink_env import is_remote
+        from lakelog.operators.flink_env import is_remote
 
         return is_remote(self._config)
 
     # -- environment --
     def _make_env(self, mode: str) -> None:
-        from pyflink.datastream import RuntimeExecutionMode
         from pyflink.table import EnvironmentSettings, StreamTableEnvironment
 
-        from lakelog.jobs.flink_env import execution_environment
+        from lakelog.operators.flink_env import flink_environment, runtime_mode
 
-        mode = mode.lower()
-        if mode not in ("streaming", "batch"):
-            raise OptionError(f"'execution.runtime-mode' must be 'streaming' or 'batch', not {mode!r}")
+        mode = runtime_mode({}, mode)
         if mode == self.mode:
             return
         self.mode = mode
-        env = execution_environment({"python.executable": sys.executable, **self._config})
-        env.set_runtime_mode(
-            RuntimeExecutionMode.BATCH if mode == "batch" else RuntimeExecutionMode.STREAMING
+        env = flink_environment(
+            mode=mode,
+            parallelism=self._parallelism,
+            checkpoint_interval_ms=self._checkpoint_ms,
+            settings=self._config,
         )
-        if self._parallelism:
-            env.set_parallelism(self._parallelism)
-        if mode == "streaming" and (
-            self._checkpoint_ms or "execution.checkpointing.interval" not in self._config
-        ):
-            env.enable_checkpointing(self._checkpoint_ms or 2000)
         settings = (
             EnvironmentSettings.in_batch_mode()
             if mode == "batch"
@@ -727,7 +722,7 @@ def _ddl_for(qualified: str, store: Any) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``lakelog sql -f script.sql [--mode batch|streaming] [--parallelism N] [--conf-dir DIR]
     [--remote [HOST:PORT]] [--detached]``."""
-    from lakelog.jobs.flink_env import is_remote, load_settings
+    from lakelog.operators.flink_env import is_remote, load_settings
 
     p = argparse.ArgumentParser(prog="lakelog sql", description="Run a Flink SQL script over lakelog tables")
     p.add_argument("-f", "--file", required=True, help="SQL script (statements separated by ';')")

@@ -88,14 +88,14 @@ def test_batch_job_through_the_cli(tmp_path: Any) -> None:
     assert len(t.refresh().snapshots()) == len(snaps)
 
 
-def test_streaming_job_compacts_while_a_writer_writes(tmp_path: Any) -> None:
-    from lakelog.jobs.compact import make_env, start_compaction
+def test_streaming_job_compacts_while_a_writer_writes(tmp_path: Any, flink_env: Any) -> None:
+    from lakelog.jobs.compact import start_compaction
 
     t = _pk_table(str(tmp_path / "wh"))
     expected: dict[tuple[str, int], str] = {}
     for i in range(6):
         _write(t, "a", i, expected)
-    env = make_env(streaming=True, parallelism=2, checkpoint_interval_ms=1000)
+    env = flink_env(mode="streaming", parallelism=2, checkpoint_interval_ms=1000)
     t0 = time.monotonic()
     job = start_compaction(
         env, t.path, streaming=True, discovery_interval="500 ms", channel_dir=str(tmp_path / "ch")

@@ -33,12 +33,11 @@ def test_without_a_jdk_the_error_says_what_to_do(tmp_path, monkeypatch) -> None:
         jvm.lakelog_jar()
 
 
-def test_a_job_lists_the_jar_once() -> None:
+def test_a_job_lists_the_jar_once(flink_env) -> None:  # type: ignore[no-untyped-def]
     """Two sinks in one job add the jar to its ``pipeline.jars`` once."""
-    from pyflink.datastream import StreamExecutionEnvironment
     from pyflink.java_gateway import get_gateway
 
-    env = StreamExecutionEnvironment.get_execution_environment()
+    env = flink_env()
     jvm.add_to(env)
     jvm.add_to(env)
     util = get_gateway().jvm.org.apache.flink.python.util.PythonConfigUtil
