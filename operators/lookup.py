@@ -15,8 +15,8 @@ Flink's lookup join (``JOIN dim FOR SYSTEM_TIME AS OF o.proc_time``) needs a Jav
   ``... FROM orders AS o, LATERAL TABLE(dim(o.customer_id)) AS d`` (inner) or
   ``... LEFT JOIN LATERAL TABLE(dim(o.customer_id)) AS d ON TRUE`` (left); or, for unique keys, a
   vectorised (pandas) scalar function returning the row, which looks up whole Arrow batches.
-* :func:`rewrite_lookup_joins`: turns ``JOIN t FOR SYSTEM_TIME AS OF x AS d ON o.k = d.k`` over lakelog
-  tables into that ``LATERAL TABLE`` form (used by :class:`lakelog.jobs.sql.LakelogSql`).
+* :func:`lakelog.operators.sql.rewrite.rewrite_lookup_joins` turns ``JOIN t FOR SYSTEM_TIME AS OF x
+  AS d ON o.k = d.k`` over lakelog tables into that ``LATERAL TABLE`` form.
 
 Refresh, from the served snapshot ``a`` to the latest ``b``:
 
@@ -70,7 +70,6 @@ from lakelog.operators.lookup_index import (
     py_combine,
     py_value_hash,
 )
-from lakelog.operators.lookup_sql import rewrite_lookup_joins
 from lakelog.operators.scan_ops import table_rows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,7 +80,6 @@ __all__ = [
     "RefreshInfo",
     "lookup_join",
     "register_lookup_function",
-    "rewrite_lookup_joins",
     "LookupSpec",
 ]
 

@@ -9,8 +9,8 @@ import pytest
 pytest.importorskip("pyflink")
 
 from lakelog.connector.errors import OptionError  # noqa: E402
-from lakelog.operators import flink_env  # noqa: E402
 from lakelog.jobs.sql import main as sql_main  # noqa: E402
+from lakelog.operators import flink_env  # noqa: E402
 
 pytestmark = [pytest.mark.flink]
 

@@ -94,8 +94,8 @@ def test_datastream_lookup_join_sees_updates_during_the_job(tmp_path: Any, flink
 def test_sql_lateral_table_joins(tmp_path: Any) -> None:
     from pyflink.table import DataTypes
 
-    from lakelog.jobs.sql import LakelogSql
     from lakelog.operators.lookup import register_lookup_function
+    from lakelog.operators.sql import LakelogSql
 
     t = _dim(tmp_path)
     t.write(pa.table({"id": [3, 4], "name": ["c2", "d1"], "city": ["z", "w"]}, schema=DIM))  # between runs

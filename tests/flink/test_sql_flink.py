@@ -38,7 +38,7 @@ def _collect(res: Any) -> list[tuple[Any, ...]]:
 
 
 def test_sql_batch(tmp_path: Any) -> None:
-    from lakelog.jobs.sql import LakelogSql
+    from lakelog.operators.sql import LakelogSql
 
     wh = str(tmp_path / "wh")
     sql = LakelogSql("streaming", parallelism=2)
@@ -86,7 +86,7 @@ def test_sql_batch(tmp_path: Any) -> None:
 
 
 def test_sql_streaming_select_and_cli(tmp_path: Any) -> None:
-    from lakelog.jobs.sql import LakelogSql
+    from lakelog.operators.sql import LakelogSql
 
     wh = str(tmp_path / "wh")
     script = tmp_path / "s.sql"
