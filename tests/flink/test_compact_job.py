@@ -18,7 +18,7 @@ pytest.importorskip("pyflink")
 
 import lakelog  # noqa: E402
 from lakelog.jobs.cli import main as cli_main  # noqa: E402
-from lakelog.operators.compact_ops import sorted_run_counts  # noqa: E402
+from lakelog.operators.compact_buckets import sorted_run_counts  # noqa: E402
 
 pytestmark = [
     pytest.mark.flink,

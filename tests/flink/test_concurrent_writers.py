@@ -216,7 +216,7 @@ class WorkerKiller(threading.Thread):
 
 def test_two_write_only_jobs_and_the_compaction_job(tmp_path: Any, flink_env: Any) -> None:
     from lakelog.jobs.compact import start_compaction
-    from lakelog.operators.compact_ops import sorted_run_counts
+    from lakelog.operators.compact_buckets import sorted_run_counts
 
     cat = lakelog.Catalog(str(tmp_path / "wh"))
     pk = cat.create_table(
