@@ -1,22 +1,12 @@
-"""Lookup joins against lakelog tables: enrich a stream with the current rows of a dimension table.
+"""The current rows of a dimension table, indexed for lookups and refreshed as the table changes.
 
-Flink's lookup join (``JOIN dim FOR SYSTEM_TIME AS OF o.proc_time``) needs a Java
-``LookupTableSource``, which Python cannot provide. The equivalent here:
-
-* :class:`LookupTable` (no Flink needed): the dimension's latest snapshot, projected to the needed
-  columns, in memory as Arrow, with a vectorised hash index over the lookup key (16 bytes a row, see
-  :mod:`lakelog.operators.lookup_index`). ``get``/``get_all`` serve single keys, ``lookup``/
-  ``lookup_all``/``join`` whole Arrow batches. It follows the table: every ``refresh_interval`` it
-  looks for new snapshots and applies them incrementally (see *Refresh*), so it always serves
-  exactly one snapshot's state.
-* :func:`lookup_join`: a DataStream of named Rows joined with the table (inner or left), a
-  ``FlatMapFunction`` whose ``open()`` builds the ``LookupTable``.
-* :func:`register_lookup_function`: a Python table function for SQL:
-  ``... FROM orders AS o, LATERAL TABLE(dim(o.customer_id)) AS d`` (inner) or
-  ``... LEFT JOIN LATERAL TABLE(dim(o.customer_id)) AS d ON TRUE`` (left); or, for unique keys, a
-  vectorised (pandas) scalar function returning the row, which looks up whole Arrow batches.
-* :func:`lakelog.operators.sql.rewrite.rewrite_lookup_joins` turns ``JOIN t FOR SYSTEM_TIME AS OF x
-  AS d ON o.k = d.k`` over lakelog tables into that ``LATERAL TABLE`` form.
+:class:`LookupTable` (no Flink): the dimension's latest snapshot, projected to the needed columns,
+in memory as Arrow, with a vectorised hash index over the lookup key (16 bytes a row, see
+:mod:`lakelog.operators.lookup_index`). ``get``/``get_all`` serve single keys, ``lookup``/
+``lookup_all``/``join`` whole Arrow batches. It follows the table: every ``refresh_interval`` it
+looks for new snapshots and applies them incrementally (see *Refresh*), so it always serves exactly
+one snapshot's state. The Flink operators built on it (``lookup_join``, the SQL lookup functions)
+are in :mod:`lakelog.operators.lookup`; :class:`LookupSpec` is what they ship to the workers.
 
 Refresh, from the served snapshot ``a`` to the latest ``b``:
 
@@ -34,14 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
+from typing import Any, Optional, TypeVar, Union
 
 import numpy as np
 import pyarrow as pa
@@ -52,7 +41,6 @@ from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND
 from lakelog.connector.format.manifest import ManifestEntry
 from lakelog.connector.format.options import Duration
 from lakelog.connector.format.snapshot import Snapshot
-from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.kv import DEDUPLICATE
 from lakelog.connector.lsm.merge.engine import merge_function_for
 from lakelog.connector.lsm.split import Split
@@ -70,18 +58,10 @@ from lakelog.operators.lookup_index import (
     py_combine,
     py_value_hash,
 )
-from lakelog.operators.scan_ops import table_rows
+from lakelog.operators.source_plan import table_rows
+from lakelog.operators.table_ref import TableLike, table_store
 
-if TYPE_CHECKING:  # pragma: no cover
-    from pyflink.datastream import DataStream
-
-__all__ = [
-    "LookupTable",
-    "RefreshInfo",
-    "lookup_join",
-    "register_lookup_function",
-    "LookupSpec",
-]
+__all__ = ["LookupTable", "RefreshInfo", "LookupSpec"]
 
 _READ_THREADS = 4
 _MAX_CHUNKS = 64
@@ -148,7 +128,7 @@ class LookupTable:
 
     def __init__(
         self,
-        table: Any,
+        table: TableLike,
         key_columns: Optional[Sequence[str]] = None,
         columns: Optional[Sequence[str]] = None,
         *,
@@ -159,7 +139,7 @@ class LookupTable:
         cache_rows: int = 10_000,
         lazy: bool = False,
     ) -> None:
-        self._store = _store_of(table)
+        self._store = table_store(table)
         self._filter_spec = filter
         self._consumer_id = consumer_id
         self._cache_rows = max(0, int(cache_rows))
@@ -781,17 +761,6 @@ class LookupTable:
 
 
 # ---- helpers -------------------------------------------------------------------------------------------
-def _store_of(table: Any) -> TableStore:
-    if isinstance(table, TableStore):
-        return table
-    if isinstance(table, (str, os.PathLike)):
-        return TableStore(os.fspath(table))
-    store = getattr(table, "store", None)
-    if isinstance(store, TableStore):
-        return store
-    raise TypeError(f"expected a table path, lakelog Table or TableStore, not {type(table).__name__}")
-
-
 def _replace(st: _State, *, snapshot_id: int) -> _State:
     return _State(
         snapshot_id, st.schema_id, st.rows, st.alive, st.group, st.key_index, st.pk_index, st.n_alive
@@ -871,7 +840,7 @@ def _int_range(t: pa.DataType) -> tuple[int, int]:
     return int(info.min), int(info.max)
 
 
-# ---- PyFlink ---------------------------------------------------------------------------------------------
+# ---- what Flink workers open -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LookupSpec:
     """What a Flink worker needs to open a :class:`LookupTable` (paths and plain values: picklable)."""
@@ -885,6 +854,35 @@ class LookupSpec:
     consumer_id: Optional[str] = None
     cache_rows: int = 10_000
 
+    @classmethod
+    def of(
+        cls,
+        table: TableLike,
+        *,
+        key_columns: Union[str, Sequence[str], None] = None,
+        columns: Optional[Sequence[str]] = None,
+        filter: Optional[str] = None,
+        refresh_interval: Union[float, str, None] = None,
+        async_refresh: bool = False,
+        consumer_id: Optional[str] = None,
+        cache_rows: int = 10_000,
+    ) -> LookupSpec:
+        """The spec of a lookup on ``table`` (the options are :class:`LookupTable`'s; a Flink job's
+        ``filter`` must be a SQL-like string)."""
+        if isinstance(filter, pc.Expression):
+            raise OptionError("give the lookup filter of a Flink job as a SQL-like string")
+        keys = [key_columns] if isinstance(key_columns, str) else key_columns
+        return cls(
+            table_path=table_store(table).path,
+            key_columns=None if keys is None else tuple(keys),
+            columns=None if columns is None else tuple(columns),
+            filter=filter,
+            refresh_interval=refresh_interval,
+            async_refresh=async_refresh,
+            consumer_id=consumer_id,
+            cache_rows=cache_rows,
+        )
+
     def open(self, *, lazy: bool = False) -> LookupTable:
         return LookupTable(
             self.table_path,
@@ -897,231 +895,3 @@ class LookupSpec:
             cache_rows=self.cache_rows,
             lazy=lazy,
         )
-
-
-def _spec(
-    table_path: str,
-    key_columns: Optional[Sequence[str]],
-    columns: Optional[Sequence[str]],
-    filter: Any,
-    refresh_interval: Union[float, str, None],
-    async_refresh: bool,
-    consumer_id: Optional[str],
-    cache_rows: int,
-) -> LookupSpec:
-    if isinstance(filter, pc.Expression):
-        raise OptionError("give the lookup filter of a Flink job as a SQL-like string")
-    return LookupSpec(
-        table_path=os.fspath(table_path),
-        key_columns=None
-        if key_columns is None
-        else tuple([key_columns] if isinstance(key_columns, str) else key_columns),
-        columns=None if columns is None else tuple(columns),
-        filter=filter,
-        refresh_interval=refresh_interval,
-        async_refresh=async_refresh,
-        consumer_id=consumer_id,
-        cache_rows=cache_rows,
-    )
-
-
-def _join_function_class() -> Any:
-    from pyflink.common import Row
-    from pyflink.datastream.functions import FlatMapFunction, RuntimeContext
-
-    class LookupJoinFunction(FlatMapFunction):  # type: ignore[misc]
-        """Joins each Row with the lookup table's current rows for its key."""
-
-        def __init__(self, spec: LookupSpec, on_idx: list[int], pick: list[int], inner: bool) -> None:
-            self.spec = spec
-            self.on_idx = on_idx
-            self.pick = pick
-            self.inner = inner
-            self.table: Optional[LookupTable] = None
-
-        def open(self, runtime_context: RuntimeContext) -> None:
-            self.table = self.spec.open()
-
-        def flat_map(self, value: Any) -> Iterable[Any]:
-            assert self.table is not None
-            key = tuple(value[i] for i in self.on_idx)
-            base = [value[i] for i in range(len(value))]
-            matches = self.table.get_values(key)
-            if matches:
-                for m in matches:
-                    yield Row(*base, *[m[j] for j in self.pick])
-            elif not self.inner:
-                yield Row(*base, *([None] * len(self.pick)))
-
-        def close(self) -> None:
-            if self.table is not None:
-                self.table.close()
-
-    return LookupJoinFunction
-
-
-def lookup_join(
-    ds: DataStream,
-    table_path: str,
-    on: Union[str, Sequence[str], Mapping[str, str]],
-    *,
-    key_columns: Optional[Sequence[str]] = None,
-    columns: Optional[Sequence[str]] = None,
-    join_type: str = "inner",
-    refresh_interval: Union[float, str, None] = None,
-    async_refresh: bool = False,
-    filter: Optional[str] = None,
-    consumer_id: Optional[str] = None,
-    cache_rows: int = 10_000,
-    suffix: str = "_dim",
-    name: Optional[str] = None,
-) -> DataStream:
-    """``ds`` (a DataStream of named Rows, e.g. ``output_type=Types.ROW_NAMED(...)``) joined with the
-    current rows of the lakelog table at ``table_path``.
-
-    ``on`` names ``ds``'s fields that match ``key_columns`` (default the primary key) in order, or
-    maps ``{field: key column}``. ``join_type``: ``inner`` drops rows without a match, ``left``
-    keeps them with nulls. The output Rows hold ``ds``'s fields, then the table's ``columns``
-    (default all) except key columns joined to a same-named field; other clashing names get
-    ``suffix``. Every parallel instance loads the table in ``open()`` and refreshes it every
-    ``refresh_interval`` (see :class:`LookupTable`).
-    """
-    from pyflink.common import Types
-    from pyflink.common.typeinfo import RowTypeInfo
-
-    from lakelog.operators.source import flink_type_of
-
-    if join_type not in ("inner", "left"):
-        raise OptionError(f"join_type must be 'inner' or 'left', not {join_type!r}")
-    in_type = ds.get_type()
-    if not isinstance(in_type, RowTypeInfo):
-        raise OptionError(
-            "lookup_join needs a DataStream of named Rows (give the producing operator "
-            f"output_type=Types.ROW_NAMED(...)); it has {in_type}"
-        )
-    in_names = [str(n) for n in in_type.get_field_names()]
-    in_types = list(in_type.get_field_types())
-    spec = _spec(
-        table_path, key_columns, columns, filter, refresh_interval, async_refresh, consumer_id, cache_rows
-    )
-    lt = spec.open(lazy=True)  # validates names and types without loading rows
-    probe = lt.probe_names(on)
-    missing = [p for p in probe if p not in in_names]
-    if missing:
-        raise SchemaError(f"lookup_join: fields {missing} are not in the stream's fields {in_names}")
-    out = lt.output_names(in_names, probe, suffix)
-    out_type = Types.ROW_NAMED(
-        in_names + [n for _, n in out],
-        in_types + [flink_type_of(lt.schema.field(c).type) for c, _ in out],
-    )
-    fn = _join_function_class()(
-        spec, [in_names.index(p) for p in probe], [lt.columns.index(c) for c, _ in out], join_type == "inner"
-    )
-    short = os.path.basename(os.fspath(table_path).rstrip("/"))
-    return ds.flat_map(fn, output_type=out_type).name(name or f"lakelog-lookup[{short}]")
-
-
-def _table_function_class() -> Any:
-    from pyflink.common import Row
-    from pyflink.table.udf import FunctionContext, TableFunction
-
-    class LookupTableFunction(TableFunction):  # type: ignore[misc]
-        """``LATERAL TABLE(f(key...))``: the lookup table's current rows for the key."""
-
-        def __init__(self, spec: LookupSpec) -> None:
-            self.spec = spec
-            self.table: Optional[LookupTable] = None
-
-        def open(self, function_context: FunctionContext) -> None:
-            self.table = self.spec.open()
-
-        def is_deterministic(self) -> bool:
-            return False  # the rows change as the table does
-
-        def eval(self, *key: Any) -> Iterable[Any]:
-            assert self.table is not None
-            for m in self.table.get_values(key):
-                yield Row(*m)
-
-        def close(self) -> None:
-            if self.table is not None:
-                self.table.close()
-
-    return LookupTableFunction
-
-
-def _vectorized_function_class() -> Any:
-    from pyflink.table.udf import FunctionContext, ScalarFunction
-
-    class LookupRowFunction(ScalarFunction):  # type: ignore[misc]
-        """A pandas (vectorised) scalar function: each key's current row as a ROW, nulls on a miss."""
-
-        def __init__(self, spec: LookupSpec) -> None:
-            self.spec = spec
-            self.table: Optional[LookupTable] = None
-
-        def open(self, function_context: FunctionContext) -> None:
-            self.table = self.spec.open()
-
-        def is_deterministic(self) -> bool:
-            return False
-
-        def eval(self, *keys: Any) -> Any:
-            assert self.table is not None
-            t = self.table.lookup([pa.Array.from_pandas(s) for s in keys])
-            return t.to_pandas(integer_object_nulls=True, date_as_object=True)
-
-    return LookupRowFunction
-
-
-def register_lookup_function(
-    t_env: Any,
-    name: str,
-    table_path: str,
-    *,
-    key_columns: Optional[Sequence[str]] = None,
-    columns: Optional[Sequence[str]] = None,
-    refresh_interval: Union[float, str, None] = None,
-    async_refresh: bool = False,
-    filter: Optional[str] = None,
-    consumer_id: Optional[str] = None,
-    cache_rows: int = 10_000,
-    vectorized: bool = False,
-) -> list[str]:
-    """Register ``name`` as a temporary system function over the lakelog table at ``table_path``
-    and return its columns (``columns``, default all).
-
-    By default a table function: ``name(k1, k2, ...)`` (the values of ``key_columns``, default the
-    primary key) yields the current rows with that key::
-
-        SELECT o.*, d.name FROM orders AS o, LATERAL TABLE(dim(o.customer_id)) AS d          -- inner
-        SELECT o.*, d.name FROM orders AS o LEFT JOIN LATERAL TABLE(dim(o.customer_id)) AS d ON TRUE
-
-    ``vectorized=True`` (unique keys only): a pandas scalar function returning the row as a ROW
-    (all fields null on a miss) that looks up a whole Arrow batch of keys at once::
-
-        SELECT x.oid, x.d.name FROM (SELECT o.oid, dim(o.customer_id) AS d FROM orders AS o) AS x
-    """
-    from pyflink.table.udf import udf, udtf
-
-    from lakelog.connector.format.types import type_to_string, with_nullable
-
-    spec = _spec(
-        table_path, key_columns, columns, filter, refresh_interval, async_refresh, consumer_id, cache_rows
-    )
-    lt = spec.open(lazy=True)
-    types = {f.name: f.type for f in TableStore(spec.table_path).schema.fields}
-    fields = ", ".join(
-        "`" + c.replace("`", "``") + "` " + type_to_string(with_nullable(types[c], True)) for c in lt.columns
-    )
-    if vectorized:
-        if not lt.unique:
-            raise OptionError(
-                f"a vectorized lookup function needs a unique key; {lt.key_columns} is not "
-                "(use the table function)"
-            )
-        fn = udf(_vectorized_function_class()(spec), result_type=f"ROW<{fields}>", func_type="pandas")
-    else:
-        fn = udtf(_table_function_class()(spec), result_types=f"ROW<{fields}>")
-    t_env.create_temporary_system_function(name, fn)
-    return lt.columns

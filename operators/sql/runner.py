@@ -46,9 +46,9 @@ from lakelog.connector.table.system_tables import SYSTEM_TABLES, system_table
 from lakelog.operators.flink_env import flink_environment, is_remote, load_settings, runtime_mode
 from lakelog.operators.flink_types import row_data_type
 from lakelog.operators.lookup import register_lookup_function
-from lakelog.operators.scan_ops import table_rows
 from lakelog.operators.sink import sink_table_to_lakelog
 from lakelog.operators.source import read_lakelog_table
+from lakelog.operators.source_plan import table_rows
 from lakelog.operators.sql.lexer import (
     hint_options,
     leading_words,

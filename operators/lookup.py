@@ -1,0 +1,247 @@
+"""Lookup joins in PyFlink: enrich a stream with the current rows of a lakelog dimension table.
+
+Flink's lookup join (``JOIN dim FOR SYSTEM_TIME AS OF o.proc_time``) needs a Java
+``LookupTableSource``, which Python cannot provide. The equivalents here, each opening a
+:class:`~lakelog.operators.lookup_table.LookupTable` per parallel instance in ``open()``:
+
+* :func:`lookup_join`: a DataStream of named Rows joined with the table, inner or left
+  (:class:`LookupJoinFunction`);
+* :func:`register_lookup_function`: a table function for SQL (:class:`LookupTableFunction`):
+  ``... FROM orders AS o, LATERAL TABLE(dim(o.customer_id)) AS d`` (inner) or
+  ``... LEFT JOIN LATERAL TABLE(dim(o.customer_id)) AS d ON TRUE`` (left); or, for unique keys, a
+  vectorised (pandas) scalar function returning the row (:class:`LookupRowFunction`), which looks
+  up whole Arrow batches.
+
+The SQL wrapper rewrites ``JOIN t FOR SYSTEM_TIME AS OF ...`` into the ``LATERAL TABLE`` form
+(:func:`lakelog.operators.sql.rewrite.rewrite_lookup_joins`). Design, guarantees and limits:
+``operators/README.md`` ("Lookup joins"). This module imports pyflink.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+import pyarrow as pa
+from pyflink.common import Row, Types
+from pyflink.common.typeinfo import RowTypeInfo
+from pyflink.datastream import DataStream, FlatMapFunction, RuntimeContext
+from pyflink.table.udf import FunctionContext, ScalarFunction, TableFunction, udf, udtf
+
+from lakelog.connector.errors import OptionError, SchemaError
+from lakelog.connector.format.store import TableStore
+from lakelog.connector.format.types import type_to_string, with_nullable
+from lakelog.operators.flink_types import type_info_of
+from lakelog.operators.lookup_table import LookupSpec, LookupTable
+from lakelog.operators.table_ref import TableLike
+
+__all__ = [
+    "lookup_join",
+    "register_lookup_function",
+    "LookupJoinConfig",
+    "LookupJoinFunction",
+    "LookupTableFunction",
+    "LookupRowFunction",
+]
+
+
+# ---- operators -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LookupJoinConfig:
+    """``probe``: the input fields holding the key, in key order; ``pick``: the looked-up columns
+    appended to each row (indexes into the lookup table's columns); ``inner``: drop rows without a
+    match (else nulls)."""
+
+    spec: LookupSpec
+    probe: tuple[int, ...]
+    pick: tuple[int, ...]
+    inner: bool
+
+
+class LookupJoinFunction(FlatMapFunction):  # type: ignore[misc]
+    """Joins each Row with the lookup table's current rows for its key."""
+
+    def __init__(self, config: LookupJoinConfig) -> None:
+        self.config = config
+        self.table: Optional[LookupTable] = None
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.table = self.config.spec.open()
+
+    def flat_map(self, value: Any) -> Iterable[Any]:
+        assert self.table is not None
+        cfg = self.config
+        base = [value[i] for i in range(len(value))]
+        matches = self.table.get_values(tuple(value[i] for i in cfg.probe))
+        if matches:
+            for m in matches:
+                yield Row(*base, *[m[j] for j in cfg.pick])
+        elif not cfg.inner:
+            yield Row(*base, *([None] * len(cfg.pick)))
+
+    def close(self) -> None:
+        if self.table is not None:
+            self.table.close()
+
+
+class _LookupFunction:
+    """Opens the spec's :class:`LookupTable` in ``open()`` and closes it in ``close()``."""
+
+    def __init__(self, spec: LookupSpec) -> None:
+        self.spec = spec
+        self.table: Optional[LookupTable] = None
+
+    def open(self, function_context: FunctionContext) -> None:
+        self.table = self.spec.open()
+
+    def is_deterministic(self) -> bool:
+        return False  # the rows change as the table does
+
+    def close(self) -> None:
+        if self.table is not None:
+            self.table.close()
+
+
+class LookupTableFunction(_LookupFunction, TableFunction):  # type: ignore[misc]
+    """``LATERAL TABLE(f(key...))``: the lookup table's current rows for the key."""
+
+    def eval(self, *key: Any) -> Iterable[Any]:
+        assert self.table is not None
+        for m in self.table.get_values(key):
+            yield Row(*m)
+
+
+class LookupRowFunction(_LookupFunction, ScalarFunction):  # type: ignore[misc]
+    """A pandas (vectorised) scalar function: each key's current row as a ROW, nulls on a miss."""
+
+    def eval(self, *keys: Any) -> Any:
+        assert self.table is not None
+        t = self.table.lookup([pa.Array.from_pandas(s) for s in keys])
+        return t.to_pandas(integer_object_nulls=True, date_as_object=True)
+
+
+# ---- public entry points --------------------------------------------------------------------------------
+def lookup_join(
+    ds: DataStream,
+    table: TableLike,
+    on: Union[str, Sequence[str], Mapping[str, str]],
+    *,
+    key_columns: Optional[Sequence[str]] = None,
+    columns: Optional[Sequence[str]] = None,
+    join_type: str = "inner",
+    refresh_interval: Union[float, str, None] = None,
+    async_refresh: bool = False,
+    filter: Optional[str] = None,
+    consumer_id: Optional[str] = None,
+    cache_rows: int = 10_000,
+    suffix: str = "_dim",
+    name: Optional[str] = None,
+) -> DataStream:
+    """``ds`` (a DataStream of named Rows, e.g. ``output_type=Types.ROW_NAMED(...)``) joined with the
+    current rows of ``table`` (a lakelog ``Table`` or a table path).
+
+    ``on`` names ``ds``'s fields that match ``key_columns`` (default the primary key) in order, or
+    maps ``{field: key column}``. ``join_type``: ``inner`` drops rows without a match, ``left``
+    keeps them with nulls. The output Rows hold ``ds``'s fields, then the table's ``columns``
+    (default all) except key columns joined to a same-named field; other clashing names get
+    ``suffix``. Every parallel instance loads the table in ``open()`` and refreshes it every
+    ``refresh_interval`` (see :class:`~lakelog.operators.lookup_table.LookupTable`).
+    """
+    if join_type not in ("inner", "left"):
+        raise OptionError(f"join_type must be 'inner' or 'left', not {join_type!r}")
+    in_type = ds.get_type()
+    if not isinstance(in_type, RowTypeInfo):
+        raise OptionError(
+            "lookup_join needs a DataStream of named Rows (give the producing operator "
+            f"output_type=Types.ROW_NAMED(...)); it has {in_type}"
+        )
+    in_names = [str(n) for n in in_type.get_field_names()]
+    in_types = list(in_type.get_field_types())
+    spec = LookupSpec.of(
+        table,
+        key_columns=key_columns,
+        columns=columns,
+        filter=filter,
+        refresh_interval=refresh_interval,
+        async_refresh=async_refresh,
+        consumer_id=consumer_id,
+        cache_rows=cache_rows,
+    )
+    lt = spec.open(lazy=True)  # validates names and types without loading rows
+    probe = lt.probe_names(on)
+    missing = [p for p in probe if p not in in_names]
+    if missing:
+        raise SchemaError(f"lookup_join: fields {missing} are not in the stream's fields {in_names}")
+    out = lt.output_names(in_names, probe, suffix)
+    out_type = Types.ROW_NAMED(
+        in_names + [n for _, n in out],
+        in_types + [type_info_of(lt.schema.field(c).type, c) for c, _ in out],
+    )
+    config = LookupJoinConfig(
+        spec,
+        tuple(in_names.index(p) for p in probe),
+        tuple(lt.columns.index(c) for c, _ in out),
+        join_type == "inner",
+    )
+    short = os.path.basename(spec.table_path.rstrip("/"))
+    return ds.flat_map(LookupJoinFunction(config), output_type=out_type).name(
+        name or f"lakelog-lookup[{short}]"
+    )
+
+
+def register_lookup_function(
+    t_env: Any,
+    name: str,
+    table: TableLike,
+    *,
+    key_columns: Optional[Sequence[str]] = None,
+    columns: Optional[Sequence[str]] = None,
+    refresh_interval: Union[float, str, None] = None,
+    async_refresh: bool = False,
+    filter: Optional[str] = None,
+    consumer_id: Optional[str] = None,
+    cache_rows: int = 10_000,
+    vectorized: bool = False,
+) -> list[str]:
+    """Register ``name`` as a temporary system function over ``table`` (a lakelog ``Table`` or a
+    table path) and return its columns (``columns``, default all).
+
+    By default a table function: ``name(k1, k2, ...)`` (the values of ``key_columns``, default the
+    primary key) yields the current rows with that key::
+
+        SELECT o.*, d.name FROM orders AS o, LATERAL TABLE(dim(o.customer_id)) AS d          -- inner
+        SELECT o.*, d.name FROM orders AS o LEFT JOIN LATERAL TABLE(dim(o.customer_id)) AS d ON TRUE
+
+    ``vectorized=True`` (unique keys only): a pandas scalar function returning the row as a ROW
+    (all fields null on a miss) that looks up a whole Arrow batch of keys at once::
+
+        SELECT x.oid, x.d.name FROM (SELECT o.oid, dim(o.customer_id) AS d FROM orders AS o) AS x
+    """
+    spec = LookupSpec.of(
+        table,
+        key_columns=key_columns,
+        columns=columns,
+        filter=filter,
+        refresh_interval=refresh_interval,
+        async_refresh=async_refresh,
+        consumer_id=consumer_id,
+        cache_rows=cache_rows,
+    )
+    lt = spec.open(lazy=True)
+    types = {f.name: f.type for f in TableStore(spec.table_path).schema.fields}
+    fields = ", ".join(
+        "`" + c.replace("`", "``") + "` " + type_to_string(with_nullable(types[c], True)) for c in lt.columns
+    )
+    if vectorized:
+        if not lt.unique:
+            raise OptionError(
+                f"a vectorized lookup function needs a unique key; {lt.key_columns} is not "
+                "(use the table function)"
+            )
+        fn = udf(LookupRowFunction(spec), result_type=f"ROW<{fields}>", func_type="pandas")
+    else:
+        fn = udtf(LookupTableFunction(spec), result_types=f"ROW<{fields}>")
+    t_env.create_temporary_system_function(name, fn)
+    return lt.columns
