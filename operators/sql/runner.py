@@ -59,6 +59,7 @@ from lakelog.operators.sql.lexer import (
     with_options,
 )
 from lakelog.operators.sql.rewrite import rewrite_lookup_joins, rewrite_table_refs
+from lakelog.operators.table_ref import TableLike, table_path
 
 __all__ = ["LakelogSql"]
 
@@ -457,29 +458,30 @@ class LakelogSql:
             )
         return self.insert_into(path, self.sql_query(m.group(4)), job_name=f"insert-into-{name}")
 
-    def insert_into(self, table_path: str, table: Any, *, job_name: str = "lakelog-insert") -> Any:
-        """Write Flink ``table`` into the lakelog table at ``table_path`` and run the job.
+    def insert_into(self, target: TableLike, table: Any, *, job_name: str = "lakelog-insert") -> Any:
+        """Write Flink ``table`` into ``target`` (a lakelog ``Table`` or a table path) and run the job.
 
         Batch mode waits for the job; streaming mode returns the ``JobClient``."""
-        store = TableStore(table_path)
-        target = store.schema.fields
+        path = table_path(target)
+        store = TableStore(path)
+        fields = store.schema.fields
         names = table.get_schema().get_field_names()
-        if len(names) != len(target):
+        if len(names) != len(fields):
             raise SchemaError(
-                f"INSERT INTO {os.path.basename(table_path)}: the query has {len(names)} columns, "
-                f"the table has {len(target)} ({[f.name for f in target]})"
+                f"INSERT INTO {os.path.basename(path)}: the query has {len(names)} columns, "
+                f"the table has {len(fields)} ({[f.name for f in fields]})"
             )
         self._views += 1
         src = f"__lakelog_insert_{self._views}"
         self.t_env.create_temporary_view(src, table)
         casts = ", ".join(
             f"CAST(`{q}` AS {type_to_string(with_nullable(f.type, True))}) AS `{f.name}`"
-            for q, f in zip(names, target)
+            for q, f in zip(names, fields)
         )
         cast_table = self.t_env.sql_query(f"SELECT {casts} FROM `{src}`")
         # an insert-only query goes in as is, an updating one as its changelog (-U rows dropped for
         # tables that only need the new row, as Paimon's sink does)
-        sink_table_to_lakelog(self.t_env, cast_table, table_path, batch=self.mode == "batch")
+        sink_table_to_lakelog(self.t_env, cast_table, path, batch=self.mode == "batch")
         if self.mode == "batch":
             self.env.execute(job_name)
             return None
