@@ -74,6 +74,14 @@ class SnapshotNotFoundError(LakelogError, KeyError):
     pass
 
 
+class SnapshotExpiredError(SnapshotNotFoundError):
+    """The snapshot existed but was expired (names it, the earliest kept one, and the retention)."""
+
+
+class CorruptTableError(CatalogError):
+    """A table directory whose metadata contradicts itself (e.g. snapshots without a schema)."""
+
+
 class CorruptFileError(LakelogError):
     """A metadata or data file exists but cannot be decoded (names the file)."""
 

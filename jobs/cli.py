@@ -1,4 +1,5 @@
-"""The ``lakelog`` command line: tables, show, files, expire, compact."""
+"""The ``lakelog`` command line: tables, show, files, expire, compact, rollback; ``lakelog sql`` (Flink
+SQL scripts) and ``lakelog kafka`` (a local Kafka broker) dispatch to their own jobs."""
 
 from __future__ import annotations
 
@@ -144,6 +145,14 @@ def cmd_expire(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rollback(args: argparse.Namespace) -> int:
+    t = _catalog(args).get_table(_table_arg(args))
+    before = t.latest_snapshot()
+    sid = t.rollback_to(args.snapshot, tag=args.tag)
+    print(f"rolled back to snapshot {sid} (latest was {before.id if before else None})")
+    return 0
+
+
 def cmd_compact(args: argparse.Namespace) -> int:
     if args.full and args.universal:
         raise UsageError("give --full or --universal, not both")
@@ -235,6 +244,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--orphans", action="store_true", help="also remove orphan files")
     s.add_argument("--orphan-age-seconds", type=float, default=86400.0)
     s.set_defaults(func=cmd_expire)
+    s = sub.add_parser("rollback", help="roll back to a snapshot or tag (stop the writers first)")
+    with_table(s)
+    target = s.add_mutually_exclusive_group(required=True)
+    target.add_argument("--snapshot", type=int, help="the snapshot id to roll back to")
+    target.add_argument("--tag", help="the tag whose snapshot to roll back to")
+    s.set_defaults(func=cmd_rollback)
     s = sub.add_parser("compact", help="full compaction of every bucket (or universal compaction)")
     with_table(s)
     s.add_argument(
@@ -260,6 +275,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from lakelog.jobs.sql import main as sql_main
 
         return sql_main(rest[1:])
+    if rest[:1] == ["kafka"]:  # a local Kafka broker: lakelog kafka fetch|start|stop|status
+        from lakelog.jobs.kafka_broker import main as kafka_main
+
+        return kafka_main(rest[1:])
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

@@ -1,6 +1,15 @@
+"""Shared fixtures of the test suite.
+
+Markers (registered in pyproject.toml): ``flink`` (a PyFlink MiniCluster), ``e2e`` (subprocesses,
+a standalone cluster), ``soak`` (long randomized or fault-injection runs); every other test gets
+``unit`` here, so ``pytest -m unit`` runs the fast suite while developing.
+"""
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Optional
 
 import pyarrow as pa
 import pytest
@@ -16,6 +25,14 @@ ORDERS = pa.schema(
     ]
 )
 
+_SUITE_MARKERS = ("flink", "e2e", "soak", "slow", "kafka", "interop")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if not any(item.get_closest_marker(m) for m in _SUITE_MARKERS):
+            item.add_marker(pytest.mark.unit)
+
 
 @pytest.fixture()
 def warehouse(tmp_path: Path) -> str:
@@ -25,6 +42,34 @@ def warehouse(tmp_path: Path) -> str:
 @pytest.fixture()
 def catalog(warehouse: str) -> lakelog.Catalog:
     return lakelog.Catalog(warehouse)
+
+
+MakeTable = Callable[..., lakelog.Table]
+
+
+@pytest.fixture()
+def make_table(catalog: lakelog.Catalog) -> MakeTable:
+    """A factory of tables in this test's warehouse: ``make_table()`` is a primary-key table of
+    :data:`ORDERS` keyed by (dt, id), partitioned by dt, in 2 buckets; every argument overrides."""
+
+    def make(
+        name: str = "db.t",
+        schema: pa.Schema = ORDERS,
+        *,
+        primary_key: Optional[Sequence[str]] = ("dt", "id"),
+        partition_by: Optional[Sequence[str]] = ("dt",),
+        options: Optional[dict[str, str]] = None,
+    ) -> lakelog.Table:
+        opts = {"bucket": "2", **(options or {})}
+        return catalog.create_table(
+            name,
+            schema,
+            primary_key=list(primary_key) if primary_key else None,
+            partition_by=list(partition_by) if partition_by else None,
+            options=opts,
+        )
+
+    return make
 
 
 def rows(t: pa.Table, *keys: str) -> list[dict]:

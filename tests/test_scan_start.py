@@ -11,16 +11,17 @@ from lakelog.connector.errors import OptionError, SchemaError
 from lakelog.connector.table.expressions import parse_filter
 from lakelog.connector.table.scan_start import resolve_start, scan_options
 
+from .conftest import MakeTable
+
 SCHEMA = pa.schema(
     [pa.field("dt", pa.string(), False), pa.field("id", pa.int64(), False), pa.field("v", pa.string())]
 )
 
 
-def _table(tmp_path: object) -> lakelog.Table:
-    cat = lakelog.Catalog(str(tmp_path))
-    t = cat.create_table(
-        "db.t", SCHEMA, primary_key=["dt", "id"], partition_by=["dt"], options={"bucket": "2"}
-    )
+@pytest.fixture()
+def history(make_table: MakeTable) -> lakelog.Table:
+    """Four snapshots: two writes, a full compaction, a write."""
+    t = make_table(schema=SCHEMA)
     t.write(pa.table({"dt": ["a", "a", "b"], "id": [1, 2, 3], "v": ["x", "y", "z"]}, schema=SCHEMA))  # 1
     t.write(pa.table({"dt": ["a"], "id": [1], "v": ["X"]}, schema=SCHEMA))  # 2
     t.compact(full=True)  # 3
@@ -43,8 +44,8 @@ def test_parse_filter() -> None:
         parse_filter("id = ", SCHEMA)
 
 
-def test_scan_modes(tmp_path: object) -> None:
-    t = _table(tmp_path)
+def test_scan_modes(history: lakelog.Table) -> None:
+    t = history
     store = t.store
 
     def start(streaming: bool, **opts: str) -> tuple:
@@ -68,10 +69,10 @@ def test_scan_modes(tmp_path: object) -> None:
         scan_options(store, {"scan.mode": "nonsense"})
 
 
-def test_plan_batch_prunes_partitions(tmp_path: object) -> None:
+def test_plan_batch_prunes_partitions(history: lakelog.Table) -> None:
     from lakelog.operators.source import plan_batch
 
-    t = _table(tmp_path)
+    t = history
     _, all_splits = plan_batch(t.path)
     _, some = plan_batch(t.path, filter="dt = 'b'")
     assert len(some) < len(all_splits)

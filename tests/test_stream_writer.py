@@ -229,3 +229,23 @@ def test_total_size_threshold_keeps_small_buckets_in_one_run(tmp_path: Path) -> 
 def test_bad_duration_option_is_named(tmp_path: Path) -> None:
     with pytest.raises(lakelog.LakelogError, match="compaction.optimization-interval"):
         make(tmp_path, **{"compaction.optimization-interval": "soon"})
+
+
+def test_a_writer_restarted_under_the_same_commit_user_loses_nothing(tmp_path: Path) -> None:
+    """Regression: a second writer with the same commit user numbered its commits from 1 again,
+    so they were taken for repeats of the first writer's and skipped (rows lost, files orphaned)."""
+    t = make(tmp_path)
+    with t.stream_writer(commit_user="job-1") as w:
+        for k in range(3):
+            w.write(pa.table({"k": [k], "v": [k], "s": ["a"]}, schema=SCHEMA)).commit()
+    batch_id = t.write(pa.table({"k": [10], "v": [10], "s": ["batch"]}, schema=SCHEMA))
+    assert batch_id is not None
+    with t.stream_writer(commit_user="job-1") as w:  # a restart of the same job
+        ids = [w.write(pa.table({"k": [k], "v": [100 + k], "s": ["b"]}, schema=SCHEMA)).commit() for k in range(3)]
+        assert w.commit_user == "job-1"
+    assert ids[0] == batch_id + 1 and ids == sorted(set(ids))  # new snapshots, none skipped (a COMPACT may follow)
+    got = read(t)
+    assert {k: r["v"] for k, r in got.items()} == {0: 100, 1: 101, 2: 102, 10: 10}
+    idents = sorted({s.commit_identifier for s in t.snapshots() if s.commit_user == "job-1"})
+    assert idents == [1, 2, 3, 4, 5, 6]  # an APPEND and its COMPACT share one identifier
+    assert t.remove_orphan_files(older_than_seconds=0, dry_run=True) == []

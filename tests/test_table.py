@@ -9,7 +9,7 @@ import pytest
 import lakelog
 from lakelog.connector.errors import InvalidInputError, SchemaError, SnapshotNotFoundError
 
-from .conftest import ORDERS, rows
+from .conftest import ORDERS, MakeTable, rows
 
 
 def orders(dt: str, ids: list[int], name: str = "x", amount: float = 1.0) -> pa.Table:
@@ -21,10 +21,8 @@ def orders(dt: str, ids: list[int], name: str = "x", amount: float = 1.0) -> pa.
 
 
 @pytest.fixture()
-def pk_table(catalog: lakelog.Catalog) -> lakelog.Table:
-    return catalog.create_table(
-        "shop.orders", ORDERS, primary_key=["dt", "id"], partition_by=["dt"], options={"bucket": "3"}
-    )
+def pk_table(make_table: MakeTable) -> lakelog.Table:
+    return make_table("shop.orders", options={"bucket": "3"})
 
 
 def test_upsert_delete_and_latest_wins(pk_table: lakelog.Table) -> None:

@@ -93,13 +93,6 @@ class _ColumnStats:
         return SimpleStats(serialize_row(mins, self.types), serialize_row(maxs, self.types), nulls)
 
 
-def column_stats(columns: Sequence[pa.ChunkedArray], types: Sequence[DataType]) -> SimpleStats:
-    """Min, max (truncated for long strings) and null count of each column, as Paimon stores them."""
-    acc = _ColumnStats(types)
-    acc.update(columns)
-    return acc.to_stats()
-
-
 @dataclass
 class DataFileWriter:
     """How to write the data files of one bucket: directory, schema, compression, target size.
@@ -293,18 +286,46 @@ def _named_errors(path: str) -> Iterator[None]:
         raise CorruptFileError(f"cannot read data file {path}: {e}") from e
 
 
-def read_data_file(path: str, columns: Optional[Sequence[str]] = None) -> pa.Table:
-    """Read a Parquet data file; a missing or undecodable file raises an error naming it."""
+def _open_checked(path: str, expect: Optional[DataFileMeta]) -> pq.ParquetFile:
+    """Open a data file, checking its size and row count against the manifest's record of it
+    (both are free: a stat and the Parquet footer). A file replaced by another one, truncated or
+    extended raises :class:`CorruptFileError` naming it, instead of reading wrong rows."""
+    if expect is not None:
+        size = os.path.getsize(path)
+        if size != expect.file_size:
+            raise CorruptFileError(
+                f"data file {path} has {size} bytes, but the manifest records {expect.file_size}: "
+                "it was replaced, truncated or extended after it was committed"
+            )
+    f = pq.ParquetFile(path)
+    if expect is not None and f.metadata.num_rows != expect.row_count:
+        raise CorruptFileError(
+            f"data file {path} holds {f.metadata.num_rows} rows, but the manifest records "
+            f"{expect.row_count}: it was replaced after it was committed"
+        )
+    return f
+
+
+def read_data_file(
+    path: str, columns: Optional[Sequence[str]] = None, *, expect: Optional[DataFileMeta] = None
+) -> pa.Table:
+    """Read a Parquet data file; a missing or undecodable file, or one that does not match its
+    manifest record ``expect``, raises an error naming it."""
     with _named_errors(path):
-        return pq.read_table(path, columns=list(columns) if columns is not None else None, use_threads=False)
+        f = _open_checked(path, expect)
+        return f.read(columns=list(columns) if columns is not None else None, use_threads=False)
 
 
 def iter_data_file(
-    path: str, columns: Optional[Sequence[str]] = None, batch_rows: int = 65536
+    path: str,
+    columns: Optional[Sequence[str]] = None,
+    batch_rows: int = 65536,
+    *,
+    expect: Optional[DataFileMeta] = None,
 ) -> Iterator[pa.Table]:
     """Read a Parquet data file in chunks of about ``batch_rows`` rows (bounded memory)."""
     with _named_errors(path):
-        f = pq.ParquetFile(path)
+        f = _open_checked(path, expect)
         cols = list(columns) if columns is not None else None
         for batch in f.iter_batches(batch_size=batch_rows, columns=cols):
             yield pa.Table.from_batches([batch])

@@ -104,15 +104,29 @@ class FileIO:
         d, name = os.path.split(path)
         return os.path.join(d, f".{name}.{uuid.uuid4().hex}.tmp")
 
-    def write_bytes(self, path: str, data: bytes) -> None:
-        """Write a new immutable file (data files, manifests): temp file, fsync, rename."""
+    def _write_temp(self, path: str, data: bytes) -> str:
+        """Write ``data`` to a new temp file beside ``path`` and fsync it; return the temp path.
+        A failed write (a full disk, say) removes its temp file before raising."""
         self.mkdirs(os.path.dirname(path))
         tmp = self.temp_path(path)
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            self.delete(tmp)
+            raise
+        return tmp
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        """Write a new immutable file (data files, manifests): temp file, fsync, rename."""
+        tmp = self._write_temp(path, data)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            self.delete(tmp)
+            raise
 
     def try_publish(self, path: str, data: bytes) -> bool:
         """Atomically create ``path`` holding ``data``; return False if ``path`` already exists.
@@ -120,12 +134,7 @@ class FileIO:
         The content goes to a temp file first, and a hard link publishes it: ``link`` fails when
         the target exists, so a published file is never half-written and never overwritten.
         """
-        self.mkdirs(os.path.dirname(path))
-        tmp = self.temp_path(path)
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        tmp = self._write_temp(path, data)
         try:
             os.link(tmp, path)
             return True

@@ -16,6 +16,7 @@ from typing import Any
 from lakelog.connector.errors import (
     CorruptFileError,
     MissingFileError,
+    SnapshotExpiredError,
     SnapshotNotFoundError,
 )
 from lakelog.connector.format.fileio import FileIO
@@ -213,8 +214,21 @@ class SnapshotManager:
         try:
             data = self.file_io.read_bytes(path)
         except MissingFileError:
+            earliest = self.earliest_id()
+            if earliest is not None and 0 < snapshot_id < earliest:
+                raise SnapshotExpiredError(
+                    f"snapshot {snapshot_id} of {self.table_path} has expired (the earliest kept is "
+                    f"{earliest}); keep snapshots longer with 'snapshot.num-retained.min' / "
+                    "'snapshot.time-retained', a tag, or a consumer"
+                ) from None
             raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist ({path})") from None
-        return Snapshot.from_json(data, path)
+        snap = Snapshot.from_json(data, path)
+        if snap.id != snapshot_id:
+            raise CorruptFileError(
+                f"snapshot file {path} holds snapshot {snap.id}, not {snapshot_id}: it was copied or "
+                "replaced by hand; restore the right file or roll the table back (rollback_to)"
+            )
+        return snap
 
     def latest(self) -> Snapshot | None:
         for _ in range(3):  # the newest can be expired between finding and reading it: look again

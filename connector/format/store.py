@@ -11,11 +11,17 @@ import dataclasses
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
-from typing import Any, Optional
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Optional, TypeVar
 
 import pyarrow as pa
 
+from lakelog.connector.errors import (
+    CorruptTableError,
+    MissingFileError,
+    SnapshotNotFoundError,
+    TableNotFoundError,
+)
 from lakelog.connector.format.binary_row import deserialize_row
 from lakelog.connector.format.consumers import ConsumerManager
 from lakelog.connector.format.data_file import DataFileWriter
@@ -34,6 +40,7 @@ from lakelog.connector.format.types import DataType
 __all__ = ["TableStore", "file_schema"]
 
 _MANIFEST_CACHE_ENTRIES = 256
+T = TypeVar("T")
 
 
 class _ManifestCache:
@@ -76,8 +83,11 @@ class TableStore:
         self._cache = _ManifestCache()
         loaded = schema if schema is not None else self.schema_manager.latest()
         if loaded is None:
-            from lakelog.connector.errors import TableNotFoundError
-
+            if self.snapshot_manager.snapshot_ids():
+                raise CorruptTableError(
+                    f"table at {path} has snapshots but no schema file (schema/schema-0 is missing): "
+                    "its data cannot be read; restore the schema files"
+                )
             raise TableNotFoundError(f"no table at {path} (no schema/schema-0)")
         self.schema: TableSchema = loaded
         self._open_manifests()
@@ -218,6 +228,22 @@ class TableStore:
             return []
         merged = merge_entries(self.entries_of(self.manifest_metas(snapshot)))
         return [e for e in merged if e.kind == 0]
+
+    def on_latest(
+        self, read: Callable[[Optional[Snapshot]], T], *, attempts: int = 5
+    ) -> tuple[Optional[Snapshot], T]:
+        """``(latest, read(latest))`` for the latest snapshot, read again on the new latest when a
+        concurrent expiration removed the files of the one ``read`` was reading (which is then no
+        longer the latest). A file missing from a snapshot that still exists is an error."""
+        for attempt in range(attempts):
+            latest = self.snapshot_manager.latest()
+            try:
+                return latest, read(latest)
+            except (MissingFileError, SnapshotNotFoundError):
+                expired = latest is not None and not self.snapshot_manager.snapshot_exists(latest.id)
+                if not expired or attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     def delta_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
         return self.entries_of(self.manifest_metas(snapshot, delta_only=True))

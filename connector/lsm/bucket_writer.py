@@ -16,6 +16,7 @@ otherwise when a background compaction has done so (the changelog then lags behi
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,6 +25,7 @@ from typing import Any, Optional, Protocol
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from lakelog.connector.errors import MissingFileError
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.manifest import DataFileMeta
@@ -48,6 +50,7 @@ class WriterContext(Protocol):
     write_only: bool
     num_buckets: int
     full_compacted: bool
+    stale: bool  # set when a compaction found its inputs gone: reload the buckets after the commit
 
     @property
     def changelog_producer(self) -> ChangelogProducer: ...
@@ -59,6 +62,8 @@ class WriterContext(Protocol):
     def delta_commits_before(self) -> int: ...
 
 __all__ = ["WriterContext", "KeyValueBucketWriter", "AppendBucketWriter"]
+
+log = logging.getLogger(__name__)
 
 _MERGE_ROWS = 256 * 1024  # rows held at once while merging spilled chunks
 
@@ -175,8 +180,20 @@ class KeyValueBucketWriter:
         unit = self._pick(full=full, level0=level0)
         if unit is None:
             return False
-        self._apply(self.compactor.compute(unit, self.compactor.drop_deletes(unit)))
+        try:
+            res = self.compactor.compute(unit, self.compactor.drop_deletes(unit))
+        except MissingFileError as e:
+            self._inputs_gone(e)
+            return False
+        self._apply(res)
         return True
+
+    def _inputs_gone(self, error: MissingFileError) -> None:
+        """A compaction's input files are gone: another compaction rewrote them and an expiration
+        removed them. This writer's view of the bucket is stale: the compaction is dropped, and the
+        owner reloads the bucket from the table after its next commit (``stale``)."""
+        log.warning("compaction of bucket %s of %s dropped: %s", self.bucket, self.store.path, error)
+        self.tw.stale = True
 
     def _start(self) -> bool:
         """Start what the picker asks for in the background; False when it asks for nothing."""
@@ -195,8 +212,14 @@ class KeyValueBucketWriter:
     def _wait(self) -> None:
         """Wait for the compaction in flight and apply it."""
         running, self._running = self._running, None
-        if running is not None:
-            self._apply(running.result())
+        if running is None:
+            return
+        try:
+            res = running.result()
+        except MissingFileError as e:
+            self._inputs_gone(e)
+            return
+        self._apply(res)
 
     def _maybe_compact(self) -> None:
         """After a flush: start a compaction when the picker asks (in the background, or now when

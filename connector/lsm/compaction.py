@@ -13,7 +13,6 @@ from typing import Optional
 
 import pyarrow as pa
 
-from lakelog.connector.format.binary_row import deserialize_row
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.options import ChangelogProducer
@@ -29,7 +28,7 @@ from lakelog.connector.lsm.levels import (
 from lakelog.connector.lsm.merge.engine import merge_function_for
 from lakelog.connector.lsm.sort_merge import merge_streams
 from lakelog.connector.lsm.split import Split
-from lakelog.connector.lsm.split_read import SplitRead, sections
+from lakelog.connector.lsm.split_read import SplitRead, key_decoder, sections
 
 __all__ = ["num_levels", "max_level", "CompactResult", "BucketCompactor"]
 
@@ -182,7 +181,7 @@ class BucketCompactor:
                 keys = [key_column(k) for k in store.key_names]
                 cols = keys + [SEQUENCE_NUMBER, VALUE_KIND] + read.read_columns
                 key_types = store.key_types
-                for sec in sections(files, lambda b: deserialize_row(b, key_types)):
+                for sec in sections(files, key_decoder(key_types)):
                     streams = [read.iter_file(split, f, system=True) for f in sec]
                     for merged in merge_streams(streams, keys, merge=self.merge, drop_deletes=drop_deletes):
                         writer.write(merged.select(cols))

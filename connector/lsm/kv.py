@@ -8,7 +8,7 @@ removes the key. Everything is vectorised: Python loops never run per row.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, Union
+from typing import Any, Protocol, Union
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +17,9 @@ import pyarrow.compute as pc
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, RowKind
 
 __all__ = [
+    "float_order_key",
+    "comparable",
+    "comparable_value",
     "sort_indices",
     "rows_differ_pairwise",
     "group_ends",
@@ -27,6 +30,35 @@ __all__ = [
     "merge_sorted",
     "drop_retractions",
 ]
+
+
+def float_order_key(x: np.ndarray) -> np.ndarray:
+    """int64 keys ordering floats like Java's ``Double.compare``: -0.0 before 0.0, every NaN equal
+    (canonicalised) and after every number. Paimon compares float keys this way, so two NaN keys
+    are the same key and -0.0 and 0.0 are two keys."""
+    x64 = np.where(np.isnan(x), np.nan, x.astype(np.float64))
+    bits = x64.view(np.int64)
+    return np.where(bits < 0, bits ^ np.int64(0x7FFFFFFFFFFFFFFF), bits)
+
+
+def comparable(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """``col`` as an array whose order and equality are Paimon's: floating-point columns become
+    their :func:`float_order_key` (nulls kept), other columns are returned as they are."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not pa.types.is_floating(arr.type):
+        return arr
+    values = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
+    mask = np.asarray(arr.is_null().to_numpy(zero_copy_only=False), dtype=bool) if arr.null_count else None
+    if mask is not None:
+        values = np.where(mask, 0.0, values)
+    return pa.array(float_order_key(values), pa.int64(), mask=mask)
+
+
+def comparable_value(value: Any) -> Any:
+    """One key value as :func:`comparable` orders it (floats by Java's ``Double.compare``)."""
+    if isinstance(value, float):
+        return int(float_order_key(np.array([value], dtype=np.float64))[0])
+    return value
 
 
 def _is_numpy_sortable(t: pa.DataType) -> bool:
@@ -48,6 +80,11 @@ def sort_indices(table: pa.Table, keys: Sequence[str], *, then: Sequence[SortKey
     through ``pyarrow.compute.sort_indices``, which is stable and orders nulls last.
     """
     spec = [(k, "ascending") for k in keys] + [_sort_spec(c) for c in then]
+    floats = [c for c, _ in spec if pa.types.is_floating(table.schema.field(c).type)]
+    if floats:  # Paimon's order of floats: -0.0 < 0.0, NaN equal to NaN and last
+        table = table.select([c for c, _ in spec])
+        for c in floats:
+            table = table.set_column(table.schema.get_field_index(c), c, comparable(table.column(c)))
     if all(
         d == "ascending"
         and _is_numpy_sortable(table.schema.field(c).type)
@@ -73,7 +110,7 @@ def _as_int64(col: pa.ChunkedArray) -> np.ndarray:
 
 def _column_changes(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """``out[i]`` is True when row ``i`` and row ``i + 1`` differ in this column (nulls compare equal)."""
-    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    arr = comparable(col)  # floats: NaN equals NaN, -0.0 differs from 0.0 (Paimon's key equality)
     n = len(arr)
     if n < 2:
         return np.zeros(max(n - 1, 0), dtype=bool)

@@ -16,13 +16,21 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.connector.lsm.kv import DEDUPLICATE, MergeFunction, drop_retractions, merge_sorted
+from lakelog.connector.lsm.kv import (
+    DEDUPLICATE,
+    MergeFunction,
+    comparable,
+    comparable_value,
+    drop_retractions,
+    merge_sorted,
+)
 
 __all__ = ["merge_streams", "rows_at_or_below"]
 
 
 def _key_tuple(t: pa.Table, keys: Sequence[str], row: int) -> tuple[Any, ...]:
-    return tuple(t.column(k)[row].as_py() for k in keys)
+    """The key of row ``row`` in Paimon's order (floats by Java's ``Double.compare``)."""
+    return tuple(comparable_value(t.column(k)[row].as_py()) for k in keys)
 
 
 def rows_at_or_below(t: pa.Table, keys: Sequence[str], cutoff: tuple[Any, ...]) -> int:
@@ -41,7 +49,7 @@ def rows_at_or_below(t: pa.Table, keys: Sequence[str], cutoff: tuple[Any, ...]) 
     # lexicographic (k1, ..., kn) <= (c1, ..., cn), built from the last column outwards
     mask: Optional[pa.ChunkedArray] = None
     for k, c in reversed(list(zip(keys, cutoff))):
-        col = t.column(k)
+        col = comparable(t.column(k))
         scalar = pa.scalar(c, type=col.type)
         if mask is None:
             mask = pc.less_equal(col, scalar)

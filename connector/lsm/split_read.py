@@ -9,7 +9,7 @@ holds one section at a time.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
@@ -23,12 +23,13 @@ from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.schema_evolution import evolve_table, physical_names
 from lakelog.connector.format.store import TableStore
-from lakelog.connector.lsm.kv import DEDUPLICATE, MergeFunction
+from lakelog.connector.format.types import DataType
+from lakelog.connector.lsm.kv import DEDUPLICATE, MergeFunction, comparable_value
 from lakelog.connector.lsm.merge.engine import merge_function_for
 from lakelog.connector.lsm.sort_merge import merge_streams
 from lakelog.connector.lsm.split import Split
 
-__all__ = ["referenced_columns", "sections", "SplitRead"]
+__all__ = ["referenced_columns", "key_decoder", "sections", "SplitRead"]
 
 
 def referenced_columns(expr: Optional[pc.Expression], names: Sequence[str]) -> list[str]:
@@ -39,6 +40,17 @@ def referenced_columns(expr: Optional[pc.Expression], names: Sequence[str]) -> l
     return [n for n in names if re.search(r"(?<![\w.])" + re.escape(n) + r"(?![\w])", text)]
 
 _READ_THREADS = 4
+
+
+def key_decoder(key_types: Sequence[DataType]) -> Callable[[bytes], tuple[Any, ...]]:
+    """Decodes a file's min/max key (a serialized BinaryRow) into a tuple ordered as Paimon orders
+    keys (floats by Java's ``Double.compare``), for :func:`sections`."""
+    types = list(key_types)
+
+    def decode(data: bytes) -> tuple[Any, ...]:
+        return tuple(comparable_value(v) for v in deserialize_row(data, types))
+
+    return decode
 
 
 def sections(files: Sequence[DataFileMeta], key_of: Any) -> list[list[DataFileMeta]]:
@@ -124,14 +136,14 @@ class SplitRead:
         wanted = list(columns) if columns is not None else self.read_columns
         if f.schema_id == self.schema.id:
             if rows >= f.row_count:
-                yield read_data_file(path, sys_cols + wanted)
+                yield read_data_file(path, sys_cols + wanted, expect=f)
             else:
-                yield from iter_data_file(path, sys_cols + wanted, rows)
+                yield from iter_data_file(path, sys_cols + wanted, rows, expect=f)
             return
         file_schema = self._file_schema(f.schema_id)
         mapping = physical_names(file_schema, self.schema, wanted)
         phys = [p for p in (mapping[c] for c in wanted) if p is not None]
-        for data in iter_data_file(path, sys_cols + phys, rows):
+        for data in iter_data_file(path, sys_cols + phys, rows, expect=f):
             values = evolve_table(data.select(phys), file_schema, self.schema, wanted)
             for i, c in enumerate(sys_cols):
                 values = values.add_column(i, data.schema.field(c), data.column(c))
@@ -146,7 +158,7 @@ class SplitRead:
                     yield self._finish(chunk)
             return
         key_types = self._key_types
-        for sec in sections(split.files, lambda b: deserialize_row(b, key_types)):
+        for sec in sections(split.files, key_decoder(key_types)):
             if len(sec) == 1 and sec[0].delete_row_count == 0:
                 for chunk in self.iter_file(split, sec[0], system=False):
                     yield self._finish(chunk)

@@ -10,6 +10,7 @@ from typing import Optional
 import pyarrow as pa
 
 from lakelog.connector.errors import (
+    CorruptTableError,
     DatabaseAlreadyExistsError,
     DatabaseNotEmptyError,
     DatabaseNotFoundError,
@@ -21,6 +22,7 @@ from lakelog.connector.errors import (
 from lakelog.connector.format.fileio import FileIO, ensure_inside, local_path
 from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.schema_manager import SchemaManager
+from lakelog.connector.format.snapshot import SnapshotManager
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.table import Table
 
@@ -142,7 +144,8 @@ class Catalog:
         )
 
     def table_exists(self, identifier: str) -> bool:
-        return os.path.exists(os.path.join(self.table_path(identifier), "schema", "schema-0"))
+        """Whether a table with schema files exists (see :meth:`get_table` for damaged ones)."""
+        return bool(SchemaManager(self.file_io, self.table_path(identifier)).list_ids())
 
     def create_table(
         self,
@@ -180,6 +183,11 @@ class Catalog:
         )
         self.create_database(db, exist_ok=True)
         manager = SchemaManager(self.file_io, path)
+        if SnapshotManager(self.file_io, path).snapshot_ids():
+            raise CorruptTableError(
+                f"cannot create table {identifier!r}: {path} holds snapshots of an earlier table but no "
+                "schema; a new table would adopt them. Restore its schema files or remove the directory"
+            )
         try:
             created = manager.create_table(table_schema)
         except FileExistsError:
@@ -188,9 +196,9 @@ class Catalog:
 
     def get_table(self, identifier: str) -> Table:
         path = self.table_path(identifier)
-        if not self.table_exists(identifier):
+        if not self.table_exists(identifier) and not SnapshotManager(self.file_io, path).snapshot_ids():
             raise TableNotFoundError(f"table {identifier!r} does not exist in {self.warehouse}")
-        return Table(TableStore(path, self.file_io), identifier)
+        return Table(TableStore(path, self.file_io), identifier)  # CorruptTableError without a schema
 
     def drop_table(self, identifier: str, *, missing_ok: bool = False) -> None:
         if not self.table_exists(identifier):

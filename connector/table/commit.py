@@ -7,6 +7,7 @@ exactly one of several racing committers wins each id and the others retry on th
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -14,11 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-from lakelog.connector.errors import CommitConflictError
+from lakelog.connector.errors import CommitConflictError, MissingFileError, SnapshotNotFoundError
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.manifest import DataFileMeta, ManifestEntry, ManifestFileMeta, merge_entries
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
+from lakelog.connector.lsm.rebase import rebase_file
 
 __all__ = ["TableCommit", "BATCH_COMMIT_IDENTIFIER", "CommitKind"]
 
@@ -48,9 +50,14 @@ class TableCommit:
     def __init__(self, store: TableStore, commit_user: Optional[str] = None) -> None:
         self.store = store
         self.commit_user = commit_user or str(uuid.uuid4())
-        # set by commit(): True when the appended files committed but the compaction did not; a
-        # long-lived writer must then reload its levels from the table
+        # set by commit(): True when the appended files committed but the compaction did not, or
+        # when new files were rewritten above another writer's (rebased); a long-lived writer must
+        # then reload its levels from the table
         self.compaction_discarded = False
+        self.rebased = False
+        # set by commit(): the ids of the snapshots it published (an APPEND, then a COMPACT); when it
+        # raises, what is not in them was not published
+        self.published: list[int] = []
 
     def commit(
         self,
@@ -67,6 +74,12 @@ class TableCommit:
         ``compact_after``) into a COMPACT snapshot after it, as Paimon does. A commit whose
         (commit user, identifier) is already in the table is skipped and returns that snapshot id.
 
+        The later commit wins: when another writer committed rows to a bucket of a primary-key
+        table with sequence numbers at or above this commit's new files (both started from the
+        same snapshot), those files are rewritten above them first (see :class:`_SequenceRebase`);
+        where that cannot keep the changelog exact, :class:`CommitConflictError` names the bucket
+        and nothing is committed.
+
         ``guard(latest)`` is called before every attempt at the first snapshot, with the snapshot
         it would follow; an exception it raises abandons the commit (nothing is published) and
         propagates. Since a lost race makes the attempt start again, the guard sees every snapshot
@@ -78,11 +91,23 @@ class TableCommit:
                 "commit %s of %s already in snapshot %s; skipped", commit_identifier, self.commit_user, done
             )
             return done
-        appends, compacts = _split(messages)
-        last: Optional[int] = None
         self.compaction_discarded = False
+        self.rebased = False
+        self.published = []
+        rebase = _SequenceRebase(self.store, messages) if self.store.is_primary_key_table else None
+        appends, _ = _split(messages)
+        last: Optional[int] = None
         if appends.entries or appends.changelog:
-            last = self._commit_delta(appends, commit_identifier, properties, guard)
+            last = self._commit_delta(appends, commit_identifier, properties, guard, rebase)
+        if rebase is not None and rebase.buckets:
+            # the rebased buckets' compactions were computed from the files as they were: drop them
+            self.rebased = True
+            dropped = [m for m in messages if (m.partition, m.bucket) in rebase.buckets]
+            self._discard_compaction(dropped)
+            if any(m.compact_before or m.compact_after for m in dropped):
+                self.compaction_discarded = True
+            messages = [m for m in messages if (m.partition, m.bucket) not in rebase.buckets]
+        _, compacts = _split(messages)
         if compacts.entries or compacts.changelog:
             try:
                 first_guard = guard if last is None else None  # our own APPEND snapshot is not news
@@ -99,6 +124,30 @@ class TableCommit:
                 self._discard_compaction(messages)
                 self.compaction_discarded = True
         return last
+
+    def discard_unpublished(self, messages: Sequence[CommitMessage]) -> None:
+        """After :meth:`commit` raised: delete the files of ``messages`` that it did not publish
+        (everything when it published nothing; the compaction's output when only the APPEND went
+        through). For writers whose messages are never committed again; a Flink committer that
+        replays its committables must keep them instead."""
+        store = self.store
+        appended = len(self.published) > 0
+        for m in messages:
+            inputs = {f.file_name for f in m.compact_before}
+            files = [f for f in m.compact_after + m.compact_changelog_files if f.file_name not in inputs]
+            if not appended:
+                files += m.new_files + m.changelog_files
+            for f in files:
+                store.file_io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))
+
+    def last_committed_identifier(self) -> int:
+        """The highest commit identifier this commit user has committed (0 if none); batch commits
+        (:data:`BATCH_COMMIT_IDENTIFIER`) do not count. Identifiers of one user only grow, so the
+        newest snapshot of the user with an ordinary identifier holds it."""
+        for s in self.store.snapshot_manager.newest_first():
+            if s.commit_user == self.commit_user and s.commit_identifier != BATCH_COMMIT_IDENTIFIER:
+                return int(s.commit_identifier)
+        return 0
 
     def _discard_compaction(self, messages: Sequence[CommitMessage]) -> None:
         """Delete the files that uncommitted compaction results wrote (never an upgraded input)."""
@@ -120,60 +169,122 @@ class TableCommit:
         identifier: int,
         properties: Optional[dict[str, str]],
         guard: Optional[Callable[[Optional[Snapshot]], None]] = None,
+        rebase: Optional[_SequenceRebase] = None,
     ) -> int:
+        """Publish ``delta`` as one snapshot after the latest, retrying lost races. Every manifest
+        and manifest list written for an attempt that did not publish is deleted, and so is every
+        file a failed commit wrote (a failure leaves nothing behind)."""
         store = self.store
         ptypes = store.partition_types
-        delta_metas = store.manifest_file.write(delta.entries, ptypes) if delta.entries else []
-        changelog_metas = store.manifest_file.write(delta.changelog, ptypes) if delta.changelog else []
-        deleted = [e for e in delta.entries if e.kind == 1]
-        added_rows = sum(e.file.row_count for e in delta.entries if e.kind == 0)
-        deleted_rows = sum(e.file.row_count for e in deleted)
-        for attempt in range(_MAX_RETRIES):
-            latest = store.snapshot_manager.latest()
-            if guard is not None:
-                try:
+        written: list[str] = []  # manifests and manifest lists of this commit not (yet) published
+
+        def write_manifests(entries: list[ManifestEntry]) -> list[ManifestFileMeta]:
+            metas = store.manifest_file.write(entries, ptypes) if entries else []
+            written.extend(m.file_name for m in metas)
+            return metas
+
+        def write_list(metas: list[ManifestFileMeta]) -> tuple[str, int]:
+            name, size = store.manifest_list.write(metas)
+            written.append(name)
+            return name, size
+
+        def drop(names: Sequence[str]) -> None:
+            for name in names:
+                store.file_io.delete(store.manifest_dir + "/" + name)
+                if name in written:
+                    written.remove(name)
+
+        published = False
+        try:
+            delta_metas = write_manifests(delta.entries)
+            changelog_metas = write_manifests(delta.changelog)
+            max_retries = self._max_retries()
+            for attempt in range(max_retries):
+                latest = store.snapshot_manager.latest()
+                if guard is not None:
                     guard(latest)
-                except BaseException:
-                    for meta in delta_metas + changelog_metas:  # written for this commit only
-                        store.file_io.delete(store.manifest_dir + "/" + meta.file_name)
-                    raise
-            if deleted:
-                self._check_deletes_are_live(latest, deleted)
-            base_metas = self._base_manifests(latest)
-            base_name, base_size = store.manifest_list.write(base_metas)
-            delta_name, delta_size = store.manifest_list.write(delta_metas)
-            cl_name, cl_size = store.manifest_list.write(changelog_metas) if changelog_metas else (None, None)
-            new_id = (latest.id + 1) if latest else 1
-            total = (latest.total_record_count or 0) if latest else 0
-            snapshot = Snapshot(
-                id=new_id,
-                schema_id=store.schema.id,
-                base_manifest_list=base_name,
-                delta_manifest_list=delta_name,
-                changelog_manifest_list=cl_name,
-                commit_user=self.commit_user,
-                commit_identifier=identifier,
-                commit_kind=delta.kind,
-                time_millis=int(time.time() * 1000),
-                total_record_count=total + added_rows - deleted_rows,
-                delta_record_count=added_rows - deleted_rows,
-                changelog_record_count=sum(e.file.row_count for e in delta.changelog)
-                if delta.changelog
-                else None,
-                base_manifest_list_size=base_size,
-                delta_manifest_list_size=delta_size,
-                changelog_manifest_list_size=cl_size,
-                properties=properties,
-                writer_version=WRITER_VERSION,
-            )
-            if store.snapshot_manager.try_commit(snapshot):
-                return new_id
-            # Lost the race for this id: drop our manifest lists and retry on the new latest.
-            for name in (base_name, delta_name, cl_name):
-                if name:
-                    store.file_io.delete(store.manifest_dir + "/" + name)
-            time.sleep(min(0.001 * (2 ** min(attempt, 8)), 0.2))
-        raise CommitConflictError(f"gave up committing to {store.path} after {_MAX_RETRIES} attempts")
+                try:
+                    if rebase is not None and rebase.check(latest):
+                        # another writer's rows landed above ours: commit rebased copies of our files
+                        drop([m.file_name for m in delta_metas + changelog_metas])
+                        delta = _split(rebase.messages)[0]
+                        delta_metas = write_manifests(delta.entries)
+                        changelog_metas = write_manifests(delta.changelog)
+                    deleted = [e for e in delta.entries if e.kind == 1]
+                    if deleted:
+                        self._check_deletes_are_live(latest, deleted)
+                    base_metas = self._base_manifests(latest)
+                except (MissingFileError, SnapshotNotFoundError):
+                    if latest is None or store.snapshot_manager.snapshot_exists(latest.id):
+                        raise
+                    continue  # the snapshot this attempt built on was expired under it: start again
+                attempt_files: list[str] = []
+                if latest is not None:
+                    previous = {m.file_name for m in store.manifest_metas(latest)}
+                    attempt_files += [m.file_name for m in base_metas if m.file_name not in previous]
+                    written.extend(attempt_files)  # merged manifests written for this attempt
+                base_name, base_size = write_list(base_metas)
+                delta_name, delta_size = write_list(delta_metas)
+                cl_name, cl_size = write_list(changelog_metas) if changelog_metas else (None, None)
+                attempt_files += [n for n in (base_name, delta_name, cl_name) if n]
+                snapshot = self._snapshot(
+                    latest, delta, identifier, properties, (base_name, base_size), (delta_name, delta_size),
+                    (cl_name, cl_size),
+                )
+                if store.snapshot_manager.try_commit(snapshot):
+                    published = True
+                    self.published.append(snapshot.id)
+                    written.clear()
+                    if rebase is not None:
+                        rebase.committed()
+                    return snapshot.id
+                # Lost the race for this id: drop what this attempt wrote and retry on the new latest.
+                drop(attempt_files)
+                time.sleep(min(0.001 * (2 ** min(attempt, 8)), 0.2))
+            raise CommitConflictError(f"gave up committing to {store.path} after {max_retries} attempts")
+        finally:
+            if not published:
+                drop(list(written))
+                if rebase is not None:
+                    rebase.abandon()
+
+    def _max_retries(self) -> int:
+        return _MAX_RETRIES
+
+    def _snapshot(
+        self,
+        latest: Optional[Snapshot],
+        delta: _Delta,
+        identifier: int,
+        properties: Optional[dict[str, str]],
+        base: tuple[str, int],
+        delta_list: tuple[str, int],
+        changelog_list: tuple[Optional[str], Optional[int]],
+    ) -> Snapshot:
+        added_rows = sum(e.file.row_count for e in delta.entries if e.kind == 0)
+        deleted_rows = sum(e.file.row_count for e in delta.entries if e.kind == 1)
+        total = (latest.total_record_count or 0) if latest else 0
+        return Snapshot(
+            id=(latest.id + 1) if latest else 1,
+            schema_id=self.store.schema.id,
+            base_manifest_list=base[0],
+            delta_manifest_list=delta_list[0],
+            changelog_manifest_list=changelog_list[0],
+            commit_user=self.commit_user,
+            commit_identifier=identifier,
+            commit_kind=delta.kind,
+            time_millis=int(time.time() * 1000),
+            total_record_count=total + added_rows - deleted_rows,
+            delta_record_count=added_rows - deleted_rows,
+            changelog_record_count=(
+                sum(e.file.row_count for e in delta.changelog) if delta.changelog else None
+            ),
+            base_manifest_list_size=base[1],
+            delta_manifest_list_size=delta_list[1],
+            changelog_manifest_list_size=changelog_list[1],
+            properties=properties,
+            writer_version=WRITER_VERSION,
+        )
 
     def _check_deletes_are_live(self, latest: Optional[Snapshot], deleted: list[ManifestEntry]) -> None:
         # a file counts as live on its level only: an upgrade to another level is a change too
@@ -203,6 +314,99 @@ class TableCommit:
             return metas
         live = merge_entries(store.entries_of(metas))
         return store.manifest_file.write(live, store.partition_types) if live else []
+
+
+class _SequenceRebase:
+    """Keeps "the later commit wins" in primary-key buckets that several writers write at once.
+
+    Before each attempt, :meth:`check` compares this commit's new files with the bucket's live
+    files in the snapshot the attempt would follow. Where the bucket already holds a sequence number
+    at or above the smallest of ours (another writer, started from the same snapshot, committed
+    first), our new files and input-changelog files are rewritten with their numbers raised above
+    the bucket's (:func:`~lakelog.connector.lsm.rebase.rebase_file`), and :attr:`messages` carry
+    the copies. The originals are deleted once the copies are published; a commit that fails keeps
+    them (and deletes the copies), so a replay of the same messages still finds its files.
+
+    A bucket whose commit also carries changelog produced by compaction (the lookup and
+    full-compaction producers) cannot be rebased without making that changelog wrong: the commit
+    fails with :class:`CommitConflictError` naming the bucket, before anything is published.
+    """
+
+    def __init__(self, store: TableStore, messages: Sequence[CommitMessage]) -> None:
+        self.store = store
+        self.original = list(messages)
+        self.messages = list(messages)
+        self.buckets: set[tuple[bytes, int]] = set()  # buckets whose files were rebased
+        self._offsets: dict[tuple[bytes, int], int] = {}
+        self._copies: list[tuple[bytes, int, DataFileMeta]] = []
+        self._first = {
+            (m.partition, m.bucket): min(f.min_sequence_number for f in m.new_files)
+            for m in messages
+            if m.new_files
+        }
+
+    def check(self, latest: Optional[Snapshot]) -> bool:
+        """Rebase against ``latest``; True when :attr:`messages` changed."""
+        if latest is None or not self._first:
+            return False
+        top: dict[tuple[bytes, int], int] = {}
+        for e in self.store.live_entries(latest):
+            key = (e.partition, e.bucket)
+            if key in self._first:
+                top[key] = max(top.get(key, -1), e.file.max_sequence_number)
+        offsets = {k: top[k] - first + 1 for k, first in self._first.items() if top.get(k, -1) >= first}
+        if offsets == self._offsets:
+            return False
+        for m in self.original:
+            if (m.partition, m.bucket) in offsets and m.compact_changelog_files:
+                partition = self.store.partition_dir(self.store.partition_values(m.partition))
+                producer = self.store.options.changelog_producer.value
+                raise CommitConflictError(
+                    f"bucket {m.bucket} of partition {partition!r} of {self.store.path} was written by "
+                    f"another writer since this writer started, and this commit's changelog ({producer} "
+                    "producer) was computed without those rows; several writers of one bucket cannot "
+                    "produce an exact changelog: write the bucket from one writer, or write again"
+                )
+        self.abandon()
+        self.messages = [self._rebased(m, offsets.get((m.partition, m.bucket))) for m in self.original]
+        self._offsets, self.buckets = offsets, set(offsets)
+        log.info("rebased new files of %d bucket(s) of %s over another writer", len(offsets), self.store.path)
+        return True
+
+    def _rebased(self, m: CommitMessage, offset: Optional[int]) -> CommitMessage:
+        if offset is None:
+            return m
+
+        def copies(files: list[DataFileMeta]) -> list[DataFileMeta]:
+            out: list[DataFileMeta] = []
+            for f in files:
+                new = rebase_file(self.store, m.partition, m.bucket, f, offset)
+                self._copies += [(m.partition, m.bucket, c) for c in new]
+                out += new
+            return out
+
+        return dataclasses.replace(
+            m,
+            new_files=copies(m.new_files),
+            changelog_files=copies(m.changelog_files),
+            compact_before=[],
+            compact_after=[],
+            compact_changelog_files=[],
+        )
+
+    def committed(self) -> None:
+        """The rebased copies are published: delete the originals they replace."""
+        for m in self.original:
+            if (m.partition, m.bucket) in self.buckets:
+                for f in m.new_files + m.changelog_files:
+                    self.store.file_io.delete(self.store.data_file_path(m.partition, m.bucket, f.file_name))
+        self._copies = []
+
+    def abandon(self) -> None:
+        """Delete the copies not (or not yet) published."""
+        for partition, bucket, f in self._copies:
+            self.store.file_io.delete(self.store.data_file_path(partition, bucket, f.file_name))
+        self._copies = []
 
 
 def _split(messages: Sequence[CommitMessage]) -> tuple[_Delta, _Delta]:

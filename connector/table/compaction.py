@@ -5,9 +5,11 @@ data).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Optional
 
+from lakelog.connector.errors import CommitConflictError, MissingFileError, SnapshotNotFoundError
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.options import ChangelogProducer
 from lakelog.connector.format.store import TableStore
@@ -19,6 +21,8 @@ from lakelog.connector.lsm.levels import (
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.table.commit import TableCommit
 from lakelog.connector.table.scan import plan_splits
+
+log = logging.getLogger(__name__)
 
 __all__ = ["compact_split", "compact_table"]
 
@@ -71,28 +75,47 @@ def compact_table(
     full: bool = True,
     progress: Optional[Progress] = None,
     commit_user: Optional[str] = None,
+    attempts: int = 3,
 ) -> Optional[int]:
     """Compact every bucket that needs it (all of them with ``full``) and commit once as a
-    COMPACT snapshot; return its id, or None when there was nothing to do."""
-    snap = store.snapshot_manager.latest()
-    if snap is None:
-        return None
-    splits = plan_splits(store, snap)
-    messages: list[CommitMessage] = []
-    try:
-        for i, split in enumerate(splits):
-            msg = compact_split(store, split, full=full)
-            if msg is not None:
-                messages.append(msg)
-            if progress is not None:
-                progress(i + 1, len(splits))
-        if not messages:
+    COMPACT snapshot; return its id, or None when there was nothing to do.
+
+    A compaction that loses a race (another compaction committed first, or an expiration removed
+    files of the snapshot it planned on) is dropped, its files deleted, and planned again on the
+    new latest snapshot, up to ``attempts`` times."""
+    sm = store.snapshot_manager
+    for attempt in range(attempts):
+        snap = sm.latest()
+        if snap is None:
             return None
-        return TableCommit(store, commit_user).commit(messages)
-    except BaseException:
-        for m in messages:
-            live = {f.file_name for f in m.compact_before}
-            for f in m.compact_after + m.compact_changelog_files:
-                if f.file_name not in live:  # an upgraded file stays: it is the same, live file
-                    store.file_io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))
-        raise
+        messages: list[CommitMessage] = []
+        try:
+            splits = plan_splits(store, snap)
+            for i, split in enumerate(splits):
+                msg = compact_split(store, split, full=full)
+                if msg is not None:
+                    messages.append(msg)
+                if progress is not None:
+                    progress(i + 1, len(splits))
+            if not messages:
+                return None
+            return TableCommit(store, commit_user).commit(messages)
+        except (CommitConflictError, MissingFileError, SnapshotNotFoundError) as e:
+            _discard(store, messages)
+            lost_race = isinstance(e, CommitConflictError) or not sm.snapshot_exists(snap.id)
+            if not lost_race or attempt == attempts - 1:
+                raise
+            log.warning("compaction of %s lost a race (%s); planning it again", store.path, e)
+        except BaseException:
+            _discard(store, messages)
+            raise
+    raise AssertionError("unreachable")
+
+
+def _discard(store: TableStore, messages: list[CommitMessage]) -> None:
+    """Delete what uncommitted compactions wrote (an upgraded file stays: it is the live input)."""
+    for m in messages:
+        live = {f.file_name for f in m.compact_before}
+        for f in m.compact_after + m.compact_changelog_files:
+            if f.file_name not in live:
+                store.file_io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))

@@ -1,4 +1,4 @@
-"""Table maintenance: snapshot expiration, orphan-file cleanup, and the file listing."""
+"""Table maintenance: snapshot expiration, orphan-file cleanup, and rollback to an earlier snapshot."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import time
 from collections.abc import Iterable
 from typing import Optional
 
-from lakelog.connector.errors import SnapshotNotFoundError
+from lakelog.connector.errors import SnapshotNotFoundError, TagError
 from lakelog.connector.format.manifest import ManifestEntry
 from lakelog.connector.format.snapshot import Snapshot, SnapshotManager
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.tags import TagManager
 
-__all__ = ["expire_snapshots", "remove_orphan_files", "referenced_files"]
+__all__ = ["expire_snapshots", "remove_orphan_files", "rollback_to", "referenced_files"]
 
 log = logging.getLogger(__name__)
 
@@ -196,3 +196,76 @@ def remove_orphan_files(
         if not dry_run:
             store.file_io.delete(path)
     return sorted(removed)
+
+
+def rollback_to(store: TableStore, *, snapshot_id: Optional[int] = None, tag: Optional[str] = None) -> int:
+    """Roll the table back to a snapshot (by id, or the one a tag holds); return its id.
+
+    Paimon's semantics: the snapshots after the target are removed (the next commit takes the
+    id after the target again), and so are the files only they referenced (data, changelog and
+    manifest files; Paimon 1.2+ leaves those to orphan cleanup). Rolling back to a tag whose
+    snapshot has expired brings the snapshot back from the tag. Tags on later snapshots would
+    point at ids that new commits reuse, so the rollback is refused while they exist, naming them.
+    Consumers that had read past the target continue after it.
+
+    Run it while no writer commits: a commit racing the rollback may have started from a removed
+    snapshot. When one is seen, the removed snapshots' files are left for orphan cleanup.
+    """
+    if (snapshot_id is None) == (tag is None):
+        raise ValueError("give exactly one of snapshot_id and tag")
+    sm, tm = store.snapshot_manager, store.tag_manager
+    latest = sm.latest_id()
+    if latest is None:
+        raise SnapshotNotFoundError(f"{store.path} has no snapshot to roll back to")
+    if tag is not None:
+        target = tm.get(tag)
+    else:
+        assert snapshot_id is not None
+        try:
+            target = sm.snapshot(snapshot_id)
+        except SnapshotNotFoundError:
+            tagged = [s for s in tm.list().values() if s.id == snapshot_id]  # an expired, tagged one
+            if not tagged:
+                raise
+            target = tagged[0]
+    if target.id > latest:
+        raise SnapshotNotFoundError(f"snapshot {target.id} is after the latest ({latest}) of {store.path}")
+    later_tags = sorted(name for name, s in tm.list().items() if s.id > target.id)
+    if later_tags:
+        raise TagError(
+            f"cannot roll {store.path} back to snapshot {target.id}: tag(s) {later_tags} hold later "
+            "snapshots, whose ids new commits would reuse; delete those tags first"
+        )
+    removed = [sm.snapshot(i) for i in range(target.id + 1, latest + 1) if sm.snapshot_exists(i)]
+    kept = [s for s in sm.snapshots() if s.id <= target.id]
+    if all(s.id != target.id for s in kept):
+        kept.append(target)  # brought back from its tag below
+    others = list(tm.list().values()) + _other_references(store)
+    cand_data, cand_meta = referenced_files(store, removed)
+    live_data, live_meta = referenced_files(store, kept + others)
+    # 1. the LATEST hint first, then the removed snapshots newest first: a crash in between leaves
+    #    a table whose latest snapshot is still one of the removed ones, never a gap
+    if not sm.snapshot_exists(target.id):
+        store.file_io.try_publish(sm.snapshot_path(target.id), target.to_json().encode("utf-8"))
+        sm.commit_hint_earliest(target.id)
+    sm.commit_hint_latest(target.id)
+    for s in reversed(removed):
+        sm.delete(s.id)
+    # 2. consumers that had read past the target go on after it
+    for consumer, nxt in store.consumer_manager.list().items():
+        if nxt > target.id + 1:
+            store.consumer_manager.reset(consumer, target.id + 1)
+    # 3. the files only the removed snapshots referenced
+    if sm.latest_id() != target.id:
+        log.warning(
+            "a commit to %s raced the rollback to %s; the removed snapshots' files are left to orphans",
+            store.path,
+            target.id,
+        )
+        return target.id
+    for path in sorted(cand_data - live_data):
+        store.file_io.delete(path)
+    for name in sorted(cand_meta - live_meta):
+        store.file_io.delete(os.path.join(store.manifest_dir, name))
+    log.info("rolled %s back to snapshot %s (removed %s)", store.path, target.id, [s.id for s in removed])
+    return target.id

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.connector.errors import SnapshotNotFoundError
+from lakelog.connector.errors import (
+    CommitConflictError,
+    MissingFileError,
+    SnapshotExpiredError,
+    SnapshotNotFoundError,
+)
+from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.split import Split
@@ -22,6 +29,8 @@ from lakelog.connector.table.write import TableWrite
 if TYPE_CHECKING:
     import duckdb
     import pandas
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Table", "TableScan", "BatchWriter", "StreamWriter", "FilterLike"]
 
@@ -50,10 +59,12 @@ class BatchWriter:
         if self._closed:
             raise RuntimeError("this writer is closed")
         self._closed = True
+        msgs: list[CommitMessage] = []
         try:
             msgs = self._write.prepare_commit()
             self.snapshot_id = self._commit.commit(msgs, properties=self._write.commit_properties())
         except BaseException:
+            self._commit.discard_unpublished(msgs)
             self._write.abort()
             raise
         self._write.close()
@@ -85,7 +96,9 @@ class StreamWriter:
     checkpoint: its LSM trees stay in memory between commits and compaction runs in the
     background, so writing does not wait for it. A commit carries the compactions that have
     finished by then (``wait_compaction=True`` waits for all of them). Commit identifiers
-    increase from 1 under one commit user, so a repeated commit is recognised and skipped.
+    increase under one commit user, so a repeated commit is recognised and skipped; a writer given
+    the ``commit_user`` of an earlier writer continues after that user's last committed identifier
+    (never reusing one, which would make its new data look like a repeat).
 
     Close it (or use it as a context manager) to stop its compaction threads; what was written
     since the last commit is then dropped."""
@@ -94,7 +107,7 @@ class StreamWriter:
         self._table = table
         self._write = TableWrite(table._store)
         self._commit = TableCommit(table._store, commit_user)
-        self._identifier = 0
+        self._identifier = self._commit.last_committed_identifier() if commit_user is not None else 0
         self._closed = False
 
     @property
@@ -121,16 +134,31 @@ class StreamWriter:
         """Publish what was written since the last commit (and finished compactions); return the
         last snapshot id made, or None when there was nothing to commit."""
         self._check_open()
+        msgs: list[CommitMessage] = []
         try:
             msgs = self._write.prepare_commit(wait_compaction=wait_compaction)
             self._identifier += 1
             sid = self._commit.commit(msgs, self._identifier, properties=self._write.commit_properties())
+        except CommitConflictError:
+            if not msgs or any(m.new_files or m.changelog_files for m in msgs) or self._commit.published:
+                self._closed = True
+                self._commit.discard_unpublished(msgs)
+                self._write.abort()
+                raise
+            # only background compactions, whose inputs another compaction has rewritten: drop them
+            log.warning("compaction of %s lost a race to another compaction and was dropped", self._table)
+            self._commit.discard_unpublished(msgs)
+            self._write.close()
+            self._write = TableWrite(self._table._store)
+            return None
         except BaseException:
             self._closed = True
+            self._commit.discard_unpublished(msgs)
             self._write.abort()
             raise
-        if self._commit.compaction_discarded:
-            # another compaction won a race for the same files: reload the trees from the table
+        if self._commit.compaction_discarded or self._commit.rebased or self._write.stale:
+            # another compaction won a race for the same files, or another writer's rows made this
+            # commit rebase its files: reload the trees from the table
             self._write.close()
             self._write = TableWrite(self._table._store)
         return sid
@@ -152,6 +180,8 @@ class StreamWriter:
 
 
 FilterLike = Union[pc.Expression, str, None]
+T = TypeVar("T")
+_READ_ATTEMPTS = 5
 
 
 class TableScan:
@@ -184,6 +214,7 @@ class TableScan:
             # as Paimon does, a snapshot read by id, time or tag shows the columns it was written with
             store = store.with_schema(store.schema_manager.schema(snap.schema_id))
         self._store = store
+        self._time_travel = time_travel
         self.columns = list(columns) if columns is not None else None
         self.filter: Optional[pc.Expression] = parse_filter(filter, store.schema.arrow_schema())
         self._splits: Optional[list[Split]] = None
@@ -191,22 +222,66 @@ class TableScan:
     def _read(self) -> SplitRead:
         return SplitRead(self._store, columns=self.columns, filter=self.filter)
 
+    def _expired(self, error: Exception, *, retry: bool) -> bool:
+        """After ``error`` (a missing file or snapshot): whether to read again because the scan's
+        snapshot was expired while being read and the scan reads the latest snapshot (it moves on
+        to the new latest). Raises SnapshotExpiredError naming the snapshot when it cannot."""
+        snap = self.snapshot
+        sm = self.table._store.snapshot_manager
+        if snap is None or sm.snapshot_exists(snap.id):
+            return False  # not an expiration: the error stands
+        if retry and not self._time_travel:
+            self.snapshot, self._splits = sm.latest(), None
+            return True
+        raise SnapshotExpiredError(
+            f"snapshot {snap.id} of {self.table.identifier} was expired while it was being read; keep it "
+            "longer ('snapshot.num-retained.min', 'snapshot.time-retained'), or tag it or read it "
+            "through a consumer"
+        ) from error
+
+    def _attempt(self, read: Callable[[], T]) -> T:
+        for attempt in range(_READ_ATTEMPTS):
+            try:
+                return read()
+            except (MissingFileError, SnapshotNotFoundError) as e:
+                if not self._expired(e, retry=attempt < _READ_ATTEMPTS - 1):
+                    raise
+        raise AssertionError("unreachable")
+
     def plan(self) -> list[Split]:
         """The splits to read (one per partition and bucket with live files), after pruning."""
-        if self._splits is None:
-            self._splits = plan_splits(self._store, self.snapshot, filter=self.filter)
-        return list(self._splits)
+
+        def plan() -> list[Split]:
+            if self._splits is None:
+                self._splits = plan_splits(self._store, self.snapshot, filter=self.filter)
+            return list(self._splits)
+
+        return self._attempt(plan)
 
     def read_split(self, split: Split) -> pa.Table:
         """The rows of one split (from :meth:`plan`), projected and filtered."""
-        return self._read().read_splits([split])
+        try:
+            return self._read().read_splits([split])
+        except (MissingFileError, SnapshotNotFoundError) as e:
+            self._expired(e, retry=False)
+            raise
 
     def to_arrow(self) -> pa.Table:
-        return self._read().read_splits(self.plan())
+        return self._attempt(lambda: self._read().read_splits(self.plan()))
 
     def to_reader(self, *, max_chunksize: Optional[int] = None) -> pa.RecordBatchReader:
-        """A streaming ``RecordBatchReader``: memory holds one key-range section at a time."""
-        return self._read().to_reader(self.plan(), max_chunksize=max_chunksize)
+        """A streaming ``RecordBatchReader``: memory holds one key-range section at a time. Its
+        snapshot is fixed once it starts: an expiration under it raises SnapshotExpiredError."""
+        reader = self._read().to_reader(self.plan(), max_chunksize=max_chunksize)
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            try:
+                yield from reader
+            except (MissingFileError, SnapshotNotFoundError) as e:
+                self._expired(e, retry=False)
+                raise
+
+        return pa.RecordBatchReader.from_batches(reader.schema, batches())
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
         yield from self.to_reader()
@@ -388,6 +463,14 @@ class Table:
         from lakelog.connector.table.maintenance import expire_snapshots
 
         return expire_snapshots(self._store, **overrides)
+
+    def rollback_to(self, snapshot_id: Optional[int] = None, *, tag: Optional[str] = None) -> int:
+        """Roll back to a snapshot (by id, or the one ``tag`` holds): later snapshots, and the files
+        only they referenced, are removed; see :func:`~lakelog.connector.table.maintenance.rollback_to`.
+        Stop the table's writers first."""
+        from lakelog.connector.table.maintenance import rollback_to
+
+        return rollback_to(self._store, snapshot_id=snapshot_id, tag=tag)
 
     def remove_orphan_files(self, older_than_seconds: float = 86400.0, *, dry_run: bool = False) -> list[str]:
         from lakelog.connector.table.maintenance import remove_orphan_files

@@ -80,6 +80,7 @@ class TableWrite:
         self._compactor_pool: Optional[ThreadPoolExecutor] = None
         self._pool_lock = threading.Lock()
         self.full_compacted = False  # a full-compaction.delta-commits compaction ran in this commit
+        self.stale = False  # a compaction found its inputs gone (see KeyValueBucketWriter): reload
 
     # ---- input --------------------------------------------------------------------------------
     def write(self, data: Any) -> None:
@@ -199,9 +200,9 @@ class TableWrite:
             return
         from lakelog.connector.lsm.bucket_writer import AppendBucketWriter, KeyValueBucketWriter
 
-        latest = self.store.snapshot_manager.latest()
+        _, live = self.store.on_latest(self.store.live_entries)  # retried when expired under us
         files: dict[tuple[bytes, int], list[DataFileMeta]] = {}
-        for e in self.store.live_entries(latest):
+        for e in live:
             if e.partition in partitions:
                 files.setdefault((e.partition, e.bucket), []).append(e.file)
         cls = KeyValueBucketWriter if self.pk else AppendBucketWriter

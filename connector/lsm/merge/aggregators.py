@@ -15,27 +15,27 @@ import pyarrow.compute as pc
 from lakelog.connector.errors import InvalidInputError, OptionError
 from lakelog.connector.format.options import CoreOptions
 from lakelog.connector.format.types import DataField
+from lakelog.connector.lsm.kv import float_order_key
 from lakelog.connector.lsm.merge.events import (
     AGG,
     AGG_REV,
     RETRACT,
     SET,
     SKIP,
-    _blank,
-    _bools,
-    _Ctx,
-    _float_from_key,
-    _float_order_key,
-    _floats,
-    _from_floats,
-    _from_ints,
-    _ints,
-    _is_int_like,
-    _list_like,
-    _positions,
-    _sequential_accumulate,
-    _take,
-    _valid,
+    MergeContext,
+    array_from_floats,
+    array_from_ints,
+    bool_values,
+    final_positions,
+    float_from_order_key,
+    float_values,
+    int_values,
+    is_blank,
+    is_int_like,
+    list_array,
+    sequential_accumulate,
+    take_or_null,
+    valid_mask,
 )
 
 __all__ = ["SUPPORTED_AGGREGATE_FUNCTIONS"]
@@ -74,7 +74,7 @@ _RETRACTABLE = frozenset({"sum", "product", "count", "last_value", "last_non_nul
 
 
 @dataclass(frozen=True)
-class _AggSpec:
+class AggregateSpec:
     name: str
     column: str
     ignore_retract: bool = False
@@ -82,7 +82,7 @@ class _AggSpec:
     delimiter: str = ","
 
 
-def _agg_spec(name: str, f: DataField, options: CoreOptions) -> _AggSpec:
+def aggregate_spec(name: str, f: DataField, options: CoreOptions) -> AggregateSpec:
     name = name.strip().lower()
     if name == "first_not_null_value":
         name = "first_non_null_value"
@@ -96,11 +96,11 @@ def _agg_spec(name: str, f: DataField, options: CoreOptions) -> _AggSpec:
         raise OptionError(
             f"aggregate function {name!r} does not fit field {f.name!r} of type {f.type.root} "
             f"(option {key!r}): it needs {what}")
-    return _AggSpec(name, f.name, options.field_ignore_retract(f.name), options.field_distinct(f.name),
+    return AggregateSpec(name, f.name, options.field_ignore_retract(f.name), options.field_distinct(f.name),
                     options.field_list_agg_delimiter(f.name))
 
 
-def _check_retract(spec: _AggSpec, op: np.ndarray) -> np.ndarray:
+def _check_retract(spec: AggregateSpec, op: np.ndarray) -> np.ndarray:
     """Paimon's retract(): functions without retraction fail unless ``ignore-retract`` is set."""
     if not (op == RETRACT).any():
         return op
@@ -114,7 +114,7 @@ def _check_retract(spec: _AggSpec, op: np.ndarray) -> np.ndarray:
     return op
 
 
-def _fold(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
+def fold_aggregate(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
     op = _check_retract(spec, op)
     fn = _FOLDS[spec.name]
     return fn(spec, arr, op, ctx)
@@ -123,22 +123,22 @@ def _fold(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
 # ---- selection aggregators ------------------------------------------------------------------------
 
 
-def _fold_last_value(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _fold_last_value(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
     # agg = input; aggReversed = agg(input, acc) = acc (no-op); retract = null
     p = ctx.last(ctx.final & ((op == AGG) | (op == SET) | (op == RETRACT)))
     p = np.where((p >= 0) & (op[np.maximum(p, 0)] == RETRACT), -1, p)
-    return _take(arr, p)
+    return take_or_null(arr, p)
 
 
-def _fold_primary_key(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _fold_primary_key(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
     # agg = input; aggReversed no-op; retract = input
-    return _take(arr, ctx.last(ctx.final & ((op == AGG) | (op == SET) | (op == RETRACT))))
+    return take_or_null(arr, ctx.last(ctx.final & ((op == AGG) | (op == SET) | (op == RETRACT))))
 
 
-def _fold_last_non_null(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _fold_last_non_null(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
     # agg: non-null input wins; retract: a non-null input clears; aggReversed(acc, in) = agg(in, acc):
     # an older row fills the field only while it is null.
-    valid = _valid(arr)
+    valid = valid_mask(arr)
     setting = ctx.final & valid & ((op == AGG) | (op == SET) | (op == RETRACT))
     p = ctx.last(setting)
     result = np.where((p >= 0) & (op[np.maximum(p, 0)] != RETRACT), p, -1)
@@ -146,10 +146,10 @@ def _fold_last_non_null(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx
     if rev.any():
         q = ctx.first_after(rev, np.where(p >= 0, p, ctx.fstart - 1))
         result = np.where(result < 0, q, result)
-    return _take(arr, result)
+    return take_or_null(arr, result)
 
 
-def _fold_first_value(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _fold_first_value(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
     # agg: the first call initializes and takes the input, later calls keep the accumulator.
     # aggReversed(acc, in) = agg(in, acc): initializes keeping acc, afterwards takes the input.
     # A record reset (initRow) sets the accumulator but leaves the aggregator initialized.
@@ -162,22 +162,22 @@ def _fold_first_value(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) 
     base = ctx.last(ctx.final & (op == SET))
     f_is_agg = (f >= 0) & (op[np.maximum(f, 0)] == AGG)
     result = np.where(q >= 0, q, np.where(~init_before & f_is_agg, f, base))
-    return _take(arr, result)
+    return take_or_null(arr, result)
 
 
-def _fold_first_non_null(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _fold_first_non_null(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
     # agg: the first non-null input initializes and wins. aggReversed(acc, in) = agg(in, acc):
     # initializes keeping a non-null acc; otherwise takes the input (even null).
-    valid = _valid(arr)
+    valid = valid_mask(arr)
     if (op == AGG_REV).any():
         return _scan_first_non_null(arr, op, valid, ctx)
     init_before = ctx.any(~ctx.final & (op == AGG) & valid)
     f = ctx.first(ctx.final & (op == AGG) & valid)
     base = ctx.last(ctx.final & (op == SET))
-    return _take(arr, np.where(~init_before & (f >= 0), f, base))
+    return take_or_null(arr, np.where(~init_before & (f >= 0), f, base))
 
 
-def _scan_first_non_null(arr: pa.Array, op: np.ndarray, valid: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _scan_first_non_null(arr: pa.Array, op: np.ndarray, valid: np.ndarray, ctx: MergeContext) -> pa.Array:
     """first_non_null_value over all rows of each key, one position at a time (index accumulators)."""
     acc = np.full(ctx.g, -1, dtype=np.int64)
     init = np.zeros(ctx.g, dtype=bool)
@@ -204,21 +204,15 @@ def _scan_first_non_null(arr: pa.Array, op: np.ndarray, valid: np.ndarray, ctx: 
         i = i | rev_init
         acc[grp] = a
         init[grp] = i
-    return _take(arr, acc)
+    return take_or_null(arr, acc)
 
 
 # ---- numeric aggregators ----------------------------------------------------------------------------
 
 
-def _numeric_result(arr: pa.Array, values: np.ndarray, null: np.ndarray) -> pa.Array:
-    if pa.types.is_floating(arr.type):
-        return _from_floats(values, null, arr.type)
-    return _from_ints(values, null, arr.type)
-
-
-def _fold_sum(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _fold_sum(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
     # agg/aggReversed: acc + in (nulls ignored); retract: acc - in (-in on a null acc)
-    valid = _valid(arr)
+    valid = valid_mask(arr)
     ev = ctx.final & valid & (op != SKIP)
     neg = op == RETRACT
     none = ~ctx.any(ev)
@@ -226,19 +220,21 @@ def _fold_sum(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Ar
     if pa.types.is_decimal(t):
         return _decimal_sum(arr, ev, neg, ctx, none)
     if pa.types.is_floating(t):
-        v = _floats(arr)
+        v = float_values(arr)
         v = np.where(neg, -v, v)
         idx = np.flatnonzero(ev)
-        sums = _sequential_accumulate(np.add, v[idx], ctx.gid[idx], ctx.g, v.dtype.type(-0.0))
-        return _from_floats(sums, none, t)
-    iv = _ints(arr)
+        sums = sequential_accumulate(np.add, v[idx], ctx.gid[idx], ctx.g, v.dtype.type(-0.0))
+        return array_from_floats(sums, none, t)
+    iv = int_values(arr)
     iv = np.where(neg, -iv, iv)
     with np.errstate(over="ignore"):
         sums = ctx.reduce(np.add, iv, ev, 0)
-    return _from_ints(sums, none, t)
+    return array_from_ints(sums, none, t)
 
 
-def _decimal_sum(arr: pa.Array, ev: np.ndarray, neg: np.ndarray, ctx: _Ctx, none: np.ndarray) -> pa.Array:
+def _decimal_sum(
+    arr: pa.Array, ev: np.ndarray, neg: np.ndarray, ctx: MergeContext, none: np.ndarray
+) -> pa.Array:
     t = arr.type
     wide = pa.decimal128(38, t.scale)
     idx = np.flatnonzero(ev)
@@ -255,12 +251,12 @@ def _decimal_sum(arr: pa.Array, ev: np.ndarray, neg: np.ndarray, ctx: _Ctx, none
     s = pc.if_else(over, pa.scalar(None, wide), s)
     out = np.full(ctx.g, -1, dtype=np.int64)
     out[g] = np.arange(len(g))
-    return _take(s, out).cast(t)
+    return take_or_null(s, out).cast(t)
 
 
-def _fold_product(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _fold_product(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
     # agg/aggReversed: acc * in (nulls ignored); retract: acc / in, a no-op on a null acc or input
-    valid = _valid(arr)
+    valid = valid_mask(arr)
     ev = ctx.final & valid & ((op == AGG) | (op == AGG_REV) | (op == SET))
     ret = ctx.final & valid & (op == RETRACT)
     t = arr.type
@@ -268,12 +264,12 @@ def _fold_product(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> p
         return _scan_product(spec, arr, op, valid, ctx)
     none = ~ctx.any(ev)
     if pa.types.is_floating(t):
-        v = _floats(arr)
+        v = float_values(arr)
         prods = ctx.reduce(np.multiply, v, ev, 1)
-        return _from_floats(prods, none, t)
+        return array_from_floats(prods, none, t)
     with np.errstate(over="ignore"):
-        prods = ctx.reduce(np.multiply, _ints(arr), ev, 1)
-    return _from_ints(prods, none, t)  # int64 wrap-around multiplication narrows like Java's
+        prods = ctx.reduce(np.multiply, int_values(arr), ev, 1)
+    return array_from_ints(prods, none, t)  # int64 wrap-around multiplication narrows like Java's
 
 
 def _java_int_div(a: np.ndarray, b: np.ndarray, column: str) -> np.ndarray:
@@ -299,7 +295,9 @@ def _decimal_fit(v: Decimal, precision: int, scale: int) -> Optional[Decimal]:
     return None if q != 0 and digits > precision else q
 
 
-def _scan_product(spec: _AggSpec, arr: pa.Array, op: np.ndarray, valid: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _scan_product(
+    spec: AggregateSpec, arr: pa.Array, op: np.ndarray, valid: np.ndarray, ctx: MergeContext
+) -> pa.Array:
     """product folded position by position: integer division on retraction is not associative and
     DECIMAL rounds at every step."""
     t = arr.type
@@ -311,7 +309,7 @@ def _scan_product(spec: _AggSpec, arr: pa.Array, op: np.ndarray, valid: np.ndarr
         dacc: list[Optional[Decimal]] = [None] * ctx.g
         with localcontext() as dctx:
             dctx.prec = 120
-            for grp_pos, rows in _positions(ctx, groups):
+            for grp_pos, rows in final_positions(ctx, groups):
                 for g, r in zip(groups[grp_pos].tolist(), rows.tolist()):
                     x = values[r]
                     if x is None or not (mul_op[r] or op[r] == RETRACT):
@@ -326,9 +324,9 @@ def _scan_product(spec: _AggSpec, arr: pa.Array, op: np.ndarray, valid: np.ndarr
                         dacc[g] = _decimal_fit(cur / x, t.precision, t.scale)
         return pa.array(dacc, type=t)
     is_float = pa.types.is_floating(t)
-    xs: np.ndarray = _floats(arr) if is_float else _ints(arr)
+    xs: np.ndarray = float_values(arr) if is_float else int_values(arr)
     acc = np.zeros(ctx.g, dtype=xs.dtype)
-    for grp_pos, rows in _positions(ctx, groups):
+    for grp_pos, rows in final_positions(ctx, groups):
         grp = groups[grp_pos]
         v = valid[rows]
         a = acc[grp]
@@ -347,15 +345,15 @@ def _scan_product(spec: _AggSpec, arr: pa.Array, op: np.ndarray, valid: np.ndarr
         acc[grp] = new if is_float else _wrap(new, t)
         null[grp] = an & ~mul
     if is_float:
-        return _from_floats(acc, null, t)
-    return _from_ints(acc, null, t)
+        return array_from_floats(acc, null, t)
+    return array_from_ints(acc, null, t)
 
 
-def _fold_count(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _fold_count(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
     # agg(acc, in): acc null -> 1; in null -> acc; else acc + 1. retract: acc null -> 1; in null -> acc;
     # else acc - 1. aggReversed(acc, in) = agg(in, acc).
-    valid = _valid(arr)
-    iv = _ints(arr)
+    valid = valid_mask(arr)
+    iv = int_values(arr)
     if (ctx.final & (op == AGG_REV)).any():
         return _scan_count(arr, iv, op, valid, ctx)
     ev = ctx.final & (op != SKIP)
@@ -364,14 +362,16 @@ def _fold_count(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.
     delta[first[first >= 0]] = 0
     total = ctx.reduce(np.add, delta, ev, 0)
     start = np.where((first >= 0) & (op[np.maximum(first, 0)] == SET), iv[np.maximum(first, 0)], 1)
-    return _from_ints(start + total, first < 0, arr.type)
+    return array_from_ints(start + total, first < 0, arr.type)
 
 
-def _scan_count(arr: pa.Array, iv: np.ndarray, op: np.ndarray, valid: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _scan_count(
+    arr: pa.Array, iv: np.ndarray, op: np.ndarray, valid: np.ndarray, ctx: MergeContext
+) -> pa.Array:
     groups = np.arange(ctx.g)
     acc = np.zeros(ctx.g, dtype=np.int64)
     null = np.ones(ctx.g, dtype=bool)
-    for grp_pos, rows in _positions(ctx, groups):
+    for grp_pos, rows in final_positions(ctx, groups):
         grp = groups[grp_pos]
         o = op[rows]
         v = valid[rows]
@@ -385,26 +385,26 @@ def _scan_count(arr: pa.Array, iv: np.ndarray, op: np.ndarray, valid: np.ndarray
         new = np.select([o == AGG, o == RETRACT, o == AGG_REV, o == SET], [step, down, rev, x], a)
         acc[grp] = new
         null[grp] = an & (o == SKIP)
-    return _from_ints(acc, null, arr.type)
+    return array_from_ints(acc, null, arr.type)
 
 
-def _fold_extreme(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _fold_extreme(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
     # max/min of the non-null inputs (agg and aggReversed are symmetric)
     largest = spec.name == "max"
-    valid = _valid(arr)
+    valid = valid_mask(arr)
     ev = ctx.final & valid & ((op == AGG) | (op == AGG_REV) | (op == SET))
     none = ~ctx.any(ev)
     t = arr.type
     ufunc = np.maximum if largest else np.minimum
     if pa.types.is_floating(t):
-        keys = _float_order_key(_floats(arr))
+        keys = float_order_key(float_values(arr))
         ident = np.iinfo(np.int64).min if largest else np.iinfo(np.int64).max
         best = ctx.reduce(ufunc, keys, ev, ident)
-        return _from_floats(_float_from_key(best, np.dtype(t.to_pandas_dtype())), none, t)
-    if _is_int_like(t):
+        return array_from_floats(float_from_order_key(best, np.dtype(t.to_pandas_dtype())), none, t)
+    if is_int_like(t):
         ident = np.iinfo(np.int64).min if largest else np.iinfo(np.int64).max
-        best = ctx.reduce(ufunc, _ints(arr), ev, ident)
-        return _from_ints(best, none, t)
+        best = ctx.reduce(ufunc, int_values(arr), ev, ident)
+        return array_from_ints(best, none, t)
     idx = np.flatnonzero(ev)
     sub = pa.table({"g": pa.array(ctx.gid[idx]), "v": arr.take(pa.array(idx))})
     order = pc.sort_indices(sub, sort_keys=[("g", "ascending"), ("v", "ascending")]).to_numpy()
@@ -416,13 +416,13 @@ def _fold_extreme(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> p
         else:
             boundary = np.flatnonzero(np.insert(gs[1:] != gs[:-1], 0, True))
         pick[gs[boundary]] = idx[order[boundary]]
-    return _take(arr, pick)
+    return take_or_null(arr, pick)
 
 
-def _fold_bool(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
-    valid = _valid(arr)
+def _fold_bool(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
+    valid = valid_mask(arr)
     ev = ctx.final & valid & ((op == AGG) | (op == AGG_REV) | (op == SET))
-    b = _bools(arr).astype(np.uint8)
+    b = bool_values(arr).astype(np.uint8)
     if spec.name == "bool_and":
         res = ctx.reduce(np.minimum, b, ev, 1)
     else:
@@ -433,18 +433,20 @@ def _fold_bool(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.A
 # ---- listagg --------------------------------------------------------------------------------------
 
 
-def _group_lists(ctx: _Ctx, rows: np.ndarray, child: pa.Array, t: pa.DataType, null: np.ndarray) -> pa.Array:
+def _group_lists(
+    ctx: MergeContext, rows: np.ndarray, child: pa.Array, t: pa.DataType, null: np.ndarray
+) -> pa.Array:
     """A list array with one entry per key from ``child`` values whose key order is ``rows``' gid."""
     counts = np.bincount(ctx.gid[rows], minlength=ctx.g) if len(rows) else np.zeros(ctx.g, np.int64)
     offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    return _list_like(t, offsets, child, null)
+    return list_array(t, offsets, child, null)
 
 
-def _fold_listagg(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _fold_listagg(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
     # agg: blank/null inputs are skipped; a blank accumulator is replaced; else acc + delimiter + in.
     # aggReversed(acc, in) = agg(in, acc): prepends (and replaces a null/blank accumulator, even by a
     # null or blank input).
-    nb = ~_blank(arr)
+    nb = ~is_blank(arr)
     rev = ctx.final & (op == AGG_REV)
     if spec.distinct and rev.any():
         return _listagg_distinct_sequential(spec, arr, op, ctx)
@@ -470,7 +472,7 @@ def _fold_listagg(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> p
     fallback = ctx.last(rev)
     base = ctx.last(ctx.final & (op == SET))
     fallback = np.where(fallback >= 0, fallback, base)
-    fb = _take(arr, fallback).cast(pa.string())
+    fb = take_or_null(arr, fallback).cast(pa.string())
     out = pc.if_else(pa.array(has_f), joined, fb)
     return out.cast(arr.type)
 
@@ -481,8 +483,8 @@ def _split_tokens(strings: pa.Array, delimiter: str) -> pa.Array:
     return pc.split_pattern(strings, delimiter)
 
 
-def _listagg_distinct(spec: _AggSpec, arr: pa.Array, f: np.ndarray, appends: np.ndarray,
-                      ctx: _Ctx) -> pa.Array:
+def _listagg_distinct(spec: AggregateSpec, arr: pa.Array, f: np.ndarray, appends: np.ndarray,
+                      ctx: MergeContext) -> pa.Array:
     """Distinct listagg: the first value whole, then each new non-blank token once."""
     has_f = f >= 0
     app = np.flatnonzero(appends)
@@ -504,22 +506,24 @@ def _listagg_distinct(spec: _AggSpec, arr: pa.Array, f: np.ndarray, appends: np.
     firsts = ordered.group_by(["g", "tok"], use_threads=False).aggregate([("i", "first")])
     first_i = np.zeros(len(flat), dtype=bool)
     first_i[firsts.column("i_first").to_numpy()] = True
-    keep = first_i & ~from_first[parent] & ~_blank(flat)
+    keep = first_i & ~from_first[parent] & ~is_blank(flat)
     kept = np.flatnonzero(keep)
     order = np.lexsort((tok_pos[kept], prow[kept], ctx.gid[prow[kept]]))
     kept = kept[order]
-    firsts_str = _take(arr.cast(pa.string()), f)
+    firsts_str = take_or_null(arr.cast(pa.string()), f)
     parts_rows = np.concatenate([np.flatnonzero(has_f), ctx.gid[prow[kept]]])
     parts_vals = pa.concat_arrays([firsts_str.filter(pa.array(has_f)), flat.take(pa.array(kept))])
     order2 = np.lexsort((np.concatenate([np.zeros(int(has_f.sum()), np.int64), np.arange(1, len(kept) + 1)]),
                          parts_rows))
     counts_g = np.bincount(parts_rows, minlength=ctx.g)
     offsets = np.concatenate(([0], np.cumsum(counts_g))).astype(np.int64)
-    lists = _list_like(pa.list_(pa.string()), offsets, parts_vals.take(pa.array(order2)), ~has_f)
+    lists = list_array(pa.list_(pa.string()), offsets, parts_vals.take(pa.array(order2)), ~has_f)
     return pc.binary_join(lists, spec.delimiter)
 
 
-def _listagg_distinct_sequential(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _listagg_distinct_sequential(
+    spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext
+) -> pa.Array:
     """Distinct listagg fed older sequence-group rows: Paimon's fold, run per affected key."""
     delim = spec.delimiter
     values = arr.cast(pa.string())
@@ -588,11 +592,11 @@ def _value_ids(values: pa.Array, column: str) -> np.ndarray:
     return np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
-def _fold_collect(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _fold_collect(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
     # agg/aggReversed: acc ++ input (distinct: without repeats); retract: each retracted element
     # removes its first remaining occurrence; a null accumulator stays null. Wrapped for
     # ignore-retract, aggReversed is the wrapper's default agg(input, acc): older rows prepend.
-    valid = _valid(arr)
+    valid = valid_mask(arr)
     ins = ctx.final & valid & ((op == AGG) | (op == AGG_REV) | (op == SET))
     ret = ctx.final & valid & (op == RETRACT)
     null = ~ctx.any(ins)
@@ -606,7 +610,7 @@ def _fold_collect(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> p
         child, parent, _ = _explode(arr, rows)
         counts = np.bincount(ctx.gid[parent], minlength=ctx.g) if len(parent) else np.zeros(ctx.g, np.int64)
         offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-        return _list_like(arr.type, offsets, child, null)
+        return list_array(arr.type, offsets, child, null)
     rows = np.flatnonzero(ins | ret)
     child, parent, pos = _explode(arr, rows)
     vid = _value_ids(child, spec.column)
@@ -653,13 +657,13 @@ def _fold_collect(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> p
     kept = kept[np.lexsort((pos[kept], seq_key[parent[kept]], g[kept]))]
     counts = np.bincount(g[kept], minlength=ctx.g) if len(kept) else np.zeros(ctx.g, np.int64)
     offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    return _list_like(arr.type, offsets, child.take(pa.array(kept)), null)
+    return list_array(arr.type, offsets, child.take(pa.array(kept)), null)
 
 
-def _fold_merge_map(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) -> pa.Array:
+def _fold_merge_map(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
     # agg: the input's entries override; aggReversed = agg(in, acc): existing entries win;
     # retract: removes the input's keys; a null accumulator stays null.
-    valid = _valid(arr)
+    valid = valid_mask(arr)
     ins = ctx.final & valid & ((op == AGG) | (op == AGG_REV) | (op == SET))
     ret = ctx.final & valid & (op == RETRACT)
     null = ~ctx.any(ins)
@@ -710,10 +714,10 @@ def _fold_merge_map(spec: _AggSpec, arr: pa.Array, op: np.ndarray, ctx: _Ctx) ->
     chosen = chosen_pos[sort]
     counts = np.bincount(g[chosen], minlength=ctx.g) if len(chosen) else np.zeros(ctx.g, np.int64)
     offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    return _list_like(arr.type, offsets, child.take(pa.array(chosen)), null)
+    return list_array(arr.type, offsets, child.take(pa.array(chosen)), null)
 
 
-_FOLDS: dict[str, Callable[[_AggSpec, pa.Array, np.ndarray, _Ctx], pa.Array]] = {
+_FOLDS: dict[str, Callable[[AggregateSpec, pa.Array, np.ndarray, MergeContext], pa.Array]] = {
     "sum": _fold_sum,
     "product": _fold_product,
     "count": _fold_count,

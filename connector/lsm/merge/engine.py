@@ -45,14 +45,18 @@ from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.types import DataField
 from lakelog.connector.lsm.kv import DEDUPLICATE, MergeFunction
-from lakelog.connector.lsm.merge.aggregators import SUPPORTED_AGGREGATE_FUNCTIONS, _agg_spec, _AggSpec
+from lakelog.connector.lsm.merge.aggregators import (
+    SUPPORTED_AGGREGATE_FUNCTIONS,
+    AggregateSpec,
+    aggregate_spec,
+)
 from lakelog.connector.lsm.merge.functions import (
     AggregateMergeFunction,
     DeduplicateMergeFunction,
     FirstRowMergeFunction,
     PartialUpdateMergeFunction,
-    _order_by,
-    _SeqGroup,
+    SequenceGroup,
+    sequence_order_by,
 )
 
 __all__ = [
@@ -99,7 +103,7 @@ def merge_function(schema: TableSchema, options: CoreOptions) -> MergeFunction:
     engine = options.merge_engine
     seq_fields = _check_sequence_fields(schema, options)
     _check_no_agg_on_sequence_field(options, seq_fields)
-    order_by = _order_by(options)
+    order_by = sequence_order_by(options)
     if engine == MergeEngine.DEDUPLICATE:
         return DeduplicateMergeFunction(options.ignore_delete, order_by)
     if engine == MergeEngine.FIRST_ROW:
@@ -128,15 +132,15 @@ def _check_no_agg_on_sequence_field(options: CoreOptions, seq_fields: list[str])
 def _aggregation(schema: TableSchema, options: CoreOptions, seq_fields: list[str],
                  order_by: list[tuple[str, str]]) -> AggregateMergeFunction:
     pks = list(schema.primary_keys)
-    aggs: dict[str, _AggSpec] = {}
+    aggs: dict[str, AggregateSpec] = {}
     for f in schema.fields:
         if f.name in pks:
             continue
         if f.name in seq_fields:
-            aggs[f.name] = _AggSpec("last_value", f.name)
+            aggs[f.name] = AggregateSpec("last_value", f.name)
             continue
         name = options.field_aggregate_function(f.name) or "last_non_null_value"
-        aggs[f.name] = _agg_spec(name, f, options)
+        aggs[f.name] = aggregate_spec(name, f, options)
     return AggregateMergeFunction(aggs, pks, _nullable(schema), options.aggregation_remove_record_on_delete,
                                   options.ignore_delete, order_by)
 
@@ -145,7 +149,7 @@ def _partial_update(schema: TableSchema, options: CoreOptions,
                     order_by: list[tuple[str, str]]) -> PartialUpdateMergeFunction:
     fields = _field_map(schema)
     pks = list(schema.primary_keys)
-    groups: list[_SeqGroup] = []
+    groups: list[SequenceGroup] = []
     protected: dict[str, tuple[str, ...]] = {}
     seq_of: dict[str, tuple[str, ...]] = {}
     for seq, members in options.sequence_groups().items():
@@ -164,7 +168,7 @@ def _partial_update(schema: TableSchema, options: CoreOptions,
             if m in protected:
                 raise OptionError(f"field {m!r} is defined repeatedly by multiple groups: {key!r}")
             protected[m] = seq
-        groups.append(_SeqGroup(tuple(seq), [m for m in members if m not in seq]))
+        groups.append(SequenceGroup(tuple(seq), [m for m in members if m not in seq]))
     for m in protected:
         if m in seq_of:
             raise OptionError(f"field {m!r} is both a sequence field and a member of a sequence group")
@@ -186,7 +190,7 @@ def _partial_update(schema: TableSchema, options: CoreOptions,
                               "group' must be part of sequence groups")
     for grp in groups:
         grp.partial_delete = any(s in remove_groups for s in grp.seq_fields)
-    aggs: dict[str, _AggSpec] = {}
+    aggs: dict[str, AggregateSpec] = {}
     for f in schema.fields:
         if f.name in pks or f.name in seq_of:
             continue
@@ -197,7 +201,7 @@ def _partial_update(schema: TableSchema, options: CoreOptions,
             raise OptionError(
                 f"Must use sequence group for aggregation functions but not found for field {f.name!r} "
                 f"(option {CoreOptions.FIELD_AGGREGATE_FUNCTION.key_for(f.name)!r})")
-        aggs[f.name] = _agg_spec(name, f, options)
+        aggs[f.name] = aggregate_spec(name, f, options)
     return PartialUpdateMergeFunction(pks, _nullable(schema), groups, aggs, ignore_delete, remove_on_delete,
                                       order_by)
 

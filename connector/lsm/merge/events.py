@@ -32,7 +32,7 @@ _INSERT_KINDS = (RowKind.INSERT, RowKind.UPDATE_AFTER)
 
 
 @dataclass
-class _Ctx:
+class MergeContext:
     """The key groups of a sorted merge input and the segment each row belongs to.
 
     ``final`` marks the rows at and after the last record reset of their key (the only rows that
@@ -50,13 +50,13 @@ class _Ctx:
     fstart: np.ndarray  # first row of the final segment of each key
 
     @staticmethod
-    def build(table: pa.Table, keys: Sequence[str]) -> _Ctx:
+    def build(table: pa.Table, keys: Sequence[str]) -> MergeContext:
         n = table.num_rows
         last = _group_ends(table, keys)
         ends = np.flatnonzero(last).astype(np.int64) + 1
         starts = np.concatenate(([0], ends[:-1])).astype(np.int64)
         gid = np.repeat(np.arange(len(ends), dtype=np.int64), ends - starts)
-        return _Ctx(n, len(ends), gid, starts, ends, np.ones(n, dtype=bool), np.zeros(n, dtype=bool),
+        return MergeContext(n, len(ends), gid, starts, ends, np.ones(n, dtype=bool), np.zeros(n, dtype=bool),
                     starts.copy())
 
     def set_resets(self, reset: np.ndarray) -> None:
@@ -100,24 +100,24 @@ def _group_ends(table: pa.Table, keys: Sequence[str]) -> np.ndarray:
     """Last row of each run of equal keys; numpy for integer keys, else kv.group_ends."""
     n = table.num_rows
     cols = [table.column(k) for k in keys]
-    if n > 1 and all(_is_int_like(c.type) and c.null_count == 0 for c in cols):
+    if n > 1 and all(is_int_like(c.type) and c.null_count == 0 for c in cols):
         last = np.ones(n, dtype=bool)
         change = np.zeros(n - 1, dtype=bool)
         for c in cols:
-            v = _ints(c.combine_chunks())
+            v = int_values(c.combine_chunks())
             change |= v[1:] != v[:-1]
         last[:-1] = change
         return last
     return group_ends(table, keys)
 
 
-def _valid(arr: pa.Array) -> np.ndarray:
+def valid_mask(arr: pa.Array) -> np.ndarray:
     if arr.null_count == 0:
         return np.ones(len(arr), dtype=bool)
     return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _take(arr: pa.Array, idx: np.ndarray) -> pa.Array:
+def take_or_null(arr: pa.Array, idx: np.ndarray) -> pa.Array:
     """``arr[idx]`` with nulls where ``idx`` is -1."""
     neg = idx < 0
     if neg.any():
@@ -125,7 +125,7 @@ def _take(arr: pa.Array, idx: np.ndarray) -> pa.Array:
     return arr.take(pa.array(idx))
 
 
-def _sequential_accumulate(ufunc: np.ufunc, values: np.ndarray, gid: np.ndarray, g: int,
+def sequential_accumulate(ufunc: np.ufunc, values: np.ndarray, gid: np.ndarray, g: int,
                            pad: Any) -> np.ndarray:
     """Left fold of ``ufunc`` over the values of each key in order (``values``/``gid`` already masked).
 
@@ -166,7 +166,7 @@ def _sequential_accumulate(ufunc: np.ufunc, values: np.ndarray, gid: np.ndarray,
     return out
 
 
-def _positions(ctx: _Ctx, groups: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def final_positions(ctx: MergeContext, groups: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Row positions of the final segments of ``groups``, one position at a time.
 
     Yields ``(active, rows)``: indices into ``groups`` of the keys that still have rows, and the row
@@ -188,7 +188,7 @@ def _positions(ctx: _Ctx, groups: np.ndarray) -> Iterator[tuple[np.ndarray, np.n
 # --------------------------------------------------------------------------------------------------
 
 
-def _is_int_like(t: pa.DataType) -> bool:
+def is_int_like(t: pa.DataType) -> bool:
     return (pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_time(t)
             or pa.types.is_timestamp(t) or pa.types.is_duration(t))
 
@@ -208,45 +208,38 @@ def _raw_values(arr: pa.Array, dtype: Any) -> np.ndarray:
     return np.frombuffer(buf, dtype=dt, count=arr.offset + len(arr))[arr.offset:]
 
 
-def _ints(arr: pa.Array) -> np.ndarray:
+def int_values(arr: pa.Array) -> np.ndarray:
     """Integer-like values as int64 (values under nulls are arbitrary)."""
     st = _storage_type(arr.type)
     return _raw_values(arr, st.to_pandas_dtype()).astype(np.int64)
 
 
-def _floats(arr: pa.Array) -> np.ndarray:
+def float_values(arr: pa.Array) -> np.ndarray:
     """Floating-point values in their own width (values under nulls are arbitrary)."""
     return _raw_values(arr, arr.type.to_pandas_dtype()).copy()
 
 
-def _bools(arr: pa.Array) -> np.ndarray:
+def bool_values(arr: pa.Array) -> np.ndarray:
     a = arr.fill_null(False) if arr.null_count else arr
     return np.asarray(a.to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def _from_ints(values: np.ndarray, null: np.ndarray, t: pa.DataType) -> pa.Array:
+def array_from_ints(values: np.ndarray, null: np.ndarray, t: pa.DataType) -> pa.Array:
     st = _storage_type(t)
     arr = pa.array(values.astype(st.to_pandas_dtype()), type=st, mask=null)
     return arr if st == t else arr.view(t)
 
 
-def _from_floats(values: np.ndarray, null: np.ndarray, t: pa.DataType) -> pa.Array:
+def array_from_floats(values: np.ndarray, null: np.ndarray, t: pa.DataType) -> pa.Array:
     return pa.array(values.astype(t.to_pandas_dtype()), type=t, mask=null)
 
 
-def _float_order_key(x: np.ndarray) -> np.ndarray:
-    """int64 keys ordering floats like Java's ``Double.compare`` (-0.0 < 0.0, NaN largest)."""
-    x64 = np.where(np.isnan(x), np.nan, x.astype(np.float64))
-    bits = x64.view(np.int64)
-    return np.where(bits < 0, bits ^ np.int64(0x7FFFFFFFFFFFFFFF), bits)
-
-
-def _float_from_key(k: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def float_from_order_key(k: np.ndarray, dtype: np.dtype) -> np.ndarray:
     bits = np.where(k < 0, k ^ np.int64(0x7FFFFFFFFFFFFFFF), k)
     return bits.view(np.float64).astype(dtype)
 
 
-def _list_like(t: pa.DataType, offsets: np.ndarray, child: pa.Array, null: np.ndarray) -> pa.Array:
+def list_array(t: pa.DataType, offsets: np.ndarray, child: pa.Array, null: np.ndarray) -> pa.Array:
     """A list / large list / map array of type ``t`` from offsets, its child array and a null mask."""
     n = len(offsets) - 1
     large = pa.types.is_large_list(t)
@@ -256,7 +249,7 @@ def _list_like(t: pa.DataType, offsets: np.ndarray, child: pa.Array, null: np.nd
                                  children=[child])
 
 
-def _blank(arr: pa.Array) -> np.ndarray:
+def is_blank(arr: pa.Array) -> np.ndarray:
     """Java ``StringUtils.isBlank``: null, empty or only whitespace."""
     if len(arr) == 0:
         return np.zeros(0, dtype=bool)

@@ -14,8 +14,17 @@ import pyarrow.compute as pc
 from lakelog.connector.errors import InvalidInputError
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, RowKind
 from lakelog.connector.format.options import CoreOptions, SortOrder
-from lakelog.connector.lsm.merge.aggregators import _AggSpec, _fold
-from lakelog.connector.lsm.merge.events import AGG, AGG_REV, RETRACT, SET, SKIP, _Ctx, _take, _valid
+from lakelog.connector.lsm.merge.aggregators import AggregateSpec, fold_aggregate
+from lakelog.connector.lsm.merge.events import (
+    AGG,
+    AGG_REV,
+    RETRACT,
+    SET,
+    SKIP,
+    MergeContext,
+    take_or_null,
+    valid_mask,
+)
 
 __all__ = [
     "DeduplicateMergeFunction",
@@ -30,7 +39,7 @@ __all__ = [
 # --------------------------------------------------------------------------------------------------
 
 
-def _order_by(options: CoreOptions) -> list[tuple[str, str]]:
+def sequence_order_by(options: CoreOptions) -> list[tuple[str, str]]:
     order = "descending" if options.sequence_field_sort_order == SortOrder.DESCENDING else "ascending"
     return [(f, order) for f in options.sequence_field]
 
@@ -43,7 +52,7 @@ def _is_insert(kinds: np.ndarray) -> np.ndarray:
     return (kinds == RowKind.INSERT) | (kinds == RowKind.UPDATE_AFTER)
 
 
-def _output(table: pa.Table, ctx: _Ctx, kind: np.ndarray, rows: np.ndarray,
+def _output(table: pa.Table, ctx: MergeContext, kind: np.ndarray, rows: np.ndarray,
             values: dict[str, pa.Array]) -> pa.Table:
     """One row per key: key columns from the key's last row, max sequence, ``kind``, merged values."""
     seq = np.asarray(table.column(SEQUENCE_NUMBER).to_numpy(), dtype=np.int64)
@@ -86,7 +95,7 @@ class DeduplicateMergeFunction:
     def merge(self, table: pa.Table, keys: list[str]) -> pa.Table:
         if _empty(table):
             return table
-        ctx = _Ctx.build(table, keys)
+        ctx = MergeContext.build(table, keys)
         kinds = _kinds(table)
         ins = _is_insert(kinds)
         active = ins if self.ignore_delete else np.ones(ctx.n, dtype=bool)
@@ -106,7 +115,7 @@ class FirstRowMergeFunction:
     def merge(self, table: pa.Table, keys: list[str]) -> pa.Table:
         if _empty(table):
             return table
-        ctx = _Ctx.build(table, keys)
+        ctx = MergeContext.build(table, keys)
         ins = _is_insert(_kinds(table))
         if not self.ignore_delete and not ins.all():
             raise InvalidInputError(
@@ -122,7 +131,7 @@ class FirstRowMergeFunction:
 class AggregateMergeFunction:
     """``aggregation``: per-field aggregate functions (see the module docstring)."""
 
-    aggregators: dict[str, _AggSpec]
+    aggregators: dict[str, AggregateSpec]
     primary_keys: list[str]
     nullable: dict[str, bool]
     remove_record_on_delete: bool = False
@@ -132,7 +141,7 @@ class AggregateMergeFunction:
     def merge(self, table: pa.Table, keys: list[str]) -> pa.Table:
         if _empty(table):
             return table
-        ctx = _Ctx.build(table, keys)
+        ctx = MergeContext.build(table, keys)
         kinds = _kinds(table)
         ins = _is_insert(kinds)
         active = ins if self.ignore_delete else np.ones(ctx.n, dtype=bool)
@@ -146,17 +155,17 @@ class AggregateMergeFunction:
         for name in _value_columns(table, keys):
             arr = _column(table, name)
             if name in self.primary_keys or name not in self.aggregators:
-                values[name] = _take(arr, np.where(last >= 0, last, ctx.ends - 1))
+                values[name] = take_or_null(arr, np.where(last >= 0, last, ctx.ends - 1))
                 continue
             op = base_op
             if not self.nullable.get(name, True):
                 op = np.where(reset, SET, base_op).astype(np.int8)
-            values[name] = _fold(self.aggregators[name], arr, op, ctx)
+            values[name] = fold_aggregate(self.aggregators[name], arr, op, ctx)
         return _output(table, ctx, kind, ctx.ends - 1, values)
 
 
 @dataclass
-class _SeqGroup:
+class SequenceGroup:
     seq_fields: tuple[str, ...]
     fields: list[str]
     partial_delete: bool = False
@@ -168,8 +177,8 @@ class PartialUpdateMergeFunction:
 
     primary_keys: list[str]
     nullable: dict[str, bool]
-    groups: list[_SeqGroup]
-    aggregators: dict[str, _AggSpec]
+    groups: list[SequenceGroup]
+    aggregators: dict[str, AggregateSpec]
     ignore_delete: bool = False
     remove_record_on_delete: bool = False
     order_by: list[tuple[str, str]] = field(default_factory=list)
@@ -177,7 +186,7 @@ class PartialUpdateMergeFunction:
     def merge(self, table: pa.Table, keys: list[str]) -> pa.Table:
         if _empty(table):
             return table
-        ctx = _Ctx.build(table, keys)
+        ctx = MergeContext.build(table, keys)
         kinds = _kinds(table)
         # Paimon's initRow when a key's first row is a retraction: the non-nullable fields take that
         # row's values before the row itself is merged. Modelled as a virtual copy of the row in front.
@@ -186,12 +195,12 @@ class PartialUpdateMergeFunction:
         if len(first):
             table = table.take(pa.array(np.insert(np.arange(ctx.n), first, first)))
             virtual = np.insert(virtual, first, True)
-            ctx = _Ctx.build(table, keys)
+            ctx = MergeContext.build(table, keys)
             kinds = _kinds(table)
         ins = _is_insert(kinds)
         ret = ~ins & ~virtual
         active = ins | (ret & (not self.ignore_delete))
-        events: dict[str, tuple[np.ndarray, _AggSpec]] = {}
+        events: dict[str, tuple[np.ndarray, AggregateSpec]] = {}
         if self.groups:
             reset, events = self._groups_events(table, ctx, kinds, ins, active, virtual)
         else:
@@ -213,20 +222,21 @@ class PartialUpdateMergeFunction:
         for name in _value_columns(table, keys):
             arr = _column(table, name)
             if name in self.primary_keys:
-                values[name] = _take(arr, ctx.ends - 1)
+                values[name] = take_or_null(arr, ctx.ends - 1)
                 continue
             set_rows = base_row & (not self.nullable.get(name, True))
             if name in events:
                 op, spec = events[name]
             else:
-                op, spec = np.where(ins, AGG, SKIP).astype(np.int8), _AggSpec("last_non_null_value", name)
+                op = np.where(ins, AGG, SKIP).astype(np.int8)
+                spec = AggregateSpec("last_non_null_value", name)
             op = np.where(set_rows & (op == SKIP), SET, op).astype(np.int8)
-            values[name] = _fold(spec, arr, op, ctx)
+            values[name] = fold_aggregate(spec, arr, op, ctx)
         return _output(table, ctx, kind, ctx.ends - 1, values)
 
-    def _groups_events(self, table: pa.Table, ctx: _Ctx, kinds: np.ndarray, ins: np.ndarray,
+    def _groups_events(self, table: pa.Table, ctx: MergeContext, kinds: np.ndarray, ins: np.ndarray,
                        active: np.ndarray, virtual: np.ndarray
-                       ) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, _AggSpec]]]:
+                       ) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, AggregateSpec]]]:
         n = ctx.n
         info = []
         for grp in self.groups:
@@ -236,7 +246,7 @@ class PartialUpdateMergeFunction:
             cols = [_column(table, f) for f in grp.seq_fields]
             nonempty = np.zeros(n, dtype=bool)
             for c in cols:
-                nonempty |= _valid(c)
+                nonempty |= valid_mask(c)
             base_cols = [c if not self.nullable.get(f, True) else pa.nulls(n, c.type)
                          for f, c in zip(grp.seq_fields, cols)]
             rank, base_rank = _tuple_ranks(cols, base_cols)
@@ -266,16 +276,17 @@ class PartialUpdateMergeFunction:
                 break
             reset = new_reset
         ctx.set_resets(reset)
-        events: dict[str, tuple[np.ndarray, _AggSpec]] = {}
+        events: dict[str, tuple[np.ndarray, AggregateSpec]] = {}
         retract = active & ~ins & ~reset
         for grp, new, (nonempty, _, _) in zip(self.groups, is_new, info):
             for f in grp.seq_fields:
-                events[f] = (np.where(new & ~reset, AGG, SKIP).astype(np.int8), _AggSpec("last_value", f))
+                keep = np.where(new & ~reset, AGG, SKIP).astype(np.int8)
+                events[f] = (keep, AggregateSpec("last_value", f))
             for f in grp.fields:
                 spec = self.aggregators.get(f)
                 if spec is None:
                     op = np.where(new & ins, AGG, np.where(new & retract, RETRACT, SKIP))
-                    events[f] = (op.astype(np.int8), _AggSpec("last_value", f))
+                    events[f] = (op.astype(np.int8), AggregateSpec("last_value", f))
                 else:
                     op = np.where(nonempty & ins, np.where(new, AGG, AGG_REV),
                                   np.where(nonempty & retract, RETRACT, SKIP))

@@ -1,0 +1,1 @@
+"""Apache Paimon's Java API as a test oracle (see oracle.py)."""
