@@ -1,6 +1,7 @@
 """Shared set-up of the PyFlink tests: every test here runs Flink (a MiniCluster or a cluster).
 
-- Every test in this folder is marked ``flink`` (``-m "not flink"`` skips them all).
+- Every test in this folder is marked ``flink`` (``-m "not flink"`` skips them all), before
+  tests/conftest.py gives ``unit`` to tests without a suite mark.
 - ``flink_env``: the one environment factory of the project
   (:func:`lakelog.operators.flink_env.flink_environment`), reading the repository's
   ``flink-conf/`` whatever ``$FLINK_CONF_DIR`` says, with a ``restarts=`` shortcut for the
@@ -18,6 +19,7 @@ import pytest
 REPO_CONF_DIR = str(Path(__file__).resolve().parents[2] / "flink-conf")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).resolve().parent
     for item in items:

@@ -126,6 +126,7 @@ def test_streaming_job_compacts_while_a_writer_writes(tmp_path: Any, flink_env: 
     assert max(sorted_run_counts(t.store).values()) <= trigger  # writes alone: `i` runs per bucket
 
 
+@pytest.mark.e2e
 def test_streaming_module_with_max_rounds(tmp_path: Any) -> None:
     wh = str(tmp_path / "wh")
     schema = pa.schema([pa.field("id", pa.int64(), False), pa.field("v", pa.string())])

@@ -85,6 +85,7 @@ def test_sql_batch(tmp_path: Any) -> None:
     assert ("bucket", "2") in opts
 
 
+@pytest.mark.e2e
 def test_sql_streaming_select_and_cli(tmp_path: Any) -> None:
     from lakelog.operators.sql import LakelogSql
 
