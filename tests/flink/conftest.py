@@ -1,7 +1,8 @@
 """Shared set-up of the PyFlink tests: every test here runs Flink (a MiniCluster or a cluster).
 
 - Every test in this folder is marked ``flink`` (``-m "not flink"`` skips them all), before
-  tests/conftest.py gives ``unit`` to tests without a suite mark.
+  tests/conftest.py gives ``unit`` to tests without a suite mark, and ignores PyFlink's
+  deprecation warnings and the exceptions its threads raise when a job is cancelled.
 - ``flink_env``: the one environment factory of the project
   (:func:`lakelog.operators.flink_env.flink_environment`), reading the repository's
   ``flink-conf/`` whatever ``$FLINK_CONF_DIR`` says, with a ``restarts=`` shortcut for the
@@ -17,6 +18,9 @@ from typing import Any, Optional
 import pytest
 
 REPO_CONF_DIR = str(Path(__file__).resolve().parents[2] / "flink-conf")
+# PyFlink's deprecations, and the exceptions its threads in this process raise when a job is
+# cancelled or a Python worker is killed (test_concurrent_writers kills them on purpose)
+_EXPECTED_WARNINGS = ("DeprecationWarning", "pytest.PytestUnhandledThreadExceptionWarning")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -25,6 +29,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if here in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.flink)
+            for warning in _EXPECTED_WARNINGS:
+                item.add_marker(pytest.mark.filterwarnings(f"ignore::{warning}"))
 
 
 @pytest.fixture()
@@ -35,7 +41,9 @@ def flink_env() -> Callable[..., Any]:
     pytest.importorskip("pyflink")
     from lakelog.operators.flink_env import flink_environment
 
-    def make(*, restarts: Optional[int] = None, config: Optional[dict[str, str]] = None, **kwargs: Any) -> Any:
+    def make(
+        *, restarts: Optional[int] = None, config: Optional[dict[str, str]] = None, **kwargs: Any
+    ) -> Any:
         conf = dict(config or {})
         if restarts is not None:
             conf.update(

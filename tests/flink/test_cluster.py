@@ -24,7 +24,7 @@ pytest.importorskip("pyflink")
 
 import lakelog  # noqa: E402
 
-pytestmark = [pytest.mark.flink, pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 JAVA_17 = "/usr/lib/jvm/java-17-openjdk-amd64"

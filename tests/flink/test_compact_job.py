@@ -20,11 +20,7 @@ import lakelog  # noqa: E402
 from lakelog.jobs.cli import main as cli_main  # noqa: E402
 from lakelog.operators.compact_buckets import sorted_run_counts  # noqa: E402
 
-pytestmark = [
-    pytest.mark.flink,
-    pytest.mark.slow,
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-]
+pytestmark = [pytest.mark.slow]
 
 SCHEMA = pa.schema(
     [pa.field("dt", pa.string(), False), pa.field("id", pa.int64(), False), pa.field("v", pa.string())]

@@ -27,12 +27,7 @@ pytest.importorskip("pyflink")
 import lakelog  # noqa: E402
 from lakelog.operators.committer import COMMITTABLES_PROPERTY  # noqa: E402
 
-pytestmark = [
-    pytest.mark.flink,
-    pytest.mark.slow,
-    # a killed Python worker's gRPC reader thread dies noisily in this process
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning"),
-]
+pytestmark = [pytest.mark.slow]
 
 # Python workers cannot import this test module: ship its functions by value.
 import cloudpickle  # noqa: E402

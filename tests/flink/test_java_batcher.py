@@ -4,7 +4,6 @@ fresh cache) and a tiny job's rows reach the table through it. Skipped without a
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +14,14 @@ pytest.importorskip("pyflink")
 
 import lakelog  # noqa: E402
 from lakelog.operators import jvm  # noqa: E402
+from tests.test_jvm import require_jdk  # noqa: E402
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False), pa.field("name", pa.string())])
 
 
 @pytest.fixture()
 def fresh_jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    if jvm.javac_path() is None:
-        if os.environ.get("LAKELOG_REQUIRE_JDK") == "1":
-            pytest.fail("LAKELOG_REQUIRE_JDK=1 but no javac (set JAVA_HOME or put a JDK on the PATH)")
-        pytest.skip("no JDK (javac) on this machine")
+    require_jdk()
     monkeypatch.setenv("LAKELOG_CACHE_DIR", str(tmp_path / "cache"))
     return jvm.lakelog_jar()  # compiled now, from operators/java
 

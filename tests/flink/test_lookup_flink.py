@@ -12,12 +12,7 @@ import pytest
 import lakelog
 
 pytest.importorskip("pyflink")
-pytestmark = [
-    pytest.mark.flink,
-    pytest.mark.slow,
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning"),
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-]
+pytestmark = [pytest.mark.slow]
 
 DIM = pa.schema(
     [

@@ -16,7 +16,7 @@ pytest.importorskip("pyflink")
 import lakelog  # noqa: E402
 from lakelog.jobs.pipeline import TABLE, expected_totals  # noqa: E402
 
-pytestmark = [pytest.mark.flink, pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_main_job(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ pytest.importorskip("pyflink")
 import lakelog  # noqa: E402
 from lakelog.operators.committer import COMMITTABLES_PROPERTY  # noqa: E402
 
-pytestmark = [pytest.mark.flink, pytest.mark.slow]
+pytestmark = [pytest.mark.slow]
 
 # Python workers cannot import this test module: ship its functions by value.
 import cloudpickle  # noqa: E402

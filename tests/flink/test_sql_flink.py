@@ -14,12 +14,7 @@ import lakelog
 from lakelog.connector.errors import OptionError, SchemaError
 
 pytest.importorskip("pyflink")
-pytestmark = [
-    pytest.mark.flink,
-    pytest.mark.slow,
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning"),
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-]
+pytestmark = [pytest.mark.slow]
 
 DDL = """
 CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='{wh}');
