@@ -128,16 +128,10 @@ def lookup_join(
     table: TableLike,
     on: Union[str, Sequence[str], Mapping[str, str]],
     *,
-    key_columns: Optional[Sequence[str]] = None,
-    columns: Optional[Sequence[str]] = None,
     join_type: str = "inner",
-    refresh_interval: Union[float, str, None] = None,
-    async_refresh: bool = False,
-    filter: Optional[str] = None,
-    consumer_id: Optional[str] = None,
-    cache_rows: int = 10_000,
     suffix: str = "_dim",
     name: Optional[str] = None,
+    **options: Any,
 ) -> DataStream:
     """``ds`` (a DataStream of named Rows, e.g. ``output_type=Types.ROW_NAMED(...)``) joined with the
     current rows of ``table`` (a lakelog ``Table`` or a table path).
@@ -146,8 +140,10 @@ def lookup_join(
     maps ``{field: key column}``. ``join_type``: ``inner`` drops rows without a match, ``left``
     keeps them with nulls. The output Rows hold ``ds``'s fields, then the table's ``columns``
     (default all) except key columns joined to a same-named field; other clashing names get
-    ``suffix``. Every parallel instance loads the table in ``open()`` and refreshes it every
-    ``refresh_interval`` (see :class:`~lakelog.operators.lookup_table.LookupTable`).
+    ``suffix``. ``options`` are the lookup table's (:meth:`LookupSpec.of
+    <lakelog.operators.lookup_table.LookupSpec.of>`): ``key_columns``, ``columns``, ``filter`` (a
+    SQL-like string), ``refresh_interval``, ``async_refresh``, ``consumer_id``, ``cache_rows``. Every
+    parallel instance loads the table in ``open()`` and refreshes it every ``refresh_interval``.
     """
     if join_type not in ("inner", "left"):
         raise OptionError(f"join_type must be 'inner' or 'left', not {join_type!r}")
@@ -159,16 +155,7 @@ def lookup_join(
         )
     in_names = [str(n) for n in in_type.get_field_names()]
     in_types = list(in_type.get_field_types())
-    spec = LookupSpec.of(
-        table,
-        key_columns=key_columns,
-        columns=columns,
-        filter=filter,
-        refresh_interval=refresh_interval,
-        async_refresh=async_refresh,
-        consumer_id=consumer_id,
-        cache_rows=cache_rows,
-    )
+    spec = LookupSpec.of(table, **options)
     lt = spec.open(lazy=True)  # validates names and types without loading rows
     probe = lt.probe_names(on)
     missing = [p for p in probe if p not in in_names]
@@ -196,17 +183,12 @@ def register_lookup_function(
     name: str,
     table: TableLike,
     *,
-    key_columns: Optional[Sequence[str]] = None,
-    columns: Optional[Sequence[str]] = None,
-    refresh_interval: Union[float, str, None] = None,
-    async_refresh: bool = False,
-    filter: Optional[str] = None,
-    consumer_id: Optional[str] = None,
-    cache_rows: int = 10_000,
     vectorized: bool = False,
+    **options: Any,
 ) -> list[str]:
     """Register ``name`` as a temporary system function over ``table`` (a lakelog ``Table`` or a
-    table path) and return its columns (``columns``, default all).
+    table path) and return its columns (``columns``, default all). ``options`` are the lookup
+    table's, as for :func:`lookup_join`.
 
     By default a table function: ``name(k1, k2, ...)`` (the values of ``key_columns``, default the
     primary key) yields the current rows with that key::
@@ -219,16 +201,7 @@ def register_lookup_function(
 
         SELECT x.oid, x.d.name FROM (SELECT o.oid, dim(o.customer_id) AS d FROM orders AS o) AS x
     """
-    spec = LookupSpec.of(
-        table,
-        key_columns=key_columns,
-        columns=columns,
-        filter=filter,
-        refresh_interval=refresh_interval,
-        async_refresh=async_refresh,
-        consumer_id=consumer_id,
-        cache_rows=cache_rows,
-    )
+    spec = LookupSpec.of(table, **options)
     lt = spec.open(lazy=True)
     types = {f.name: f.type for f in TableStore(spec.table_path).schema.fields}
     fields = ", ".join(
