@@ -215,8 +215,8 @@ def _parser() -> argparse.ArgumentParser:
                         "write at each checkpoint barrier); a comma list makes one table per value")
     p.add_argument("--parallelism", type=int, default=2, help="writer parallelism (and job default)")
     p.add_argument("--buckets", type=int, default=2)
-    p.add_argument("--bundle-time", type=int, default=None,
-                   help="python.fn-execution.bundle.time (ms); default: Flink's (1000)")
+    p.add_argument("--bundle-time", type=int, default=1000,
+                   help="python.fn-execution.bundle.time (ms); default: Flink's (1000), not flink-conf/'s (200)")
     p.add_argument("--discovery-ms", type=int, default=200, help="read_lakelog continuous.discovery-interval")
     p.add_argument("--poll-ms", type=int, default=50, help="snapshot poller interval")
     p.add_argument("--no-flink-reader", action="store_true", help="only the snapshot poller")
@@ -237,27 +237,21 @@ def run(args: argparse.Namespace, workdir: str) -> int:
     import cloudpickle
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    from pyflink.common import Configuration, Types
-    from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
+    from pyflink.common import Types
     from pyflink.table import StreamTableEnvironment
 
     import lakelog
+    from lakelog.operators.flink_env import flink_environment
     from lakelog.operators.sink import row_type_of, sink_to_lakelog
     from lakelog.operators.source import read_lakelog
 
     job = None
     try:
         cat = lakelog.Catalog(os.path.join(workdir, "wh"))
-        conf = Configuration()
-        conf.set_string("python.executable", sys.executable)
-        conf.set_string("python.client.executable", sys.executable)
-        if args.bundle_time:
-            conf.set_string("python.fn-execution.bundle.time", str(args.bundle_time))
-        conf.set_string("restart-strategy.type", "none")
-        env = StreamExecutionEnvironment.get_execution_environment(conf)
-        env.set_parallelism(args.parallelism)
-        env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
-        env.enable_checkpointing(args.checkpoint_ms)
+        conf = {"restart-strategy.type": "none"}
+        conf["python.fn-execution.bundle.time"] = str(args.bundle_time)
+        env = flink_environment(mode="streaming", parallelism=args.parallelism,
+                                checkpoint_interval_ms=args.checkpoint_ms, config=conf)
         t_env = StreamTableEnvironment.create(env)
         t_env.execute_sql(
             "CREATE TEMPORARY TABLE fresh_ids (id BIGINT, born AS PROCTIME()) WITH ('connector'='datagen', "
@@ -318,7 +312,7 @@ def run(args: argparse.Namespace, workdir: str) -> int:
     print()
     print(f"settings: runtime mode STREAMING, checkpointing every {args.checkpoint_ms} ms (EXACTLY_ONCE), "
           f"python.execution-mode=process (workers: {args.workers}), parallelism {args.parallelism}, "
-          f"python.fn-execution.bundle.time={args.bundle_time or 'default 1000'} ms, {args.rate:g} rows/s for {args.seconds:g} s "
+          f"python.fn-execution.bundle.time={args.bundle_time} ms (other settings from flink-conf/), {args.rate:g} rows/s for {args.seconds:g} s "
           f"({measured} rows, first {args.warmup_s:g} s = {warm} rows are warm-up), {args.buckets} buckets, "
           f"read_lakelog discovery {args.discovery_ms} ms, poller every {args.poll_ms} ms, committer poll "
           f"300 ms; load average (1/5/15 min) at start {load_start}, end {load_end}")

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import lakelog  # noqa: E402
-from lakelog.operators.lookup import LookupTable  # noqa: E402
+from lakelog.operators.lookup_table import LookupTable  # noqa: E402
 
 
 def _best(fn: Callable[[], Any], reps: int) -> float:

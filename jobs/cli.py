@@ -194,9 +194,9 @@ _STREAMING_FLAGS = (
 _JOB_FLAGS = ("parallelism", "commit_user")
 
 
-def _compact_job_arguments(s: argparse.ArgumentParser) -> None:
-    """The Flink compaction job's flags (lakelog.jobs.compact), declared here so that ``--help``
-    needs no pyflink."""
+def compact_job_arguments(s: argparse.ArgumentParser) -> None:
+    """The Flink compaction job's flags, for ``lakelog compact`` and ``python -m lakelog.jobs.compact``
+    (declared here, where ``--help`` needs no pyflink)."""
     s.add_argument("--streaming", action="store_true", help="a streaming Flink job that keeps compacting")
     s.add_argument("--parallelism", type=int, help="job: compactor parallelism")
     s.add_argument("--checkpoint-interval-ms", type=int, help="streaming: checkpoint interval")
@@ -262,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--job", action="store_true", help="run as a batch Flink job (parallel compaction)")
     s.add_argument("--full", action="store_true", help="with --streaming: full compactions")
-    _compact_job_arguments(s)
+    compact_job_arguments(s)
     s.set_defaults(func=cmd_compact)
     return p
 

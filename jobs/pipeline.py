@@ -4,9 +4,9 @@ streaming read of the same table prints what arrives; a batch query then checks 
 Run: ``python -m lakelog.jobs.pipeline [--warehouse DIR] [--orders N] [--rate R] [--conf-dir DIR]``
 
 Everything is embedded: a local MiniCluster (settings from ``flink-conf/config.yaml`` or
-``$FLINK_CONF_DIR``; see :mod:`lakelog.jobs.flink_env`) and a local warehouse (default: a temporary
+``$FLINK_CONF_DIR``; see :mod:`lakelog.operators.flink_env`) and a local warehouse (default: a temporary
 folder, removed afterwards). Three Flink jobs, all through the SQL wrapper
-(:class:`lakelog.jobs.sql.LakelogSql`):
+(:class:`lakelog.operators.sql.LakelogSql`):
 
 1. ``SELECT * FROM lk.shop.customer_totals`` in streaming mode, submitted first: it follows the
    table's snapshots and receives their changes (``+I`` for a new customer, ``-U``/``+U`` for a
@@ -265,8 +265,8 @@ def run(
 ) -> bool:
     """Run the three jobs on ``warehouse``; True when the table holds exactly the expected totals."""
     import lakelog
-    from lakelog.jobs.flink_env import load_settings
-    from lakelog.jobs.sql import LakelogSql
+    from lakelog.operators.flink_env import load_settings
+    from lakelog.operators.sql import LakelogSql
 
     started = time.monotonic()
     catalog = lakelog.Catalog(warehouse)

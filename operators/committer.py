@@ -1,5 +1,6 @@
-"""The sink's committer logic: idempotent, ordered commits of writer committables (pyflink is imported
-only inside :func:`make_committer_function`).
+"""The commit protocol of lakelog's Flink graphs (no pyflink): idempotent, ordered commits of
+committables, shared by the sink and the compaction job. The Flink operator that drives it is
+:class:`lakelog.operators.channel.LakelogCommitter`.
 
 Idempotence: every committable has a unique id. Each snapshot a :class:`SinkCommitter` makes lists
 the ids it contains in the snapshot property ``lakelog.committables``; on start the committer reads
@@ -15,8 +16,8 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Optional
+from collections.abc import Sequence
+from typing import Optional, Protocol
 
 from lakelog.connector.errors import CommitConflictError, SnapshotNotFoundError
 from lakelog.connector.format.commit_message import CommitMessage
@@ -27,13 +28,14 @@ from lakelog.connector.table.commit import TableCommit
 from lakelog.operators.codec import Committable, decode_committable, merge_properties
 
 __all__ = [
+    "Committer",
     "SinkCommitter",
     "ChannelReader",
     "WAKE",
     "commit_released",
     "COMMITTABLES_PROPERTY",
     "END_OF_INPUT_PROPERTY",
-    "make_committer_function",
+    "END_OF_INPUT",
 ]
 
 END_OF_INPUT = 2**63 - 2  # a keyed event-time timer fires here at end of bounded input
@@ -52,6 +54,27 @@ def _user_snapshots(store: TableStore, commit_user: str) -> list[tuple[int, int,
         for s in store.snapshot_manager.newest_first()
         if s.commit_user == commit_user
     ]
+
+
+class Committer(Protocol):
+    """What the committer operator drives: :class:`SinkCommitter`, or the compaction job's
+    :class:`~lakelog.operators.compact_buckets.CompactionCommitter`. Made per process by
+    ``committer_class(store, commit_user, run_token)``."""
+
+    @property
+    def done(self) -> set[str]:
+        """Ids of the committables finished with (committed, or dropped for good)."""
+        ...
+
+    def refresh(self) -> None:
+        """Learn what other parties of the commit user committed since the last look."""
+        ...
+
+    def commit(
+        self, committables: Sequence[Committable], next_identifier: int, *, final: bool
+    ) -> Optional[int]:
+        """Commit what is not done yet as one commit; the identifier used, or None."""
+        ...
 
 
 class _Superseded(Exception):
@@ -249,7 +272,7 @@ def _cancel_chained_compactions(messages: list[CommitMessage]) -> list[CommitMes
     return out
 
 
-def commit_released(committer: Any, reader: ChannelReader, next_identifier: int = 0) -> Optional[int]:
+def commit_released(committer: Committer, reader: ChannelReader, next_identifier: int = 0) -> Optional[int]:
     """Commit the committables ``reader``'s channel released and ``committer`` has not committed yet
     (one commit); return the identifier used, or None. Any party of the commit user may do this:
     released committables are final, and :class:`SinkCommitter`'s guard keeps concurrent passes
@@ -258,87 +281,4 @@ def commit_released(committer: Any, reader: ChannelReader, next_identifier: int 
     if not released:
         return None
     batch = [decode_committable(line) for line in released.values()]
-    result: Optional[int] = committer.commit(batch, next_identifier, final=False)
-    return result
-
-
-def make_committer_function(
-    new_committer: Callable[[], Any], channel_dir: Optional[str], poll_ms: int
-) -> Any:
-    """The Flink side of a committer (parallelism 1, keyed by a constant), shared by the sink and the
-    compaction job. ``new_committer()`` makes the object that commits (a :class:`SinkCommitter` or a
-    compaction committer): ``commit(committables, next_identifier, final=...)``, ``done`` (the ids
-    committed so far) and ``refresh()`` (learn what others of the commit user committed).
-
-    With a channel (STREAMING): commits what the channel released, every ``poll_ms`` while something
-    is pending and once when the Python function opens. Keeps received, not yet committed
-    committables in keyed ListState, the next commit identifier in keyed ValueState. At end of input
-    (the only point without a channel, i.e. in BATCH mode) commits everything it holds.
-
-    Restarts: PyFlink does not fire timers restored from a checkpoint, and opens a Python function
-    only when its first element arrives. So every timer is registered again by the first element in
-    a process (never skipped because of restored state), and ``WAKE`` lines (no committable) let
-    upstream operators start the committer after a restart: the sink's writers send one at every
-    checkpoint and at the final watermark (Java path), the compaction job's compactors every round.
-    A committable released while nothing reaches the committer is committed by whoever needs it
-    first (see the sink's writers), which the commit guard of :class:`SinkCommitter` makes safe."""
-    from pyflink.common import Types
-    from pyflink.datastream import KeyedProcessFunction, RuntimeContext
-    from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
-
-    def committable_id(line: str) -> str:
-        return str(json.loads(line)["id"])
-
-    class LakelogCommitter(KeyedProcessFunction):  # type: ignore[misc]
-        def open(self, runtime_context: RuntimeContext) -> None:
-            self.committer = new_committer()
-            self.reader = ChannelReader(channel_dir) if channel_dir else None
-            # a ListState of committable lines (PyFlink's MapState key iteration failed after restore)
-            self.pending = runtime_context.get_list_state(ListStateDescriptor("pending", Types.STRING()))
-            self.next_id = runtime_context.get_state(ValueStateDescriptor("next_id", Types.LONG()))
-            self.end_armed = False  # end-of-input timer registered in this process
-            self.polling = False  # a poll timer is pending in this process
-            self._commit_released(0)
-
-        def _commit_released(self, next_identifier: int) -> Optional[int]:
-            if self.reader is None:
-                return None
-            return commit_released(self.committer, self.reader, next_identifier)
-
-        def process_element(self, value: str, ctx: Any) -> Iterator[Any]:
-            if value != WAKE:
-                self.pending.add(value)
-            ts = ctx.timer_service()
-            if not self.end_armed:
-                ts.register_event_time_timer(END_OF_INPUT)
-                self.end_armed = True
-            if self.reader is not None and not self.polling:
-                ts.register_processing_time_timer(ts.current_processing_time() + poll_ms)
-                self.polling = True
-            return iter(())
-
-        def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Any]:
-            if timestamp == END_OF_INPUT:
-                self._after_commit(self._commit_released(self.next_id.value() or 1))
-                batch = [decode_committable(x) for x in list(self.pending.get() or [])]
-                self._after_commit(self.committer.commit(batch, self.next_id.value() or 1, final=True))
-                return iter(())
-            self.polling = False
-            self._after_commit(self._commit_released(self.next_id.value() or 1))
-            if list(self.pending.get() or []):
-                ts = ctx.timer_service()
-                ts.register_processing_time_timer(ts.current_processing_time() + poll_ms)
-                self.polling = True
-            return iter(())
-
-        def _after_commit(self, ident: Optional[int]) -> None:
-            if ident is not None:
-                self.next_id.update(ident + 1)
-            self.committer.refresh()  # writers may have committed some after a restart
-            done = self.committer.done
-            lines = list(self.pending.get() or [])
-            keep = [x for x in lines if committable_id(x) not in done]
-            if len(keep) != len(lines):
-                self.pending.update(keep)
-
-    return LakelogCommitter()
+    return committer.commit(batch, next_identifier, final=False)

@@ -7,6 +7,12 @@ the jar is built with the JDK's ``javac`` against the jars of the installed PyFl
 is needed and cached under ``$LAKELOG_CACHE_DIR`` (default ``~/.cache/lakelog``), one jar per source
 and PyFlink version. ``add_to(env)`` puts the jar on the job's ``pipeline.jars`` (shipped to a remote
 cluster with the job) and on the client JVM's class path.
+
+Without a JDK (:class:`JdkNotFoundError`) the sink falls back to its Python-only path with a warning;
+any other failure to build the jar (:class:`JavaCompileError`: javac rejected the sources, the Flink
+jars are missing) is an error: a broken build must not pass as a slower job.
+
+This module imports pyflink (the jar is compiled against the installed PyFlink's jars).
 """
 
 from __future__ import annotations
@@ -20,15 +26,27 @@ import zipfile
 from pathlib import Path
 from typing import Any, Optional
 
+import pyflink
+import pyflink.version
+from pyflink.java_gateway import get_gateway
+
 from lakelog.connector.errors import LakelogError
 
-__all__ = ["JavaBuildError", "lakelog_jar", "add_to", "javac_path"]
+__all__ = ["JavaBuildError", "JdkNotFoundError", "JavaCompileError", "lakelog_jar", "add_to", "javac_path"]
 
 _SOURCES = Path(__file__).resolve().parent / "java"
 
 
 class JavaBuildError(LakelogError):
-    """lakelog's Java operators could not be compiled (no JDK, or javac failed)."""
+    """lakelog's Java operators could not be built."""
+
+
+class JdkNotFoundError(JavaBuildError):
+    """No JDK compiler (``javac``) on this machine, and no jar built before."""
+
+
+class JavaCompileError(JavaBuildError):
+    """A JDK is there but the jar could not be built; the message holds javac's output."""
 
 
 def javac_path() -> Optional[str]:
@@ -40,12 +58,10 @@ def javac_path() -> Optional[str]:
 
 
 def _flink_classpath() -> list[Path]:
-    import pyflink
-
     root = Path(pyflink.__file__).resolve().parent
     jars = sorted((root / "lib").glob("*.jar")) + sorted((root / "opt").glob("flink-python*.jar"))
     if not jars:
-        raise JavaBuildError(f"no Flink jars under {root}/lib; is apache-flink installed completely?")
+        raise JavaCompileError(f"no Flink jars under {root}/lib; is apache-flink installed completely?")
     return jars
 
 
@@ -54,8 +70,6 @@ def _sources() -> list[Path]:
 
 
 def _digest(sources: list[Path]) -> str:
-    import pyflink.version
-
     h = hashlib.sha256(pyflink.version.__version__.encode())
     for src in sources:
         h.update(str(src.relative_to(_SOURCES)).encode() + b"\0" + src.read_bytes())
@@ -74,7 +88,7 @@ def lakelog_jar() -> Path:
         return jar
     javac = javac_path()
     if javac is None:
-        raise JavaBuildError(
+        raise JdkNotFoundError(
             "lakelog's Flink sink compiles a small Java operator at first use and needs a JDK's javac "
             "(set JAVA_HOME or put javac on the PATH), or pass java=False to use the slower "
             "Python-only path"
@@ -94,9 +108,15 @@ def lakelog_jar() -> Path:
             str(classes),
             *[str(s) for s in sources],
         ]
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True)
+        except OSError as exc:
+            raise JavaCompileError(f"could not run {javac}: {exc}") from exc
         if res.returncode != 0:
-            raise JavaBuildError(f"javac failed on {_SOURCES}:\n{res.stdout}{res.stderr}")
+            raise JavaCompileError(
+                f"javac failed on lakelog's Java operators ({_SOURCES}), exit status {res.returncode}; "
+                f"its output:\n{res.stdout}{res.stderr}"
+            )
         built = Path(tmp) / jar.name
         with zipfile.ZipFile(built, "w", zipfile.ZIP_DEFLATED) as z:
             z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: lakelog\n\n")
@@ -108,8 +128,6 @@ def lakelog_jar() -> Path:
 
 def add_to(env: Any) -> None:
     """Make lakelog's Java operators available to the job of ``env`` (a StreamExecutionEnvironment)."""
-    from pyflink.java_gateway import get_gateway
-
     uri = lakelog_jar().as_uri()
     util = get_gateway().jvm.org.apache.flink.python.util.PythonConfigUtil
     conf = util.getEnvironmentConfig(env._j_stream_execution_environment)  # where add_jars writes

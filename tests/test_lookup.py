@@ -17,8 +17,9 @@ import pytest
 import lakelog
 from lakelog.connector.errors import InvalidInputError, OptionError, SchemaError
 from lakelog.connector.format.schema_changes import AddColumn
-from lakelog.operators.lookup import LookupTable, rewrite_lookup_joins
 from lakelog.operators.lookup_index import column_hash, py_value_hash
+from lakelog.operators.lookup_table import LookupTable
+from lakelog.operators.sql.rewrite import rewrite_lookup_joins
 
 CUST = pa.schema(
     [

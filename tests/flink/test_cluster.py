@@ -24,7 +24,7 @@ pytest.importorskip("pyflink")
 
 import lakelog  # noqa: E402
 
-pytestmark = [pytest.mark.flink, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 JAVA_17 = "/usr/lib/jvm/java-17-openjdk-amd64"
@@ -96,7 +96,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     pid_dir.mkdir()
     rest_port, rpc_port = _free_ports(2)
     _write_conf(conf_dir, rest_port, rpc_port)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYFLINK_GATEWAY")}
+    # neither this process's gateway nor the client JVM options it exported for itself
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYFLINK_GATEWAY") and k != "JVM_ARGS"}
     env.update(
         FLINK_CONF_DIR=str(conf_dir),
         FLINK_LOG_DIR=str(log_dir),

@@ -18,13 +18,9 @@ pytest.importorskip("pyflink")
 
 import lakelog  # noqa: E402
 from lakelog.jobs.cli import main as cli_main  # noqa: E402
-from lakelog.operators.compact_ops import sorted_run_counts  # noqa: E402
+from lakelog.operators.compact_buckets import sorted_run_counts  # noqa: E402
 
-pytestmark = [
-    pytest.mark.flink,
-    pytest.mark.slow,
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-]
+pytestmark = [pytest.mark.slow]
 
 SCHEMA = pa.schema(
     [pa.field("dt", pa.string(), False), pa.field("id", pa.int64(), False), pa.field("v", pa.string())]
@@ -88,14 +84,14 @@ def test_batch_job_through_the_cli(tmp_path: Any) -> None:
     assert len(t.refresh().snapshots()) == len(snaps)
 
 
-def test_streaming_job_compacts_while_a_writer_writes(tmp_path: Any) -> None:
-    from lakelog.jobs.compact import make_env, start_compaction
+def test_streaming_job_compacts_while_a_writer_writes(tmp_path: Any, flink_env: Any) -> None:
+    from lakelog.jobs.compact import start_compaction
 
     t = _pk_table(str(tmp_path / "wh"))
     expected: dict[tuple[str, int], str] = {}
     for i in range(6):
         _write(t, "a", i, expected)
-    env = make_env(streaming=True, parallelism=2, checkpoint_interval_ms=1000)
+    env = flink_env(mode="streaming", parallelism=2, checkpoint_interval_ms=1000)
     t0 = time.monotonic()
     job = start_compaction(
         env, t.path, streaming=True, discovery_interval="500 ms", channel_dir=str(tmp_path / "ch")
@@ -126,6 +122,7 @@ def test_streaming_job_compacts_while_a_writer_writes(tmp_path: Any) -> None:
     assert max(sorted_run_counts(t.store).values()) <= trigger  # writes alone: `i` runs per bucket
 
 
+@pytest.mark.e2e
 def test_streaming_module_with_max_rounds(tmp_path: Any) -> None:
     wh = str(tmp_path / "wh")
     schema = pa.schema([pa.field("id", pa.int64(), False), pa.field("v", pa.string())])

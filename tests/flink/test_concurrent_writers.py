@@ -27,12 +27,7 @@ pytest.importorskip("pyflink")
 import lakelog  # noqa: E402
 from lakelog.operators.committer import COMMITTABLES_PROPERTY  # noqa: E402
 
-pytestmark = [
-    pytest.mark.flink,
-    pytest.mark.slow,
-    # a killed Python worker's gRPC reader thread dies noisily in this process
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning"),
-]
+pytestmark = [pytest.mark.slow]
 
 # Python workers cannot import this test module: ship its functions by value.
 import cloudpickle  # noqa: E402
@@ -43,29 +38,11 @@ SCHEMA = pa.schema(
     [pa.field("dt", pa.string(), False), pa.field("id", pa.int64(), False), pa.field("v", pa.string())]
 )
 ROW_NAMES = ["dt", "id", "v"]
-RESTARTS = {
-    "restart-strategy.type": "fixed-delay",
-    "restart-strategy.fixed-delay.attempts": "5",
-    "restart-strategy.fixed-delay.delay": "500 ms",
-}
+WRITER_CONF = {"python.fn-execution.bundle.size": "200", "python.fn-execution.bundle.time": "100"}
 
 
-def _env(checkpoint_ms: int = 1000, parallelism: int = 2) -> Any:
-    from pyflink.common import Configuration
-    from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
-
-    conf = Configuration()
-    conf.set_string("python.executable", sys.executable)
-    conf.set_string("python.client.executable", sys.executable)
-    conf.set_string("python.fn-execution.bundle.size", "200")
-    conf.set_string("python.fn-execution.bundle.time", "100")
-    for k, v in RESTARTS.items():
-        conf.set_string(k, v)
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    env.set_parallelism(parallelism)
-    env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
-    env.enable_checkpointing(checkpoint_ms)
-    return env
+def _env(flink_env: Any) -> Any:
+    return flink_env(parallelism=2, checkpoint_interval_ms=1000, restarts=5, config=WRITER_CONF)
 
 
 class Rows:
@@ -173,7 +150,7 @@ def _finish(client: Any, what: str, timeout_s: float = 400.0) -> None:
     result.result()  # raises if the job failed
 
 
-def test_two_insert_jobs_one_partition_each(tmp_path: Any) -> None:
+def test_two_insert_jobs_one_partition_each(tmp_path: Any, flink_env: Any) -> None:
     cat = lakelog.Catalog(str(tmp_path / "wh"))
     pk = cat.create_table(
         "db.pk", SCHEMA, primary_key=["dt", "id"], partition_by=["dt"], options={"bucket": "2"}
@@ -183,7 +160,7 @@ def test_two_insert_jobs_one_partition_each(tmp_path: Any) -> None:
     clients = []
     t0 = time.monotonic()
     for rows in jobs:
-        env = _env()
+        env = _env(flink_env)
         _writer_job(env, [pk.path, log.path], rows, tmp_path)
         clients.append(env.execute_async(f"insert-{rows.dt}"))
     for rows, client in zip(jobs, clients):
@@ -232,9 +209,9 @@ class WorkerKiller(threading.Thread):
             time.sleep(0.2)
 
 
-def test_two_write_only_jobs_and_the_compaction_job(tmp_path: Any) -> None:
-    from lakelog.jobs.compact import make_env, start_compaction
-    from lakelog.operators.compact_ops import sorted_run_counts
+def test_two_write_only_jobs_and_the_compaction_job(tmp_path: Any, flink_env: Any) -> None:
+    from lakelog.jobs.compact import start_compaction
+    from lakelog.operators.compact_buckets import sorted_run_counts
 
     cat = lakelog.Catalog(str(tmp_path / "wh"))
     pk = cat.create_table(
@@ -245,7 +222,7 @@ def test_two_write_only_jobs_and_the_compaction_job(tmp_path: Any) -> None:
         options={"bucket": "2", "write-only": "true"},
     )
     t0 = time.monotonic()
-    cenv = make_env(streaming=True, parallelism=2, checkpoint_interval_ms=1000, config=RESTARTS)
+    cenv = flink_env(parallelism=2, checkpoint_interval_ms=1000, restarts=5)
     job = start_compaction(
         cenv, pk.path, streaming=True, discovery_interval=0.5, channel_dir=str(tmp_path / "ch-compact")
     )
@@ -258,7 +235,7 @@ def test_two_write_only_jobs_and_the_compaction_job(tmp_path: Any) -> None:
     ]
     clients = []
     for rows in jobs:
-        env = _env()
+        env = _env(flink_env)
         _writer_job(env, [pk.path], rows, tmp_path, write_only=True)
         clients.append(env.execute_async(f"write-only-{rows.tag}"))
     # every job fails over once, in the middle (the writers wait at half-way for a compaction)

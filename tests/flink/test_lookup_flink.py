@@ -4,7 +4,6 @@ vectorised (pandas) row function."""
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import pyarrow as pa
@@ -13,12 +12,7 @@ import pytest
 import lakelog
 
 pytest.importorskip("pyflink")
-pytestmark = [
-    pytest.mark.flink,
-    pytest.mark.slow,
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning"),
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-]
+pytestmark = [pytest.mark.slow]
 
 DIM = pa.schema(
     [
@@ -56,17 +50,12 @@ class _UpdateDimOnMarker:
         return row
 
 
-def test_datastream_lookup_join_sees_updates_during_the_job(tmp_path: Any) -> None:
-    from pyflink.common import Configuration, Row, Types
-    from pyflink.datastream import StreamExecutionEnvironment
+def test_datastream_lookup_join_sees_updates_during_the_job(tmp_path: Any, flink_env: Any) -> None:
+    from pyflink.common import Row, Types
 
     from lakelog.operators.lookup import lookup_join
 
-    cfg = Configuration()
-    cfg.set_string("python.executable", sys.executable)
-    cfg.set_string("python.fn-execution.bundle.size", "1")  # see pipeline()
-    env = StreamExecutionEnvironment.get_execution_environment(cfg)
-    env.set_parallelism(1)
+    env = flink_env(parallelism=1, config={"python.fn-execution.bundle.size": "1"})  # see pipeline()
     row_t = Types.ROW_NAMED(["oid", "cid"], [Types.LONG(), Types.LONG()])
     tag = Types.ROW_NAMED(
         ["j", "oid", "cid", "name"], [Types.STRING(), Types.LONG(), Types.LONG(), Types.STRING()]
@@ -100,8 +89,8 @@ def test_datastream_lookup_join_sees_updates_during_the_job(tmp_path: Any) -> No
 def test_sql_lateral_table_joins(tmp_path: Any) -> None:
     from pyflink.table import DataTypes
 
-    from lakelog.jobs.sql import LakelogSql
     from lakelog.operators.lookup import register_lookup_function
+    from lakelog.operators.sql import LakelogSql
 
     t = _dim(tmp_path)
     t.write(pa.table({"id": [3, 4], "name": ["c2", "d1"], "city": ["z", "w"]}, schema=DIM))  # between runs

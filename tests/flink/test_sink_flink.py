@@ -18,7 +18,7 @@ pytest.importorskip("pyflink")
 import lakelog  # noqa: E402
 from lakelog.operators.committer import COMMITTABLES_PROPERTY  # noqa: E402
 
-pytestmark = [pytest.mark.flink, pytest.mark.slow]
+pytestmark = [pytest.mark.slow]
 
 # Python workers cannot import this test module: ship its functions by value.
 import cloudpickle  # noqa: E402
@@ -33,30 +33,24 @@ APPEND_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field(
 AGG_SCHEMA = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("total", pa.int64())])
 
 
-def _env(batch: bool, checkpoint_ms: int = 1000, restarts: int = 3) -> Any:
-    from pyflink.common import Configuration
-    from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
+# cancelling a failed attempt sometimes kills a TaskManager (a PyFlink 2.3 bug, see flink-conf/): a
+# second one with enough slots lets the job restart
+SINK_CONF = {
+    "python.fn-execution.bundle.size": "500",
+    "python.fn-execution.bundle.time": "100",
+    "minicluster.number-of-taskmanagers": "2",
+    "taskmanager.numberOfTaskSlots": "2",
+}
 
-    conf = Configuration()
-    conf.set_string("python.executable", sys.executable)
-    conf.set_string("python.client.executable", sys.executable)
-    conf.set_string("restart-strategy.type", "fixed-delay")
-    conf.set_string("restart-strategy.fixed-delay.attempts", str(restarts))
-    conf.set_string("restart-strategy.fixed-delay.delay", "500 ms")
-    conf.set_string("python.fn-execution.bundle.size", "500")
-    conf.set_string("python.fn-execution.bundle.time", "100")
-    # cancelling a failed attempt sometimes kills a TaskManager (a PyFlink 2.3 bug, see flink-conf/):
-    # a second one with enough slots lets the job restart
-    conf.set_string("minicluster.number-of-taskmanagers", "2")
-    conf.set_string("taskmanager.numberOfTaskSlots", "2")
-    env = StreamExecutionEnvironment.get_execution_environment(conf)
-    env.set_parallelism(2)
-    if batch:
-        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
-    else:
-        env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
-        env.enable_checkpointing(checkpoint_ms)
-    return env
+
+def _env(flink_env: Any, batch: bool, restarts: int = 3) -> Any:
+    return flink_env(
+        mode="batch" if batch else "streaming",
+        parallelism=2,
+        checkpoint_interval_ms=1000,
+        restarts=restarts,
+        config=SINK_CONF,
+    )
 
 
 def _numbers(env: Any, n: int) -> Any:
@@ -113,7 +107,7 @@ def _snapshot_checks(table: Any) -> None:
     assert not ids or max(ids.values()) == 1
 
 
-def test_streaming_exactly_once_across_failover(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_streaming_exactly_once_across_failover(tmp_path, flink_env) -> None:  # type: ignore[no-untyped-def]
     from pyflink.common import Types
 
     from lakelog.operators.sink import sink_to_lakelog
@@ -127,7 +121,7 @@ def test_streaming_exactly_once_across_failover(tmp_path) -> None:  # type: igno
         options={"bucket": "2", "merge-engine": "aggregation", "fields.total.aggregate-function": "sum"},
     )
     marker = str(tmp_path / "failed-once")
-    env = _env(batch=False)
+    env = _env(flink_env, batch=False)
     rows = _numbers(env, N).map(
         FailOnce(marker, FAIL_AFTER, app.store.path),
         output_type=Types.ROW_NAMED(["id", "k", "v"], [Types.LONG(), Types.LONG(), Types.LONG()]),
@@ -183,7 +177,7 @@ def test_streaming_exactly_once_across_failover(tmp_path) -> None:  # type: igno
     assert len(app.store.snapshot_manager.snapshots()) > 1  # committed while running, not only at the end
 
 
-def test_restart_commits_the_restored_checkpoint_without_new_committables(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_restart_commits_the_restored_checkpoint_without_new_committables(tmp_path, flink_env) -> None:  # type: ignore[no-untyped-def]
     """The committer polls every 4 s here and the failure comes 2.5 s after the first commit, so
     the restored checkpoint's committable is released but not committed yet; the one writer key
     waits for it and sends the committer nothing. PyFlink opens a Python function only when an
@@ -197,7 +191,7 @@ def test_restart_commits_the_restored_checkpoint_without_new_committables(tmp_pa
     cat = lakelog.Catalog(str(tmp_path / "wh"))
     app = cat.create_table("db.events", APPEND_SCHEMA, options={"bucket": "1", "bucket-key": "id"})
     marker = str(tmp_path / "failed-once")
-    env = _env(batch=False, restarts=1)
+    env = _env(flink_env, batch=False, restarts=1)
     rows = _numbers(env, n).map(
         FailOnce(marker, 1_500, app.store.path, delay_s=2.5),
         output_type=Types.ROW_NAMED(["id", "k", "v"], [Types.LONG(), Types.LONG(), Types.LONG()]),
@@ -217,7 +211,7 @@ def test_restart_commits_the_restored_checkpoint_without_new_committables(tmp_pa
     _snapshot_checks(app)
 
 
-def test_batch_mode_commits_at_end_of_input(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_batch_mode_commits_at_end_of_input(tmp_path, flink_env) -> None:  # type: ignore[no-untyped-def]
     from pyflink.common import Row, Types
 
     from lakelog.operators.sink import sink_to_lakelog
@@ -230,7 +224,7 @@ def test_batch_mode_commits_at_end_of_input(tmp_path) -> None:  # type: ignore[n
         options={"bucket": "3", "merge-engine": "aggregation", "fields.total.aggregate-function": "sum"},
     )
     n = 20_000
-    env = _env(batch=True)
+    env = _env(flink_env, batch=True)
     ds = _numbers(env, n).map(
         lambda x: Row(k=x % KEYS, total=x),
         output_type=Types.ROW_NAMED(["k", "total"], [Types.LONG(), Types.LONG()]),
@@ -308,7 +302,7 @@ def _typed_rows() -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.parametrize("java", [True, False], ids=["java-batcher", "python-only"])
-def test_types_and_kinds_round_trip_through_the_sink(tmp_path, java: bool) -> None:  # type: ignore[no-untyped-def]
+def test_types_and_kinds_round_trip_through_the_sink(tmp_path, flink_env, java: bool) -> None:  # type: ignore[no-untyped-def]
     """Every supported column type, with nulls, a NaN and a BIGINT beyond 2^53, through the Arrow
     hand-over of both sink paths (rows batched by the Java operator, or by a pandas UDF): insert-only
     into an append table, changelog (with -U/-D rows) into a primary-key table."""
@@ -322,7 +316,7 @@ def test_types_and_kinds_round_trip_through_the_sink(tmp_path, java: bool) -> No
     app = cat.create_table("db.app", TYPES_SCHEMA, options={"bucket": "2", "bucket-key": "id"})
     pk = cat.create_table("db.pk", TYPES_SCHEMA, primary_key=["id"], options={"bucket": "3"})
     rows = _typed_rows()
-    env = _env(batch=True)
+    env = _env(flink_env, batch=True)
     env.set_parallelism(1)  # from_collection is one subtask: keep each key's changes in order
     row_type = row_type_of(TYPES_SCHEMA)
     names = TYPES_SCHEMA.names
@@ -364,7 +358,7 @@ def test_types_and_kinds_round_trip_through_the_sink(tmp_path, java: bool) -> No
     [("s", {"s": 70_000}), ("id", {"id": None}), ("n", {"n": Decimal("1.005")})],
     ids=["overflow", "null-in-not-null", "decimal-places"],
 )
-def test_bad_values_fail_the_job_naming_the_column(tmp_path, column: str, bad: dict[str, Any]) -> None:  # type: ignore[no-untyped-def]
+def test_bad_values_fail_the_job_naming_the_column(tmp_path, flink_env, column: str, bad: dict[str, Any]) -> None:  # type: ignore[no-untyped-def]
     """A value the column cannot hold fails the job with the column's name, and nothing is committed."""
     from pyflink.common import Row, Types
 
@@ -372,7 +366,7 @@ def test_bad_values_fail_the_job_naming_the_column(tmp_path, column: str, bad: d
 
     schema = pa.schema([pa.field("id", pa.int64(), False), ("s", pa.int16()), ("n", pa.decimal128(6, 2))])
     t = lakelog.Catalog(str(tmp_path / "wh")).create_table("db.bad", schema, options={"bucket": "1", "bucket-key": "id"})
-    env = _env(batch=True, restarts=0)
+    env = _env(flink_env, batch=True, restarts=0)
     env.set_parallelism(1)
     rows = [{"id": i, "s": i, "n": Decimal("1.50")} for i in range(10)]
     rows[5] = {**rows[5], **bad}
@@ -384,13 +378,13 @@ def test_bad_values_fail_the_job_naming_the_column(tmp_path, column: str, bad: d
     assert t.store.snapshot_manager.latest_id() is None
 
 
-def test_rows_without_a_declared_type_are_typed_first(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_rows_without_a_declared_type_are_typed_first(tmp_path, flink_env) -> None:  # type: ignore[no-untyped-def]
     """A stream of plain Python tuples (no output_type, so Java sees pickled bytes) still reaches the
     table: the sink maps it into the table's row type (by position) before the Java batcher."""
     from lakelog.operators.sink import sink_to_lakelog
 
     t = lakelog.Catalog(str(tmp_path / "wh")).create_table("db.untyped", APPEND_SCHEMA, options={"bucket": "2", "bucket-key": "id"})
-    env = _env(batch=True)
+    env = _env(flink_env, batch=True)
     env.set_parallelism(1)
     sink_to_lakelog(env.from_collection([(i, i * 10) for i in range(50)]), t.store.path)
     env.execute("lakelog-sink-untyped")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from decimal import Decimal
 from typing import Any
 
@@ -12,12 +11,7 @@ import pytest
 import lakelog
 
 pytest.importorskip("pyflink")
-pytestmark = [
-    pytest.mark.flink,
-    pytest.mark.slow,
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning"),
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-]
+pytestmark = [pytest.mark.slow]
 
 SCHEMA = pa.schema(
     [
@@ -41,22 +35,13 @@ def _rows(dt: str, ids: list[int], v: str) -> pa.Table:
     )
 
 
-def _env(streaming: bool) -> Any:
-    from pyflink.common import Configuration
-    from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
-
-    cfg = Configuration()
-    cfg.set_string("python.executable", sys.executable)
-    env = StreamExecutionEnvironment.get_execution_environment(cfg)
-    env.set_parallelism(2)
+def _env(flink_env: Any, streaming: bool) -> Any:
     if streaming:
-        env.enable_checkpointing(500)
-    else:
-        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
-    return env
+        return flink_env(mode="streaming", parallelism=2, checkpoint_interval_ms=500)
+    return flink_env(mode="batch", parallelism=2)
 
 
-def test_batch_scan_parallel_with_pushdown(tmp_path: Any) -> None:
+def test_batch_scan_parallel_with_pushdown(tmp_path: Any, flink_env: Any) -> None:
     from lakelog.operators.source import plan_batch, read_lakelog
 
     t = lakelog.Catalog(str(tmp_path)).create_table(
@@ -66,7 +51,7 @@ def test_batch_scan_parallel_with_pushdown(tmp_path: Any) -> None:
     t.write(_rows("a", [1, 2], "z"))
     _, splits = plan_batch(t.path, filter="dt = 'a' AND id < 5")
     assert 1 <= len(splits) <= 3  # partition b pruned
-    ds = read_lakelog(_env(False), t.path, columns=["id", "v", "amt"], filter="dt = 'a' AND id < 5")
+    ds = read_lakelog(_env(flink_env, False), t.path, columns=["id", "v", "amt"], filter="dt = 'a' AND id < 5")
     got = sorted(tuple(r) for r in ds.execute_and_collect())
     assert got == [
         (0, "x0", Decimal("0.00")),
@@ -77,7 +62,7 @@ def test_batch_scan_parallel_with_pushdown(tmp_path: Any) -> None:
     ]
 
 
-def test_streaming_read_rowkinds_consumer_and_resume(tmp_path: Any) -> None:
+def test_streaming_read_rowkinds_consumer_and_resume(tmp_path: Any, flink_env: Any) -> None:
     from pyflink.common import RowKind
 
     from lakelog.operators.source import read_lakelog
@@ -90,7 +75,7 @@ def test_streaming_read_rowkinds_consumer_and_resume(tmp_path: Any) -> None:
 
     def run(expect: int, actions: dict[int, Any]) -> list[tuple[Any, tuple[Any, ...]]]:
         ds = read_lakelog(
-            _env(True),
+            _env(flink_env, True),
             t.path,
             mode="streaming",
             consumer_id="c1",

@@ -14,12 +14,7 @@ import lakelog
 from lakelog.connector.errors import OptionError, SchemaError
 
 pytest.importorskip("pyflink")
-pytestmark = [
-    pytest.mark.flink,
-    pytest.mark.slow,
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning"),
-    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
-]
+pytestmark = [pytest.mark.slow]
 
 DDL = """
 CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='{wh}');
@@ -38,7 +33,7 @@ def _collect(res: Any) -> list[tuple[Any, ...]]:
 
 
 def test_sql_batch(tmp_path: Any) -> None:
-    from lakelog.jobs.sql import LakelogSql
+    from lakelog.operators.sql import LakelogSql
 
     wh = str(tmp_path / "wh")
     sql = LakelogSql("streaming", parallelism=2)
@@ -85,8 +80,9 @@ def test_sql_batch(tmp_path: Any) -> None:
     assert ("bucket", "2") in opts
 
 
+@pytest.mark.e2e
 def test_sql_streaming_select_and_cli(tmp_path: Any) -> None:
-    from lakelog.jobs.sql import LakelogSql
+    from lakelog.operators.sql import LakelogSql
 
     wh = str(tmp_path / "wh")
     script = tmp_path / "s.sql"

@@ -1,58 +1,115 @@
-"""``JOIN t FOR SYSTEM_TIME AS OF ...`` (a processing-time lookup join) rewritten into a ``LATERAL TABLE``
-join over a lookup table function (:func:`lakelog.operators.lookup.register_lookup_function`).
+"""Statement rewrites of lakelog's Flink SQL wrapper, on the tokens of :mod:`.lexer` (no pyflink).
 
-Flink plans ``FOR SYSTEM_TIME AS OF`` only against a Java ``LookupTableSource``; this rewrite lets
-the standard syntax work against lakelog tables in :class:`lakelog.jobs.sql.LakelogSql`.
+* :func:`rewrite_table_refs`: every table named after ``FROM``/``JOIN`` (with its ``/*+ OPTIONS */``
+  hint) that the caller resolves to a view is replaced by that view: lakelog tables become views over
+  their sources.
+* :func:`rewrite_lookup_joins`: ``JOIN t FOR SYSTEM_TIME AS OF ...`` (a processing-time lookup join)
+  over a lakelog table becomes a ``LATERAL TABLE`` join over a lookup table function
+  (:func:`lakelog.operators.lookup.register_lookup_function`): Flink plans ``FOR SYSTEM_TIME AS OF``
+  only against a Java ``LookupTableSource``.
+
+Both edit the original text at token offsets and leave the rest of the statement untouched.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Optional
 
 from lakelog.connector.errors import OptionError
+from lakelog.operators.sql.lexer import Token, significant, tokenize
 
-__all__ = ["rewrite_lookup_joins"]
+__all__ = ["rewrite_table_refs", "rewrite_lookup_joins"]
 
-_SQL_TOKEN = re.compile(
-    r"(?P<ws>\s+)|(?P<hint>/\*\+.*?\*/)|(?P<comment>/\*.*?\*/|--[^\n]*)|(?P<str>'(?:[^']|'')*')"
-    r"|(?P<qid>`(?:[^`]|``)*`)|(?P<id>[A-Za-z_][\w$]*)|(?P<num>\d+(?:\.\d*)?)|(?P<sym>.)",
-    re.S,
-)
+# keywords that end the table list of a FROM clause (or begin another clause)
+_CLAUSE_END = {"WHERE", "GROUP", "ORDER", "LIMIT", "HAVING", "ON", "UNION", "SELECT", "WINDOW", "EXCEPT",
+               "INTERSECT", "MATCH_RECOGNIZE", "USING", "OFFSET", "FETCH", "QUALIFY"}  # fmt: skip
+# words after a table name that are not its alias
+_NOT_ALIAS = _CLAUSE_END | {"JOIN", "LEFT", "RIGHT", "FULL", "INNER", "CROSS", "OUTER", "AS", "FOR",
+                             "NATURAL"}  # fmt: skip
+# words that end the ON condition of a lookup join
 _ON_END = {"JOIN", "LEFT", "RIGHT", "FULL", "INNER", "CROSS", "WHERE", "GROUP", "ORDER", "LIMIT",
            "HAVING", "UNION", "WINDOW", "EXCEPT", "INTERSECT", "QUALIFY", "NATURAL"}  # fmt: skip
 
-
-@dataclass
-class _Tok:
-    kind: str
-    text: str
-    start: int
-    end: int
-
-    @property
-    def word(self) -> str:
-        return self.text.upper() if self.kind == "id" else ""
-
-    @property
-    def name(self) -> str:
-        return self.text[1:-1].replace("``", "`") if self.kind == "qid" else self.text
+_SKIPPED = ("ws", "comment")
 
 
-def _sql_tokens(sql: str) -> list[_Tok]:
-    out = []
-    for m in _SQL_TOKEN.finditer(sql):
-        kind = m.lastgroup or "sym"
-        if kind not in ("ws", "comment"):
-            out.append(_Tok(kind, m.group(), m.start(), m.end()))
-    return out
+def rewrite_table_refs(sql: str, view_for: Callable[[list[str], Optional[str]], Optional[str]]) -> str:
+    """``sql`` with the tables of its ``FROM`` and ``JOIN`` clauses replaced by views.
+
+    ``view_for(name parts, hint)`` gets each table name (``['cat', 'db', 't']``, ``['t']``, ...) and
+    the ``/*+ ... */`` hint after it (or None), and returns the (quoted, qualified) view to read
+    instead, or None to leave the table as it is. The hint goes with the table; a table without
+    an alias keeps its name as the alias, so column references stay valid."""
+    toks = list(tokenize(sql))
+    out: list[str] = []
+    i = 0
+    depth = 0
+    clause: dict[int, str] = {}
+    expect = False  # the next name is a table of a FROM list
+    while i < len(toks):
+        tok = toks[i]
+        up = tok.word
+        if tok.kind == "sym" and tok.text == "(":
+            depth += 1
+            expect = False
+        elif tok.kind == "sym" and tok.text == ")":
+            clause.pop(depth, None)
+            depth -= 1
+        elif tok.kind == "sym" and tok.text == ",":
+            expect = clause.get(depth) == "FROM"
+            out.append(tok.text)
+            i += 1
+            continue
+        elif up in ("FROM", "JOIN"):
+            clause[depth] = "FROM"
+            expect = True
+            out.append(tok.text)
+            i += 1
+            continue
+        elif up in _CLAUSE_END:
+            clause[depth] = up
+            expect = False
+        if expect and tok.is_name and up not in ("LATERAL", "TABLE", "UNNEST"):
+            j = i
+            parts = [toks[j].name]
+            while j + 2 < len(toks) and toks[j + 1].text == "." and toks[j + 2].is_name:
+                parts.append(toks[j + 2].name)
+                j += 2
+            k = _next(toks, j + 1)
+            hint = toks[k].text if k < len(toks) and toks[k].kind == "hint" else None
+            view = view_for(parts, hint)
+            if view is not None:
+                end = k if hint else j
+                n = _next(toks, end + 1)
+                has_alias = n < len(toks) and (
+                    toks[n].kind == "qid"
+                    or (toks[n].kind == "id" and toks[n].word not in _NOT_ALIAS)
+                    or toks[n].word == "AS"
+                )
+                alias = "" if has_alias else " AS `" + parts[-1].replace("`", "``") + "`"
+                out.append(view + alias)
+                i = end + 1
+                expect = False
+                continue
+            expect = False
+        elif tok.kind not in (*_SKIPPED, "hint"):
+            expect = expect and tok.kind == "sym" and tok.text == "("
+        out.append(tok.text)
+        i += 1
+    return "".join(out)
 
 
-def _split_top(toks: list[_Tok], word: str) -> list[list[_Tok]]:
+def _next(toks: list[Token], i: int) -> int:
+    """The index of the first token from ``i`` on that is no white space or comment."""
+    while i < len(toks) and toks[i].kind in _SKIPPED:
+        i += 1
+    return i
+
+
+def _split_top(toks: list[Token], word: str) -> list[list[Token]]:
     """``toks`` split at top-level ``word`` (AND), ignoring the AND of BETWEEN ... AND."""
-    parts: list[list[_Tok]] = [[]]
+    parts: list[list[Token]] = [[]]
     depth = 0
     between = False
     for t in toks:
@@ -87,7 +144,7 @@ def rewrite_lookup_joins(
     ``register(path, key columns, hint)`` registers a table function and returns (its name, its
     columns).
     """
-    toks = _sql_tokens(sql)
+    toks = significant(sql)
     edits: list[tuple[int, int, str]] = []
     i = 0
     while i < len(toks):
@@ -95,11 +152,11 @@ def rewrite_lookup_joins(
             i += 1
             continue
         j = i + 1
-        if j >= len(toks) or toks[j].kind not in ("id", "qid") or toks[j].word == "LATERAL":
+        if j >= len(toks) or not toks[j].is_name or toks[j].word == "LATERAL":
             i += 1
             continue
         parts = [toks[j].name]
-        while j + 2 < len(toks) and toks[j + 1].text == "." and toks[j + 2].kind in ("id", "qid"):
+        while j + 2 < len(toks) and toks[j + 1].text == "." and toks[j + 2].is_name:
             parts.append(toks[j + 2].name)
             j += 2
         k = j + 1
@@ -120,7 +177,7 @@ def rewrite_lookup_joins(
         if m >= len(toks):
             raise OptionError(f"lookup join on {'.'.join(parts)} needs an ON clause")
         tail = toks[k + 4 : m]
-        if len(tail) >= 2 and tail[-1].kind in ("id", "qid") and tail[-2].text != ".":
+        if len(tail) >= 2 and tail[-1].is_name and tail[-2].text != ".":
             alias = tail[-1].name
         else:
             alias = parts[-1]
@@ -166,23 +223,23 @@ def rewrite_lookup_joins(
     return out
 
 
-def _lookup_keys(sql: str, cond: list[_Tok], alias: str) -> tuple[list[str], list[str], list[str]]:
+def _lookup_keys(sql: str, cond: list[Token], alias: str) -> tuple[list[str], list[str], list[str]]:
     """(key columns, probe expressions, other conjuncts) of a lookup join's ON condition."""
     keys: list[str] = []
     args: list[str] = []
     rest: list[str] = []
 
-    def text(ts: list[_Tok]) -> str:
+    def text(ts: list[Token]) -> str:
         return sql[ts[0].start : ts[-1].end] if ts else ""
 
-    def dim_column(ts: list[_Tok]) -> Optional[str]:
-        if len(ts) == 3 and ts[0].kind in ("id", "qid") and ts[0].name == alias and ts[1].text == ".":
-            return ts[2].name if ts[2].kind in ("id", "qid") else None
+    def dim_column(ts: list[Token]) -> Optional[str]:
+        if len(ts) == 3 and ts[0].is_name and ts[0].name == alias and ts[1].text == ".":
+            return ts[2].name if ts[2].is_name else None
         return None
 
-    def mentions_alias(ts: list[_Tok]) -> bool:
+    def mentions_alias(ts: list[Token]) -> bool:
         return any(
-            t.kind in ("id", "qid") and t.name == alias and k + 1 < len(ts) and ts[k + 1].text == "."
+            t.is_name and t.name == alias and k + 1 < len(ts) and ts[k + 1].text == "."
             for k, t in enumerate(ts)
         )
 

@@ -1,9 +1,10 @@
-"""Flink configuration for lakelog jobs: read ``flink-conf/config.yaml``, build the environment.
+"""The Flink configuration of lakelog's jobs and the one factory of their execution environments.
 
-The runnable jobs (``lakelog sql -f``, ``python -m lakelog.jobs.pipeline``) take their Flink settings
-from a configuration directory, the same one Flink's own scripts use:
+Every job, benchmark and test builds its ``StreamExecutionEnvironment`` with
+:func:`flink_environment`, which reads a Flink configuration directory, the same one Flink's own
+scripts use:
 
-1. ``--conf-dir DIR`` (``conf_dir=`` here), else
+1. ``conf_dir=`` (``--conf-dir DIR`` of the jobs), else
 2. ``$FLINK_CONF_DIR``, else
 3. the repository's ``flink-conf/`` (found next to this package in a source checkout), else nothing.
 
@@ -13,11 +14,14 @@ from a configuration directory, the same one Flink's own scripts use:
 * ``python.executable`` / ``python.client.executable`` default to ``sys.executable`` (the interpreter
   that has lakelog installed); a value in the file wins.
 * Local runs (an embedded MiniCluster, the default) drop the cluster-only keys (ports, addresses,
-  process memory, JVM options) so that two jobs can run side by side.
+  process memory, JVM options) so that two jobs can run side by side; ``env.java.opts.client``
+  starts the embedded JVM.
 * Remote runs (``execution.target: remote`` in the file, or ``remote=True`` / ``"host:port"``) keep
   them, submit to the cluster at ``rest.address``:``rest.port`` and ship the ``flink-python`` jar.
 * Under ``flink run -py`` the Flink CLI already made a context environment (with its own
   configuration); :func:`execution_environment` keeps it.
+
+This module imports pyflink (it is only imported where a Flink graph is built).
 """
 
 from __future__ import annotations
@@ -29,17 +33,28 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from pyflink.common import Configuration
+from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
+from pyflink.find_flink_home import _find_flink_home
+from pyflink.java_gateway import get_gateway
+from pyflink.util.java_utils import get_j_env_configuration
+
 from lakelog.connector.errors import OptionError
 
 __all__ = [
+    "flink_environment",
     "find_conf_dir",
     "read_flink_conf",
     "job_settings",
     "load_settings",
     "is_remote",
+    "runtime_mode",
     "execution_environment",
     "python_jar",
+    "DEFAULT_CHECKPOINT_MS",
 ]
+
+DEFAULT_CHECKPOINT_MS = 2000  # streaming jobs whose configuration sets no checkpoint interval
 
 CONFIG_FILES = ("config.yaml", "flink-conf.yaml")
 
@@ -124,8 +139,6 @@ def read_flink_conf(conf_dir: Optional[str]) -> dict[str, str]:
 
 def python_jar() -> Optional[str]:
     """The ``flink-python`` jar of the installed PyFlink (a remote cluster needs it per job)."""
-    from pyflink.find_flink_home import _find_flink_home
-
     home = _find_flink_home()
     jars = sorted(glob.glob(os.path.join(home, "opt", "flink-python*.jar")))
     jars = jars or sorted(glob.glob(os.path.join(home, "lib", "flink-python*.jar")))
@@ -179,24 +192,20 @@ def _prepare_client_jvm(settings: Mapping[str, str]) -> None:
     """Before PyFlink launches its JVM (the client, and the MiniCluster of local runs): pass
     ``env.java.opts.client`` of the configuration as ``JVM_ARGS`` (PyFlink's launcher reads JVM
     options only from its own ``FLINK_CONF_DIR``). No effect once the JVM runs or with ``JVM_ARGS`` set."""
-    from pyflink.java_gateway import _gateway
+    from pyflink import java_gateway
 
     opts = settings.get("env.java.opts.client", "").strip()
-    if opts and _gateway is None and "PYFLINK_GATEWAY_PORT" not in os.environ:
+    if opts and java_gateway._gateway is None and "PYFLINK_GATEWAY_PORT" not in os.environ:
         os.environ.setdefault("JVM_ARGS", opts)
 
 
-def execution_environment(settings: Mapping[str, str]) -> Any:
-    """A PyFlink ``StreamExecutionEnvironment`` for ``settings``.
+def execution_environment(settings: Mapping[str, str]) -> StreamExecutionEnvironment:
+    """A PyFlink ``StreamExecutionEnvironment`` for ``settings`` (no runtime mode, parallelism or
+    checkpointing of its own: :func:`flink_environment` adds them).
 
     Local settings give the context environment (a MiniCluster, or the ``flink run`` one); remote
     settings give an environment that submits to the cluster they name, unless ``flink run``
     already set one up."""
-    from pyflink.common import Configuration
-    from pyflink.datastream import StreamExecutionEnvironment
-    from pyflink.java_gateway import get_gateway
-    from pyflink.util.java_utils import get_j_env_configuration
-
     _prepare_client_jvm(settings)
     cfg = Configuration()
     for k, v in settings.items():
@@ -210,3 +219,48 @@ def execution_environment(settings: Mapping[str, str]) -> Any:
         return env  # flink run: the CLI's context environment already targets its cluster
     j_env_class = get_gateway().jvm.org.apache.flink.streaming.api.environment.StreamExecutionEnvironment
     return StreamExecutionEnvironment(j_env_class(cfg._j_configuration))
+
+
+def runtime_mode(settings: Mapping[str, str], mode: Optional[str] = None) -> str:
+    """``"streaming"`` or ``"batch"``: ``mode`` if given, else ``execution.runtime-mode`` of
+    ``settings``, else streaming."""
+    chosen = (mode or settings.get("execution.runtime-mode") or "streaming").strip().lower()
+    if chosen not in ("streaming", "batch"):
+        raise OptionError(f"'execution.runtime-mode' must be 'streaming' or 'batch', not {chosen!r}")
+    return chosen
+
+
+def flink_environment(
+    *,
+    mode: Optional[str] = None,
+    parallelism: Optional[int] = None,
+    checkpoint_interval_ms: Optional[int] = None,
+    config: Optional[Mapping[str, str]] = None,
+    conf_dir: Optional[str] = None,
+    remote: Union[bool, str, None] = None,
+    settings: Optional[Mapping[str, str]] = None,
+) -> StreamExecutionEnvironment:
+    """The execution environment of a lakelog job, benchmark or test.
+
+    Settings: ``settings`` when given (e.g. kept from an earlier :func:`load_settings`), else the
+    configuration directory's (``conf_dir``, ``$FLINK_CONF_DIR`` or the repository's ``flink-conf/``;
+    ``remote`` as in :func:`job_settings`); ``config`` overrides single keys on top.
+    ``mode``: ``"streaming"`` or ``"batch"`` (default: ``execution.runtime-mode`` of the settings,
+    else streaming). ``parallelism``: the job's default parallelism (default: the settings').
+    Streaming jobs checkpoint every ``checkpoint_interval_ms``, else at the settings'
+    ``execution.checkpointing.interval``, else every :data:`DEFAULT_CHECKPOINT_MS`."""
+    merged = dict(settings) if settings is not None else load_settings(conf_dir, remote=remote)
+    merged.update(config or {})
+    merged.setdefault("python.executable", sys.executable)
+    merged.setdefault("python.client.executable", sys.executable)
+    chosen = runtime_mode(merged, mode)
+    env = execution_environment(merged)
+    if chosen == "batch":
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    else:
+        env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
+        if checkpoint_interval_ms or "execution.checkpointing.interval" not in merged:
+            env.enable_checkpointing(checkpoint_interval_ms or DEFAULT_CHECKPOINT_MS)
+    if parallelism:
+        env.set_parallelism(parallelism)
+    return env

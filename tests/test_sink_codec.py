@@ -75,7 +75,7 @@ def test_batch_encoder_groups_rows_into_bucket_blobs(tmp_path) -> None:  # type:
     pytest.importorskip("mmh3")
     import pandas as pd
 
-    from lakelog.operators.sink import BatchEncoder, blob_key, decode_blob
+    from lakelog.operators.sink_blobs import BatchEncoder, blob_key, decode_blob
 
     t = _table(tmp_path)
     store = t.store
@@ -118,7 +118,7 @@ def test_batch_splitter_cuts_a_java_batch_into_the_encoders_blobs(tmp_path) -> N
     import pandas as pd
 
     from lakelog.connector.errors import InvalidInputError
-    from lakelog.operators.sink import (
+    from lakelog.operators.sink_blobs import (
         KIND_FIELD,
         WAKE_BLOB,
         BatchEncoder,
@@ -165,7 +165,7 @@ def test_batch_encoder_null_masks_and_bad_values(tmp_path) -> None:  # type: ign
     import pandas as pd
 
     from lakelog.connector.errors import InvalidInputError
-    from lakelog.operators.sink import BatchEncoder, decode_blob
+    from lakelog.operators.sink_blobs import BatchEncoder, decode_blob
 
     schema = pa.schema([pa.field("id", pa.int64(), False), ("big", pa.int64()), ("f", pa.float64()), ("s", pa.int16())])
     t = lakelog.Catalog(str(tmp_path / "wh")).create_table("db.n", schema, options={"bucket": "1", "bucket-key": "id"})

@@ -16,12 +16,18 @@ idempotent committer that drops compactions which lost a race.
   wrote are deleted; the others commit. Compactions never add rows, so dropping one loses
   nothing, and appended files are never touched.
 
-The pyflink operator classes live in :mod:`lakelog.jobs.compact`.
+* **Progress** (:func:`progress_path`, :func:`read_progress`): a streaming planner's last round, for
+  idle detection by the job that runs it.
+
+No pyflink here: the operators that run these are in :mod:`lakelog.operators.compact`, the job in
+:mod:`lakelog.jobs.compact`, the design in ``operators/README.md``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Optional
@@ -56,6 +62,9 @@ __all__ = [
     "stale_inputs",
     "CompactionCommitter",
     "sorted_run_counts",
+    "progress_path",
+    "read_progress",
+    "write_progress",
 ]
 
 log = logging.getLogger(__name__)
@@ -334,3 +343,33 @@ def sorted_run_counts(store: TableStore, snapshot: Optional[Snapshot] = None) ->
         else:
             out[key] = len(b.files)
     return out
+
+
+def progress_path(channel_dir: str, run_token: str) -> str:
+    """Where a streaming run's planner records its last round (a dot file: the channel reader
+    skips it): ``{"round": n, "snapshot": id}``, the last snapshot it has examined."""
+    return os.path.join(channel_dir, f".lakelog-planner-{run_token}.json")
+
+
+def read_progress(path: str) -> Optional[dict[str, int]]:
+    """The progress recorded at ``path``, or None (not written yet, or unreadable)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            d = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if isinstance(d, dict) and isinstance(d.get("round"), int) and isinstance(d.get("snapshot"), int):
+        return {"round": d["round"], "snapshot": d["snapshot"]}
+    return None
+
+
+def write_progress(path: str, rounds: int, snapshot_id: int) -> None:
+    """Record a planner round at ``path`` (atomically; progress is advisory, so a failure is only
+    logged)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"round": rounds, "snapshot": snapshot_id}, fh)
+        os.replace(tmp, path)
+    except OSError:
+        log.debug("could not record planner progress in %s", path)

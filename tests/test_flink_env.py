@@ -1,4 +1,4 @@
-"""flink-conf loading for jobs (no Flink job runs here)."""
+"""flink-conf loading and the jobs' use of it (needs PyFlink installed; no JVM starts here)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ import pytest
 pytest.importorskip("pyflink")
 
 from lakelog.connector.errors import OptionError  # noqa: E402
-from lakelog.jobs import flink_env  # noqa: E402
 from lakelog.jobs.sql import main as sql_main  # noqa: E402
+from lakelog.operators import flink_env  # noqa: E402
 
-pytestmark = [pytest.mark.flink]
-
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_repository_conf_is_found_and_flattened(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,4 @@
-"""Flink-free parts of the compaction job (lakelog.operators.compact_ops): planning, per-bucket
+"""Flink-free parts of the compaction job (lakelog.operators.compact_buckets): planning, per-bucket
 compaction, and the committer that drops compactions which lost a race."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import lakelog
 from lakelog.connector.errors import InvalidInputError
 from lakelog.operators.codec import Committable, decode_committable, encode_committable
-from lakelog.operators.compact_ops import (
+from lakelog.operators.compact_buckets import (
     CompactionCommitter,
     bucket_key,
     changed_buckets,

@@ -1,0 +1,173 @@
+"""The tail of every lakelog graph that commits: the checkpoint-gated channel, the committer, the end.
+
+The sink's writers and the compaction job's compactors both emit committables (JSON lines of
+:mod:`lakelog.operators.codec`). :func:`commit_through_channel` adds what follows them, written
+once for both::
+
+    committables --FileSink (on-checkpoint rolling, p=1)..........> channel_dir  (STREAMING only)
+    committables --key_by(0)--> LakelogCommitter (p=1) --> discard
+
+A part file of the channel becomes visible only when the checkpoint that covers it completes, so
+a committable read from a finished file is *released*; the committer commits released ones (and,
+at end of input, everything it holds). The protocol itself (idempotence, identifiers) is
+:class:`lakelog.operators.committer.SinkCommitter`'s; the design, including what happens on a
+restart, is in ``operators/README.md``.
+
+This module imports pyflink.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from pyflink.common import Types
+from pyflink.common.serialization import Encoder
+from pyflink.datastream import DataStream, KeyedProcessFunction, RuntimeContext
+from pyflink.datastream.connectors import Sink
+from pyflink.datastream.connectors.file_system import BucketAssigner, FileSink, RollingPolicy
+from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
+from pyflink.java_gateway import get_gateway
+
+from lakelog.connector.format.store import TableStore
+from lakelog.operators.codec import decode_committable
+from lakelog.operators.committer import (
+    END_OF_INPUT,
+    WAKE,
+    ChannelReader,
+    Committer,
+    SinkCommitter,
+    commit_released,
+)
+
+__all__ = ["CommitterConfig", "LakelogCommitter", "commit_through_channel", "discard", "constant_key"]
+
+
+@dataclass(frozen=True)
+class CommitterConfig:
+    """What the committer of one table needs: ``committer_class(store, commit_user, run_token)``
+    makes the object that commits (:class:`SinkCommitter` by default); ``channel_dir`` is None in
+    BATCH mode (no checkpoints, no channel: everything commits at end of input); ``poll_ms`` is how
+    often it looks for released committables while it holds some."""
+
+    table_path: str
+    commit_user: str
+    run_token: str
+    channel_dir: Optional[str]
+    poll_ms: int
+    committer_class: type = SinkCommitter
+
+    def new_committer(self) -> Committer:
+        committer: Committer = self.committer_class(
+            TableStore(self.table_path), self.commit_user, self.run_token
+        )
+        return committer
+
+
+def _committable_id(line: str) -> str:
+    return str(json.loads(line)["id"])
+
+
+class LakelogCommitter(KeyedProcessFunction):  # type: ignore[misc]
+    """Parallelism 1, keyed by a constant. Input: committable lines, and ``WAKE`` lines that only
+    start it (after a restart nothing else may: see "Restarts" in ``operators/README.md``).
+
+    Keeps received, not yet committed committables in keyed ListState and the next commit
+    identifier in keyed ValueState. With a channel: commits what the channel released when it
+    opens and every ``poll_ms`` while it holds something. At end of input (an event-time timer at
+    ``END_OF_INPUT``) commits what was released, then everything it still holds, marked final."""
+
+    def __init__(self, config: CommitterConfig) -> None:
+        self.config = config
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.committer = self.config.new_committer()
+        channel = self.config.channel_dir
+        self.reader = ChannelReader(channel) if channel else None
+        # a ListState of committable lines (PyFlink's MapState key iteration failed after restore)
+        self.pending = runtime_context.get_list_state(ListStateDescriptor("pending", Types.STRING()))
+        self.next_id = runtime_context.get_state(ValueStateDescriptor("next_id", Types.LONG()))
+        self.end_armed = False  # end-of-input timer registered in this process
+        self.polling = False  # a poll timer is pending in this process
+        self._commit_released(0)
+
+    def _commit_released(self, next_identifier: int) -> Optional[int]:
+        if self.reader is None:
+            return None
+        return commit_released(self.committer, self.reader, next_identifier)
+
+    def process_element(self, value: str, ctx: Any) -> Iterator[Any]:
+        if value != WAKE:
+            self.pending.add(value)
+        ts = ctx.timer_service()
+        if not self.end_armed:
+            ts.register_event_time_timer(END_OF_INPUT)
+            self.end_armed = True
+        if self.reader is not None and not self.polling:
+            ts.register_processing_time_timer(ts.current_processing_time() + self.config.poll_ms)
+            self.polling = True
+        return iter(())
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Any]:
+        if timestamp == END_OF_INPUT:
+            self._after_commit(self._commit_released(self.next_id.value() or 1))
+            batch = [decode_committable(x) for x in list(self.pending.get() or [])]
+            self._after_commit(self.committer.commit(batch, self.next_id.value() or 1, final=True))
+            return iter(())
+        self.polling = False
+        self._after_commit(self._commit_released(self.next_id.value() or 1))
+        if list(self.pending.get() or []):
+            ts = ctx.timer_service()
+            ts.register_processing_time_timer(ts.current_processing_time() + self.config.poll_ms)
+            self.polling = True
+        return iter(())
+
+    def _after_commit(self, ident: Optional[int]) -> None:
+        if ident is not None:
+            self.next_id.update(ident + 1)
+        self.committer.refresh()  # writers may have committed some after a restart
+        done = self.committer.done
+        lines = list(self.pending.get() or [])
+        keep = [x for x in lines if _committable_id(x) not in done]
+        if len(keep) != len(lines):
+            self.pending.update(keep)
+
+
+def constant_key(value: Any) -> int:
+    """Key selector of the parallelism-1 stages: every element under one key."""
+    return 0
+
+
+def discard(ds: DataStream, name: str) -> None:
+    """End ``ds`` in a Java DiscardingSink (Python has no sink of its own)."""
+    j_sink = get_gateway().jvm.org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink()
+    ds.sink_to(Sink(j_sink)).name(name).set_parallelism(1)
+
+
+def commit_through_channel(
+    committables: DataStream, config: CommitterConfig, *, label: str, name: str
+) -> None:
+    """Add the channel (when ``config.channel_dir`` is set), the committer and the discarding end
+    after ``committables``. Operators are named ``<label>-channel-<name>``,
+    ``<label>-committer-<name>`` and ``<label>-end``."""
+    if config.channel_dir is not None:
+        file_sink = (
+            FileSink.for_row_format(
+                "file://" + os.path.abspath(config.channel_dir), Encoder.simple_string_encoder()
+            )
+            .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
+            .with_rolling_policy(RollingPolicy.on_checkpoint_rolling_policy())
+            .build()
+        )
+        committables.sink_to(file_sink).name(f"{label}-channel-{name}").set_parallelism(1)
+    out = (
+        committables.key_by(constant_key, key_type=Types.INT())
+        .process(LakelogCommitter(config), output_type=Types.STRING())
+        .name(f"{label}-committer-{name}")
+        .set_parallelism(1)
+        .set_max_parallelism(1)
+    )
+    discard(out, f"{label}-end")

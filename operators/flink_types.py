@@ -1,0 +1,120 @@
+"""The one mapping from Arrow types (a lakelog table's columns) to Flink types.
+
+A column crosses into Flink either as a DataStream field, typed by a ``TypeInformation``
+(:func:`type_info_of`, :func:`row_type_of`: the sink's input, the sources' and the lookup join's
+output), or as a Table API column, typed by a ``DataType`` (:func:`data_type_of`: system tables,
+decimal casts of a source's Table). Both come from one table of Arrow type families, so the two
+can never disagree on which types exist. Unsigned integers, durations and other types Flink has no
+counterpart for raise :class:`FlinkTypeError`.
+
+This module imports pyflink.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+from pyflink.common import Types
+from pyflink.table import DataTypes
+
+from lakelog.connector.errors import SchemaError
+
+__all__ = ["FlinkTypeError", "type_info_of", "row_type_of", "data_type_of", "row_data_type"]
+
+
+class FlinkTypeError(SchemaError):
+    """An Arrow type that has no Flink type."""
+
+
+class _Family(NamedTuple):
+    matches: Callable[[pa.DataType], bool]
+    type_info: Callable[[pa.DataType], Any]  # -> TypeInformation
+    data_type: Callable[[pa.DataType], Any]  # -> DataType
+
+
+_TIME_PRECISION = {"s": 0, "ms": 3, "us": 6, "ns": 9}
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    return pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def _timestamp(t: pa.DataType) -> Any:
+    precision = _TIME_PRECISION[t.unit]
+    return DataTypes.TIMESTAMP_LTZ(precision) if t.tz else DataTypes.TIMESTAMP(precision)
+
+
+def _fields(t: pa.DataType) -> list[pa.Field]:
+    return [t.field(i) for i in range(t.num_fields)]
+
+
+_FAMILIES = (
+    _Family(pa.types.is_boolean, lambda t: Types.BOOLEAN(), lambda t: DataTypes.BOOLEAN()),
+    _Family(pa.types.is_int8, lambda t: Types.BYTE(), lambda t: DataTypes.TINYINT()),
+    _Family(pa.types.is_int16, lambda t: Types.SHORT(), lambda t: DataTypes.SMALLINT()),
+    _Family(pa.types.is_int32, lambda t: Types.INT(), lambda t: DataTypes.INT()),
+    _Family(pa.types.is_int64, lambda t: Types.LONG(), lambda t: DataTypes.BIGINT()),
+    _Family(pa.types.is_float32, lambda t: Types.FLOAT(), lambda t: DataTypes.FLOAT()),
+    _Family(pa.types.is_float64, lambda t: Types.DOUBLE(), lambda t: DataTypes.DOUBLE()),
+    _Family(
+        lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),
+        lambda t: Types.STRING(),
+        lambda t: DataTypes.STRING(),
+    ),
+    _Family(_is_binary, lambda t: Types.PRIMITIVE_ARRAY(Types.BYTE()), lambda t: DataTypes.BYTES()),
+    _Family(
+        pa.types.is_decimal, lambda t: Types.BIG_DEC(), lambda t: DataTypes.DECIMAL(t.precision, t.scale)
+    ),
+    _Family(pa.types.is_date, lambda t: Types.SQL_DATE(), lambda t: DataTypes.DATE()),
+    _Family(pa.types.is_time, lambda t: Types.SQL_TIME(), lambda t: DataTypes.TIME(_TIME_PRECISION[t.unit])),
+    _Family(pa.types.is_timestamp, lambda t: Types.SQL_TIMESTAMP(), _timestamp),
+    _Family(
+        _is_list,
+        lambda t: Types.OBJECT_ARRAY(type_info_of(t.value_type)),
+        lambda t: DataTypes.ARRAY(data_type_of(t.value_type)),
+    ),
+    _Family(
+        pa.types.is_map,
+        lambda t: Types.MAP(type_info_of(t.key_type), type_info_of(t.item_type)),
+        lambda t: DataTypes.MAP(data_type_of(t.key_type), data_type_of(t.item_type)),
+    ),
+    _Family(
+        pa.types.is_struct,
+        lambda t: Types.ROW_NAMED([f.name for f in _fields(t)], [type_info_of(f.type) for f in _fields(t)]),
+        lambda t: DataTypes.ROW([DataTypes.FIELD(f.name, data_type_of(f.type)) for f in _fields(t)]),
+    ),
+)
+
+
+def _family(t: pa.DataType, column: str) -> _Family:
+    for family in _FAMILIES:
+        if family.matches(t):
+            return family
+    raise FlinkTypeError(f"column {column!r}: Arrow type {t} has no Flink type")
+
+
+def type_info_of(t: pa.DataType, column: str = "?") -> Any:
+    """The ``TypeInformation`` carrying values of Arrow type ``t`` in a DataStream."""
+    return _family(t, column).type_info(t)
+
+
+def row_type_of(schema: pa.Schema) -> Any:
+    """``Types.ROW_NAMED`` of a table's Arrow schema (e.g. the ``output_type=`` of the map that
+    feeds the sink)."""
+    return Types.ROW_NAMED(list(schema.names), [type_info_of(f.type, f.name) for f in schema])
+
+
+def data_type_of(t: pa.DataType, column: str = "?") -> Any:
+    """The Table API ``DataType`` of Arrow type ``t`` (nullable)."""
+    return _family(t, column).data_type(t)
+
+
+def row_data_type(schema: pa.Schema) -> Any:
+    """``DataTypes.ROW`` of an Arrow schema."""
+    return DataTypes.ROW([DataTypes.FIELD(f.name, data_type_of(f.type, f.name)) for f in schema])

@@ -1,0 +1,277 @@
+"""How the sink's rows travel from the batching stage to the writers, without Flink.
+
+A **blob** is one (partition, bucket)'s share of one batch of rows: the writer key, a newline, then
+an Arrow IPC stream of the group's rows in arrival order, with the RowKinds as an int8 column
+``KIND_FIELD`` for changelog input. A key without rows is a **flush marker** (write what you hold;
+a checkpoint barrier follows), and a blob without key and rows is ``WAKE_BLOB`` (pass a ``WAKE`` to
+the committer). Keys are made by :class:`lakelog.operators.sink_keys.KeyEncoder`.
+
+* :class:`BatchSplitter`: the Python stage after lakelog's Java ``RowBatcher`` (one Arrow batch
+  in, one blob per (partition, bucket) out; flush markers for the batcher's empty record);
+* :class:`BatchEncoder`: the body of the pandas UDF of the Python-only path (``java=False``);
+* :func:`java_type_code`: the ``RowBatcher``'s type code of each column.
+
+The operators that run these are in :mod:`lakelog.operators.sink`; the design is in
+``operators/README.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Optional
+
+import numpy as np
+import pyarrow as pa
+
+from lakelog.connector.errors import InvalidInputError, SchemaError
+
+__all__ = [
+    "KIND_FIELD",
+    "WAKE_BLOB",
+    "encode_blob",
+    "decode_blob",
+    "blob_key",
+    "flush_marker",
+    "is_flush_marker",
+    "read_batch",
+    "BatchSplitter",
+    "BatchEncoder",
+    "java_type_code",
+    "column_order",
+    "needs_null_mask",
+    "MAX_BATCH_ROWS",
+    "MAX_BATCH_BYTES",
+]
+
+KIND_FIELD = "__lakelog_kind"
+
+# ---- blobs --------------------------------------------------------------------------------------
+BLOB_SEP = b"\n"
+
+
+def encode_blob(key: str, table: pa.Table, kinds: Optional[np.ndarray]) -> bytes:
+    """``key`` + newline + an Arrow IPC stream of ``table`` (plus the row kinds as an int8 column)."""
+    if kinds is not None:
+        table = table.append_column(KIND_FIELD, pa.array(kinds, pa.int8()))
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return key.encode() + BLOB_SEP + sink.getvalue().to_pybytes()
+
+
+def blob_key(blob: bytes) -> str:
+    return blob[: blob.index(BLOB_SEP)].decode()
+
+
+WAKE_BLOB = BLOB_SEP  # no key, no rows: the writer that gets it passes a WAKE line to the committer
+
+
+def flush_marker(key: str) -> bytes:
+    """A blob without rows: tells the writer of ``key`` to write what it holds now (a checkpoint
+    barrier follows)."""
+    return key.encode() + BLOB_SEP
+
+
+def is_flush_marker(blob: bytes) -> bool:
+    return blob.endswith(BLOB_SEP) and blob.index(BLOB_SEP) == len(blob) - 1
+
+
+def read_batch(data: Any) -> tuple[pa.Table, Optional[np.ndarray]]:
+    """(rows, int8 row kinds or None for insert-only) of an Arrow IPC stream whose RowKinds, if
+    any, are the column ``KIND_FIELD``."""
+    table = pa.ipc.open_stream(data).read_all()
+    if KIND_FIELD not in table.column_names:
+        return table, None
+    i = table.schema.get_field_index(KIND_FIELD)
+    kinds = table.column(i).to_numpy().astype(np.int8)
+    return table.remove_column(i), kinds
+
+
+def decode_blob(blob: bytes) -> tuple[pa.Table, Optional[np.ndarray]]:
+    """(rows, int8 row kinds or None for insert-only) of a blob made by :func:`encode_blob`."""
+    return read_batch(memoryview(blob)[blob.index(BLOB_SEP) + 1 :])
+
+
+def needs_null_mask(t: pa.DataType) -> bool:
+    """Columns whose nulls pandas cannot carry losslessly (ints become floats, NaN means null): the
+    sink passes their null mask beside them."""
+    return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+class _Grouper:
+    """Groups a batch of rows by (partition, bucket) with the storage's vectorised bucket function and
+    encodes one blob per group, prefixed by the group's (salted, balanced) writer key."""
+
+    def __init__(self, table_path: str, max_parallelism: Optional[int]) -> None:
+        self.table_path = table_path
+        self.max_parallelism = max_parallelism
+        self._ready = False
+
+    def _setup(self) -> None:
+        from lakelog.connector.format.store import TableStore
+        from lakelog.operators.sink_keys import KeyEncoder
+
+        self.store = TableStore(self.table_path)
+        schema = self.store.schema
+        self.arrow_schema = schema.arrow_schema()
+        pos = {f.name: i for i, f in enumerate(self.arrow_schema)}
+        num_buckets = int(self.store.options.bucket)
+        bucket_keys = list(schema.bucket_keys) if num_buckets > 0 else []
+        self.keys = KeyEncoder(
+            [pos[k] for k in schema.partition_keys],
+            self.store.partition_types,
+            [pos[k] for k in bucket_keys],
+            self.store.field_types(bucket_keys) if bucket_keys else [],
+            num_buckets,
+            self.max_parallelism,
+        )
+        self._ready = True
+
+    def blobs(self, table: pa.Table, kinds: Optional[np.ndarray]) -> Iterator[bytes]:
+        from lakelog.connector.table.write import bucket_groups
+
+        for values, _, bucket, rows in bucket_groups(self.store, table):
+            idx = pa.array(rows)
+            yield encode_blob(
+                self.keys.key_for(values, bucket), table.take(idx), None if kinds is None else kinds[rows]
+            )
+
+
+class BatchSplitter(_Grouper):
+    """The sink's Python stage after the Java ``RowBatcher``: one Arrow IPC batch in (the table's
+    Arrow types, plus the RowKind column for a changelog), one blob per (partition, bucket) out."""
+
+    def __init__(self, table_path: str, max_parallelism: Optional[int]) -> None:
+        super().__init__(table_path, max_parallelism)
+        self.pending: dict[str, None] = {}  # keys that got blobs since the last flush marker
+
+    def split(self, data: bytes) -> Iterator[bytes]:
+        """The blobs of one batch; for the batcher's flush marker (an empty record, sent before each
+        checkpoint barrier) one marker blob per key that got rows since the previous marker."""
+        if not self._ready:
+            self._setup()
+        if not data:
+            for key in self.pending:
+                yield flush_marker(key)
+            self.pending.clear()
+            yield WAKE_BLOB  # for the committer, which may have nothing else to start it after a restart
+            return
+        table, kinds = read_batch(memoryview(data))
+        if table.schema.names == self.arrow_schema.names and table.schema.types == self.arrow_schema.types:
+            # the batcher's fields are all nullable; it has checked the NOT NULL columns itself
+            table = pa.Table.from_arrays(table.columns, schema=self.arrow_schema)
+        else:
+            from lakelog.connector.table.arrow_input import conform
+
+            try:
+                table = conform(table, self.arrow_schema)
+            except SchemaError as exc:
+                raise InvalidInputError(str(exc)) from exc
+        for blob in self.blobs(table, kinds):
+            self.pending[blob_key(blob)] = None
+            yield blob
+
+
+class BatchEncoder(_Grouper):
+    """The body of the sink's pandas UDF (the Python-only path, ``java=False``). Flink hands it a
+    batch of rows as pandas Series (the row kind first when the input is a changelog; each table
+    column, numeric nullable ones followed by their null mask); it converts them to the table's
+    Arrow types and returns the blobs of :meth:`_Grouper.blobs` in the first positions of the
+    result (None elsewhere)."""
+
+    def __init__(
+        self, table_path: str, changelog: bool, masks: Sequence[bool], max_parallelism: Optional[int]
+    ) -> None:
+        super().__init__(table_path, max_parallelism)
+        self.changelog = changelog
+        self.masks = list(masks)
+
+    def to_arrow(self, series: Sequence[Any]) -> tuple[pa.Table, Optional[np.ndarray]]:
+        """(rows in the table's Arrow schema, int8 kinds or None) of one batch of Series."""
+        if not self._ready:
+            self._setup()
+        it = iter(series)
+        kinds = np.asarray(next(it), dtype=np.int8) if self.changelog else None
+        arrays = []
+        for f, masked in zip(self.arrow_schema, self.masks):
+            s = next(it)
+            try:
+                if masked:  # COALESCE(c, 0) and c IS NULL: exact values, nulls from the mask
+                    isnull = np.asarray(next(it), dtype=bool)
+                    arr = pa.array(np.asarray(s), mask=isnull if isnull.any() else None)
+                else:
+                    arr = pa.Array.from_pandas(s)
+                if arr.type != f.type:
+                    arr = arr.cast(f.type)
+            except (
+                pa.ArrowInvalid,
+                pa.ArrowTypeError,
+                pa.ArrowNotImplementedError,
+                TypeError,
+                ValueError,
+                OverflowError,
+            ) as exc:
+                raise InvalidInputError(
+                    f"column {f.name!r}: cannot convert input values to {f.type}: {exc}"
+                ) from exc
+            if not f.nullable and arr.null_count:
+                raise InvalidInputError(
+                    f"column {f.name!r} is NOT NULL but the input holds {arr.null_count} null(s)"
+                )
+            arrays.append(arr)
+        return pa.Table.from_arrays(arrays, schema=self.arrow_schema), kinds
+
+    def __call__(self, *series: Any) -> Any:
+        import pandas as pd
+
+        table, kinds = self.to_arrow(series)
+        out = np.full(table.num_rows, None, dtype=object)
+        for i, blob in enumerate(self.blobs(table, kinds)):
+            out[i] = blob
+        return pd.Series(out, dtype=object)
+
+
+# ---- the Java batcher ---------------------------------------------------------------------------
+MAX_BATCH_ROWS = 65536
+MAX_BATCH_BYTES = 8 << 20
+
+
+def java_type_code(t: pa.DataType, name: str = "?") -> str:
+    """The ``RowBatcher`` type code of Arrow type ``t`` (see ``RowBatcher.arrowType``)."""
+    simple = [
+        (pa.types.is_boolean, "bool"),
+        (pa.types.is_int8, "i8"),
+        (pa.types.is_int16, "i16"),
+        (pa.types.is_int32, "i32"),
+        (pa.types.is_int64, "i64"),
+        (pa.types.is_float32, "f32"),
+        (pa.types.is_float64, "f64"),
+        (pa.types.is_string, "str"),
+        (pa.types.is_large_string, "str"),
+        (pa.types.is_binary, "bin"),
+        (pa.types.is_large_binary, "bin"),
+        (pa.types.is_fixed_size_binary, "bin"),
+        (pa.types.is_date32, "date"),
+        (pa.types.is_time, "time"),
+    ]
+    for pred, code in simple:
+        if pred(t):
+            return code
+    if pa.types.is_decimal(t):
+        return f"dec:{t.precision}:{t.scale}"
+    if pa.types.is_timestamp(t):
+        return f"{'tsz' if t.tz else 'ts'}:{t.unit}"
+    raise SchemaError(f"column {name!r}: the PyFlink sink cannot carry type {t} yet")
+
+
+def column_order(input_names: Sequence[str], names: Sequence[str], table_path: str) -> list[int]:
+    """Input field index of each table column: by name when the input has every table column, else by
+    position when the counts agree."""
+    if set(names) <= set(input_names):
+        at = {n: i for i, n in enumerate(input_names)}
+        return [at[n] for n in names]
+    if len(input_names) == len(names):
+        return list(range(len(names)))
+    raise InvalidInputError(
+        f"the input has columns {list(input_names)}; the table {table_path} has {list(names)}"
+    )

@@ -1,0 +1,151 @@
+"""What the lakelog sources read, without Flink: the read plan, its splits and changes, and table rows
+as the Python values Flink rows carry. Scan modes and filters are the connector's
+(:mod:`lakelog.connector.table.scan_start`, :mod:`lakelog.connector.table.expressions`).
+
+The operators that run these are in :mod:`lakelog.operators.source`; the plan pickles, so each
+Flink worker re-plans the same snapshot itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Optional, Union
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakelog.connector.errors import SchemaError, SnapshotNotFoundError
+from lakelog.connector.format.store import TableStore
+from lakelog.connector.lsm.split import Split
+from lakelog.connector.lsm.split_read import SplitRead
+from lakelog.connector.table.changes import delta_rows, diff_snapshots
+from lakelog.connector.table.expressions import parse_filter
+from lakelog.connector.table.scan import plan_splits
+from lakelog.connector.table.scan_start import ScanStart, resolve_start, scan_options
+from lakelog.operators.table_ref import TableLike, table_path
+
+__all__ = [
+    "ReadPlan",
+    "plan_batch",
+    "table_rows",
+    "check_columns",
+    "KIND_CODES",
+]
+
+# audit-log row kind -> Flink RowKind ordinal (INSERT 0, UPDATE_BEFORE 1, UPDATE_AFTER 2, DELETE 3)
+KIND_CODES: dict[str, int] = {"+I": 0, "-U": 1, "+U": 2, "-D": 3}
+
+
+# ---- rows -------------------------------------------------------------------------------------------
+def _struct_to_tuple(v: Any, t: pa.DataType) -> Any:
+    if v is None:
+        return None
+    if pa.types.is_struct(t):
+        return tuple(_struct_to_tuple(v.get(t.field(i).name), t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [_struct_to_tuple(x, t.value_type) for x in v]
+    if pa.types.is_map(t):
+        return {k: _struct_to_tuple(x, t.item_type) for k, x in v}
+    return v
+
+
+def _needs_fixup(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_struct(t)
+        or pa.types.is_map(t)
+        or ((pa.types.is_list(t) or pa.types.is_large_list(t)) and _needs_fixup(t.value_type))
+    )
+
+
+def table_rows(t: pa.Table) -> Iterator[tuple[Any, ...]]:
+    """Rows of ``t`` as tuples of Python values (the Flink boundary needs Python objects).
+
+    Timestamps with a time zone become naive UTC; structs become tuples, maps dicts.
+    """
+    cols: list[list[Any]] = []
+    for f, col in zip(t.schema, t.columns):
+        if pa.types.is_timestamp(f.type) and f.type.tz is not None:
+            col = col.cast(pa.timestamp(f.type.unit))
+        values = col.to_pylist()
+        if _needs_fixup(f.type):
+            values = [_struct_to_tuple(v, f.type) for v in values]
+        cols.append(values)
+    if not cols:
+        return iter(())
+    return zip(*cols)
+
+
+def check_columns(schema: pa.Schema, columns: Optional[Sequence[str]]) -> list[str]:
+    if columns is None:
+        return list(schema.names)
+    unknown = [c for c in columns if schema.get_field_index(c) < 0]
+    if unknown:
+        raise SchemaError(f"unknown column(s) {unknown}; the table has {schema.names}")
+    return list(columns)
+
+
+class ReadPlan:
+    """What a read of one table needs: columns, filter, dynamic options, audit-log shape. Picklable
+    (paths, options, strings and an Arrow schema); checks columns and filter when made."""
+
+    def __init__(
+        self,
+        table_path: str,
+        columns: Optional[Sequence[str]],
+        filter: Union[str, pc.Expression, None],
+        options: Mapping[str, str],
+        audit: bool = False,
+    ) -> None:
+        self.table_path = table_path
+        self.audit = audit
+        self.options = {str(k): str(v) for k, v in options.items()}
+        store = TableStore(table_path)
+        self.schema: pa.Schema = store.schema.arrow_schema()
+        self.columns = check_columns(self.schema, columns)
+        self.filter = filter
+        parse_filter(filter, self.schema)  # fail early on a bad filter
+        self.opts = scan_options(store, self.options)
+        self.output_schema = pa.schema([self.schema.field(c) for c in self.columns])
+        if audit:
+            self.output_schema = self.output_schema.insert(0, pa.field("rowkind", pa.string(), False))
+
+    def store(self) -> TableStore:
+        return TableStore(self.table_path)
+
+    def expr(self) -> Optional[pc.Expression]:
+        return parse_filter(self.filter, self.schema)
+
+    def splits(self, store: TableStore, snapshot_id: Optional[int]) -> list[Split]:
+        if snapshot_id is None:
+            return []
+        return plan_splits(store, store.snapshot_manager.snapshot(snapshot_id), filter=self.expr())
+
+    def reader(self, store: TableStore) -> SplitRead:
+        return SplitRead(store, columns=self.columns, filter=self.expr())
+
+    def changes(self, store: TableStore, from_id: int, to_id: int) -> pa.Table:
+        try:
+            t = diff_snapshots(store, from_id, to_id)
+        except SnapshotNotFoundError:
+            # the snapshot before ``to_id`` expired (a consumer only protects ``to_id`` on): read
+            # what the snapshots wrote, with the row kinds they were written with (Paimon's delta read)
+            t = delta_rows(store, from_id, to_id)
+        expr = self.expr()
+        if expr is not None and t.num_rows:
+            t = t.filter(expr)
+        return t.select(["rowkind", *self.columns])
+
+
+def plan_batch(
+    table: TableLike,
+    *,
+    columns: Optional[Sequence[str]] = None,
+    filter: Union[str, pc.Expression, None] = None,
+    options: Optional[Mapping[str, str]] = None,
+) -> tuple[ScanStart, list[Split]]:
+    """The start and splits a bounded read of ``table`` (a lakelog ``Table`` or a table path) would
+    read (for inspection and tests)."""
+    plan = ReadPlan(table_path(table), columns, filter, options or {})
+    store = plan.store()
+    start = resolve_start(store, plan.opts, streaming=False)
+    return start, plan.splits(store, start.full_snapshot)

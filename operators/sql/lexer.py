@@ -1,0 +1,126 @@
+"""The one tokenizer of lakelog's Flink SQL wrapper, and the small parses built on it.
+
+Flink parses the statements; lakelog only needs to find statement ends, leading keywords, table
+names with their hints, ``'key' = 'value'`` option lists and lookup joins, without being fooled
+by quotes or comments. Tokens keep their offsets, so rewrites edit the original text and leave
+everything else (white space, comments, formatting) as it was. No pyflink here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Optional
+
+from lakelog.connector.errors import OptionError
+
+__all__ = [
+    "Token",
+    "tokenize",
+    "significant",
+    "split_statements",
+    "leading_words",
+    "unquote",
+    "name_parts",
+    "string_pairs",
+    "with_options",
+    "hint_options",
+]
+
+
+@dataclass(frozen=True)
+class Token:
+    """One token: ``kind`` is 'id', 'qid' (backticked identifier), 'str' (single- or double-quoted),
+    'num', 'hint' (``/*+ ... */``), 'comment', 'ws' or 'sym' (any other character); ``start`` and
+    ``end`` are offsets into the text."""
+
+    kind: str
+    text: str
+    start: int
+    end: int
+
+    @property
+    def word(self) -> str:
+        """The upper-cased keyword or plain identifier; "" for any other token."""
+        return self.text.upper() if self.kind == "id" else ""
+
+    @property
+    def name(self) -> str:
+        """The identifier's name (a backticked one unquoted)."""
+        return unquote(self.text) if self.kind == "qid" else self.text
+
+    @property
+    def is_name(self) -> bool:
+        return self.kind in ("id", "qid")
+
+
+_TOKEN = re.compile(
+    r"(?P<ws>\s+)|(?P<hint>/\*\+.*?\*/)|(?P<comment>/\*.*?\*/|--[^\n]*)|(?P<str>'(?:[^']|'')*')"
+    r"|(?P<dq>\"(?:[^\"]|\"\")*\")|(?P<qid>`(?:[^`]|``)*`)|(?P<id>[A-Za-z_][\w$]*)|(?P<num>\d+(?:\.\d*)?)"
+    r"|(?P<sym>.)",
+    re.S,
+)
+
+
+def tokenize(text: str) -> Iterator[Token]:
+    """Every token of ``text``, white space and comments included (their texts join to ``text``).
+    The quote that opens an unterminated string is a 'sym' token of its own."""
+    for m in _TOKEN.finditer(text):
+        kind = m.lastgroup or "sym"
+        yield Token("str" if kind == "dq" else kind, m.group(), m.start(), m.end())
+
+
+def significant(text: str) -> list[Token]:
+    """The tokens of ``text`` without white space and comments."""
+    return [t for t in tokenize(text) if t.kind not in ("ws", "comment")]
+
+
+def split_statements(text: str) -> list[str]:
+    """Statements of a script, split on ``;`` outside quotes, identifiers and comments."""
+    out: list[str] = []
+    start = 0
+    for tok in tokenize(text):
+        if tok.kind == "sym" and tok.text == ";":
+            out.append(text[start : tok.start])
+            start = tok.end
+    out.append(text[start:])
+    return [s.strip() for s in out if significant(s)]
+
+
+def leading_words(stmt: str, n: int = 4) -> list[str]:
+    """The first ``n`` keywords or plain identifiers of ``stmt``, upper-cased."""
+    return [t.word for t in tokenize(stmt) if t.kind == "id"][:n]
+
+
+def unquote(text: str) -> str:
+    """A backticked identifier's name; any other text as it is."""
+    if text.startswith("`"):
+        return text[1:-1].replace("``", "`")
+    return text
+
+
+def name_parts(text: str) -> list[str]:
+    """The names of a dotted object name (``cat.`my db`.t`` -> ``['cat', 'my db', 't']``)."""
+    return [t.name for t in tokenize(text) if t.is_name]
+
+
+def string_pairs(text: str) -> dict[str, str]:
+    """``'k' = 'v', 'k2' = 'v2'`` -> ``{'k': 'v', 'k2': 'v2'}``."""
+    strs = [t.text for t in tokenize(text) if t.kind == "str"]
+    if len(strs) % 2:
+        raise OptionError(f"cannot parse options {text!r}: expected 'key' = 'value' pairs")
+    vals = [s[1:-1].replace("''", "'") for s in strs]
+    return dict(zip(vals[0::2], vals[1::2]))
+
+
+def with_options(stmt: str) -> dict[str, str]:
+    """The options of a DDL statement's trailing ``WITH (...)`` clause; {} without one."""
+    m = re.search(r"\bWITH\s*\((.*)\)\s*$", stmt, re.I | re.S)
+    return string_pairs(m.group(1)) if m else {}
+
+
+def hint_options(hint: Optional[str]) -> dict[str, str]:
+    """The options of a ``/*+ OPTIONS('k' = 'v', ...) */`` hint; {} for None or another hint."""
+    m = re.search(r"OPTIONS\s*\((.*)\)", hint or "", re.I | re.S)
+    return string_pairs(m.group(1)) if m else {}
