@@ -224,7 +224,8 @@ class LogConfig:
             meta = self.admin().list_topics(topic=self.topic, timeout=timeout)
         except ck.KafkaException as e:
             raise LogSystemError(
-                f"Kafka at {self.bootstrap_servers} did not answer within {timeout:.0f} s for {self.describe()}: {e}"
+                f"Kafka at {self.bootstrap_servers} did not answer within {timeout:.0f} s "
+                f"for {self.describe()}: {e}"
             ) from e
         t = meta.topics.get(self.topic)
         if t is None or (t.error is not None and t.error.code() == ck.KafkaError.UNKNOWN_TOPIC_OR_PART):

@@ -29,6 +29,7 @@ naming the gap instead of skipping changes silently.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -132,10 +133,8 @@ class LogPublisher:
         """Forget the producer (after it was fenced or failed): the next commit starts a new one."""
         self._producer = None
         if self._marker_consumer is not None:
-            try:
+            with contextlib.suppress(Exception):  # best effort
                 self._marker_consumer.close()
-            except Exception:  # noqa: BLE001 - best effort
-                pass
         self._marker_consumer = None
         self._in_txn = False
 

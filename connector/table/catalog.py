@@ -187,7 +187,8 @@ class Catalog:
             comment=comment,
         )
         core = table_schema.core_options
-        check_log_options(core, table=identifier, primary_keys=bool(table_schema.primary_keys), bucket=core.bucket)
+        has_pk = bool(table_schema.primary_keys)
+        check_log_options(core, table=identifier, primary_keys=has_pk, bucket=core.bucket)
         self.create_database(db, exist_ok=True)
         manager = SchemaManager(self.file_io, path)
         if SnapshotManager(self.file_io, path).snapshot_ids():
@@ -204,7 +205,8 @@ class Catalog:
                 parts = log.topic_partitions()
                 if parts is None:
                     raise LogSystemError(
-                        f"{log.describe()} does not exist and 'log.system.auto-register' is false: create it first"
+                        f"{log.describe()} does not exist and 'log.system.auto-register' is false: "
+                        "create it first"
                     )
                 log.check_partitions(parts)
         try:

@@ -55,6 +55,7 @@ __all__ = [
 ROWKIND_COLUMN = "rowkind"
 
 _COMPACT = "COMPACT"
+_FROM_COMPACTION = (ChangelogProducer.LOOKUP, ChangelogProducer.FULL_COMPACTION)
 
 
 def snapshots_between(store: TableStore, from_id: int, to_id: int) -> list[Snapshot]:
@@ -197,7 +198,7 @@ def log_changes(
             chosen, kinds = list(changelog), True
         else:
             return []
-    elif commit_kind == "COMPACT" and producer in (ChangelogProducer.LOOKUP, ChangelogProducer.FULL_COMPACTION):
+    elif commit_kind == "COMPACT" and producer in _FROM_COMPACTION:
         chosen, kinds = list(changelog), True
     else:
         return []

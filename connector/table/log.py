@@ -55,8 +55,8 @@ def check_log_options(options: CoreOptions, *, table: str, primary_keys: bool, b
         )
     if options.log_consistency == LogConsistency.EVENTUAL and not primary_keys:
         raise OptionError(
-            f"option 'log.consistency' = 'eventual' of {table} needs a primary key: repeated records are only "
-            "harmless when they upsert a key"
+            f"option 'log.consistency' = 'eventual' of {table} needs a primary key: repeated records "
+            "are only harmless when they upsert a key"
         )
     if options.log_changelog_mode.value == "upsert" and not primary_keys:
         raise OptionError(f"option 'log.changelog-mode' = 'upsert' of {table} needs a primary key")
