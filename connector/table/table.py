@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     import duckdb
     import pandas
 
+    from lakelog.connector.table.subscribe import Subscription
+
 log = logging.getLogger(__name__)
 
 __all__ = ["Table", "TableScan", "BatchWriter", "StreamWriter", "FilterLike"]
@@ -450,6 +452,15 @@ class Table:
         from lakelog.connector.table.changes import diff_snapshots
 
         return diff_snapshots(self._store, from_snapshot_id, to_snapshot_id)
+
+    def subscribe(self, **options: Any) -> Subscription:
+        """The table's changes as they happen, as Arrow batches with a leading ``rowkind`` column
+        (see :class:`~lakelog.connector.table.subscribe.Subscription` for the options: ``scan_mode``,
+        ``snapshot_id``, ``timestamp``, ``consumer_id``, ``columns``, ``filter``). From the Kafka log
+        for tables with one, else from the files."""
+        from lakelog.connector.table.subscribe import Subscription
+
+        return Subscription(self, **options)
 
     # ---- maintenance ----------------------------------------------------------------------------------
     def compact(self, full: bool = True, *, progress: Any = None) -> Optional[int]:
