@@ -189,3 +189,33 @@ def test_eventual_consistency_needs_a_primary_key(tmp_path: Path, kafka_broker: 
                 "log.system": "kafka", "log.consistency": "eventual", "kafka.bootstrap.servers": kafka_broker.bootstrap_servers,
             },
         )
+
+
+def test_eventual_writes_reach_the_log_before_the_commit(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    t = make(tmp_path, kafka_broker, **{"log.consistency": "eventual"})
+    with t.stream_writer(commit_user="ev") as w:
+        w.write(rows("a", [1, 2], "x"))
+        w.delete(pa.table({"dt": ["a"], "id": [2]}))
+        deadline = time.time() + 5  # "as soon as written": the producer sends within milliseconds
+        seen: list[Any] = []
+        while len(seen) < 3 and time.time() < deadline:
+            seen = decoded(t, topic_records(t, committed=False))  # nothing committed yet
+        assert sorted(seen) == sorted([("+I", 1, "x"), ("+I", 2, "x"), ("-D", 2, None)])
+        assert t.latest_snapshot() is None
+        w.commit()
+    snap = t.latest_snapshot()
+    assert snap is not None and snap.log_offsets
+    records = topic_records(t, committed=False)
+    assert all(r["offset"] < snap.log_offsets[r["partition"]] for r in records)
+    # a hybrid read from that snapshot starts after them: only newer changes follow its rows
+    with t.stream_writer(commit_user="ev") as w:
+        w.write(rows("a", [3], "y")).commit()
+    sub = t.subscribe(scan_mode="from-snapshot-full", snapshot_id=snap.id)
+    got: list[tuple[str, int, Any]] = []
+    deadline = time.time() + 30
+    while len(got) < 2 and time.time() < deadline:
+        batch = sub.poll(0.5)
+        if batch is not None:
+            got += [(r["rowkind"], r["id"], r["v"]) for r in batch.to_pylist()]
+    sub.close()
+    assert got == [("+I", 1, "x"), ("+I", 3, "y")]

@@ -68,6 +68,7 @@ class TableCommit:
         # raises, what is not in them was not published
         self.published: list[int] = []
         self._log: Optional[LogPublisher] = None  # the log's publisher during a commit of a log table
+        self._eventual_offsets: Optional[dict[int, int]] = None
 
     def commit(
         self,
@@ -76,9 +77,11 @@ class TableCommit:
         *,
         properties: Optional[dict[str, str]] = None,
         guard: Optional[Callable[[Optional[Snapshot]], None]] = None,
+        log_offsets: Optional[dict[int, int]] = None,
     ) -> Optional[int]:
         """Publish ``messages``; return the id of the last snapshot made, or None if there was
-        nothing to commit.
+        nothing to commit. ``log_offsets`` (writers of an eventual log) are the offsets after the
+        writer's log records, kept in the snapshot's ``logOffsets``.
 
         New files go into an APPEND snapshot; compaction results (``compact_before`` /
         ``compact_after``) into a COMPACT snapshot after it, as Paimon does. A commit whose
@@ -101,6 +104,7 @@ class TableCommit:
                 "commit %s of %s already in snapshot %s; skipped", commit_identifier, self.commit_user, done
             )
             return done
+        self._eventual_offsets = log_offsets
         publisher = log_publisher(self.store)
         if publisher is None:
             return self._commit(messages, commit_identifier, properties, guard)
@@ -248,8 +252,8 @@ class TableCommit:
                     continue  # the snapshot this attempt built on was expired under it: start again
                 attempt_files: list[str] = []
                 if latest is not None:
-                    previous = {m.file_name for m in store.manifest_metas(latest)}
-                    attempt_files += [m.file_name for m in base_metas if m.file_name not in previous]
+                    known = {m.file_name for m in store.manifest_metas(latest)}
+                    attempt_files += [m.file_name for m in base_metas if m.file_name not in known]
                     written.extend(attempt_files)  # merged manifests written for this attempt
                 base_name, base_size = write_list(base_metas)
                 delta_name, delta_size = write_list(delta_metas)
@@ -259,11 +263,15 @@ class TableCommit:
                     latest, delta, identifier, properties, (base_name, base_size), (delta_name, delta_size),
                     (cl_name, cl_size),
                 )
+                previous: dict[int, int] = dict(latest.log_offsets or {}) if latest else {}
                 if pub is not None:  # the log: catch up, then this snapshot's changes, before it exists
                     pub.begin(latest, partial(snapshot_log_changes, store), _snapshot_or_none(store))
                     pub.produce(self.commit_user, identifier, delta.kind, changes)
-                    offsets = pub.end_offsets()
-                    snapshot.log_offsets = {**((latest.log_offsets or {}) if latest else {}), **offsets}
+                    snapshot.log_offsets = {**previous, **pub.end_offsets()}
+                elif self._eventual_offsets is not None or previous:
+                    ours = self._eventual_offsets or {}
+                    parts = set(ours) | set(previous)
+                    snapshot.log_offsets = {p: max(ours.get(p, 0), previous.get(p, 0)) for p in parts}
                 if store.snapshot_manager.try_commit(snapshot):
                     published = True
                     self.published.append(snapshot.id)

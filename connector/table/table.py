@@ -45,6 +45,7 @@ class BatchWriter:
         self._table = table
         self._write = TableWrite(table._store)
         self._commit = TableCommit(table._store, commit_user)
+        _attach_eventual_log(self._write, self._commit.commit_user)
         self.snapshot_id: Optional[int] = None
         self._closed = False
 
@@ -64,7 +65,9 @@ class BatchWriter:
         msgs: list[CommitMessage] = []
         try:
             msgs = self._write.prepare_commit()
-            self.snapshot_id = self._commit.commit(msgs, properties=self._write.commit_properties())
+            self.snapshot_id = self._commit.commit(
+                msgs, properties=self._write.commit_properties(), log_offsets=self._write.log_offsets()
+            )
         except BaseException:
             self._commit.discard_unpublished(msgs)
             self._write.abort()
@@ -109,6 +112,7 @@ class StreamWriter:
         self._table = table
         self._write = TableWrite(table._store)
         self._commit = TableCommit(table._store, commit_user)
+        _attach_eventual_log(self._write, self._commit.commit_user)
         self._identifier = self._commit.last_committed_identifier() if commit_user is not None else 0
         self._closed = False
 
@@ -140,7 +144,12 @@ class StreamWriter:
         try:
             msgs = self._write.prepare_commit(wait_compaction=wait_compaction)
             self._identifier += 1
-            sid = self._commit.commit(msgs, self._identifier, properties=self._write.commit_properties())
+            sid = self._commit.commit(
+                msgs,
+                self._identifier,
+                properties=self._write.commit_properties(),
+                log_offsets=self._write.log_offsets(),
+            )
         except CommitConflictError:
             if not msgs or any(m.new_files or m.changelog_files for m in msgs) or self._commit.published:
                 self._closed = True
@@ -150,8 +159,7 @@ class StreamWriter:
             # only background compactions, whose inputs another compaction has rewritten: drop them
             log.warning("compaction of %s lost a race to another compaction and was dropped", self._table)
             self._commit.discard_unpublished(msgs)
-            self._write.close()
-            self._write = TableWrite(self._table._store)
+            self._reload()
             return None
         except BaseException:
             self._closed = True
@@ -161,9 +169,15 @@ class StreamWriter:
         if self._commit.compaction_discarded or self._commit.rebased or self._write.stale:
             # another compaction won a race for the same files, or another writer's rows made this
             # commit rebase its files: reload the trees from the table
-            self._write.close()
-            self._write = TableWrite(self._table._store)
+            self._reload()
         return sid
+
+    def _reload(self) -> None:
+        """Start over from the table's files (the log writer, if any, goes on)."""
+        self._write.close()
+        fresh = TableWrite(self._table._store)
+        fresh.eventual_log = self._write.eventual_log
+        self._write = fresh
 
     def close(self) -> None:
         if not self._closed:
@@ -179,6 +193,17 @@ class StreamWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _attach_eventual_log(write: TableWrite, user: str) -> None:
+    """Writers of a table with an eventual log send their changes to it as they write them."""
+    from lakelog.connector.table.log import log_config
+
+    config = log_config(write.store)
+    if config is not None and not config.transactional:
+        from lakelog.connector.log.eventual import EventualLogWriter
+
+        write.eventual_log = EventualLogWriter(config, user)
 
 
 FilterLike = Union[pc.Expression, str, None]

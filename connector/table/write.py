@@ -29,6 +29,7 @@ from lakelog.connector.format.key_value import VALUE_KIND, RowKind
 from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.options import ChangelogProducer, MergeEngine
 from lakelog.connector.format.store import TableStore
+from lakelog.connector.log.eventual import EventualLogWriter
 from lakelog.connector.lsm.bucket_writer import ARRIVAL
 from lakelog.connector.lsm.kv import group_ends, sort_indices
 from lakelog.connector.lsm.merge.engine import merge_function_for
@@ -81,6 +82,7 @@ class TableWrite:
         self._pool_lock = threading.Lock()
         self.full_compacted = False  # a full-compaction.delta-commits compaction ran in this commit
         self.stale = False  # a compaction found its inputs gone (see KeyValueBucketWriter): reload
+        self.eventual_log: Optional[EventualLogWriter] = None  # set by writers of eventual logs
 
     # ---- input --------------------------------------------------------------------------------
     def write(self, data: Any) -> None:
@@ -140,6 +142,8 @@ class TableWrite:
                 raise InvalidInputError(f"primary-key column {k!r} holds null(s); nothing was written")
         n = table.num_rows
         kinds = np.full(n, kind, dtype=np.int8) if isinstance(kind, int) else kind
+        if self.eventual_log is not None:  # the log gets the changes now, before any commit
+            self.eventual_log.send(table, kinds, self._row_buckets(table))
         table = table.append_column(VALUE_KIND, pa.array(kinds, pa.int8()))
         table = table.append_column(
             ARRIVAL, pa.array(np.arange(self._arrival, self._arrival + n, dtype=np.int64))
@@ -149,6 +153,16 @@ class TableWrite:
         self._buffered_bytes += table.nbytes
         if self._buffered_bytes >= self._write_buffer_size:
             self.flush(spill=self.spillable)
+
+    def _row_buckets(self, table: pa.Table) -> np.ndarray:
+        if self.num_buckets > 0:
+            types = self.store.field_types(self.bucket_keys)
+            return compute_buckets(table, self.bucket_keys, types, self.num_buckets)
+        return np.zeros(table.num_rows, dtype=np.int32)
+
+    def log_offsets(self) -> Optional[dict[int, int]]:
+        """An eventual log's offset after this writer's records per partition (None without one)."""
+        return self.eventual_log.flush() if self.eventual_log is not None else None
 
     def _drop_ignored_kinds(
         self, table: pa.Table, kind: int | np.ndarray
