@@ -219,3 +219,34 @@ def test_eventual_writes_reach_the_log_before_the_commit(tmp_path: Path, kafka_b
             got += [(r["rowkind"], r["id"], r["v"]) for r in batch.to_pylist()]
     sub.close()
     assert got == [("+I", 1, "x"), ("+I", 3, "y")]
+
+
+def test_a_broker_restart_loses_nothing(tmp_path: Path) -> None:
+    """Writers and a subscription go on across a restart of the broker, without a manual step."""
+    from lakelog.jobs.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(tmp_path / "broker")
+    broker.start(timeout=180.0)
+    try:
+        t = make(tmp_path / "wh", KafkaEndpoint(broker.bootstrap_servers, broker))
+        t.write(rows("a", [1], "one"))
+        sub = t.subscribe(scan_mode="from-snapshot", snapshot_id=1)
+        broker.stop()
+        started = time.time()
+        with pytest.raises(LogSystemError):
+            t.write(rows("a", [2], "while down"))  # refused with a clear error, nothing committed
+        assert time.time() - started < 90
+        assert t.latest_snapshot().id == 1
+        broker.start(timeout=180.0)
+        t.write(rows("a", [3], "three"))
+        got: list[Any] = []
+        deadline = time.time() + 60
+        while len(got) < 2 and time.time() < deadline:
+            batch = sub.poll(0.5)
+            if batch is not None:
+                got += [(r["id"], r["v"]) for r in batch.to_pylist()]
+        sub.close()
+        assert got == [(1, "one"), (3, "three")]
+        assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == [1, 3]
+    finally:
+        broker.stop()

@@ -80,7 +80,12 @@ class EventualLogWriter:
             while True:
                 try:
                     producer.produce(
-                        cfg.topic, value=value, key=key, partition=partition, headers=headers, on_delivery=delivered
+                        cfg.topic,
+                        value=value,
+                        key=key,
+                        partition=partition,
+                        headers=headers,
+                        on_delivery=delivered,
                     )
                     break
                 except BufferError:

@@ -260,7 +260,12 @@ class TableCommit:
                 cl_name, cl_size = write_list(changelog_metas) if changelog_metas else (None, None)
                 attempt_files += [n for n in (base_name, delta_name, cl_name) if n]
                 snapshot = self._snapshot(
-                    latest, delta, identifier, properties, (base_name, base_size), (delta_name, delta_size),
+                    latest,
+                    delta,
+                    identifier,
+                    properties,
+                    (base_name, base_size),
+                    (delta_name, delta_size),
                     (cl_name, cl_size),
                 )
                 previous: dict[int, int] = dict(latest.log_offsets or {}) if latest else {}
@@ -295,13 +300,23 @@ class TableCommit:
 
     def _publish(self, pub: LogPublisher, snapshot: Snapshot) -> None:
         """Commit the log transaction of a published snapshot. When that fails the snapshot stands
-        (its data is committed) and the next commit publishes its changes first."""
+        (its data is committed): its changes are published again at once from its files by a new
+        producer, and failing that, by the next commit."""
         try:
             pub.commit(snapshot.id)
+            return
+        except LogSystemError as e:
+            first = e
+        try:
+            pub.catch_up(snapshot, partial(snapshot_log_changes, self.store), _snapshot_or_none(self.store))
         except LogSystemError as e:
             log.warning(
-                "snapshot %s of %s is committed but its changes did not reach the log (%s); the next commit "
-                "publishes them", snapshot.id, self.store.path, e,
+                "snapshot %s of %s is committed but its changes did not reach the log (%s; then %s); the next "
+                "commit publishes them",
+                snapshot.id,
+                self.store.path,
+                first,
+                e,
             )
 
     def _max_retries(self) -> int:
