@@ -107,7 +107,8 @@ def test_hybrid_reads_started_while_writers_commit_get_every_change_once(
         expect = expected_changes(t, start, final)
         n_expected = sum(len(v) for v in expect.values())
         full = {r["k"]: r["v"] for r in t.to_arrow(snapshot_id=start).to_pylist()}
-        got = collect(sub, lambda out: len(out) >= len(full) + n_expected)
+        wanted = len(full) + n_expected
+        got = collect(sub, lambda out, wanted=wanted: len(out) >= wanted)
         sub.close()
         snapshot_rows = got[: len(full)]
         assert {r["k"]: r["v"] for r in snapshot_rows} == full and all(r["rowkind"] == "+I" for r in snapshot_rows)

@@ -121,7 +121,8 @@ class LogTail:
                 if err.code() == ck.KafkaError._AUTO_OFFSET_RESET:
                     p = m.partition()
                     raise LogSystemError(
-                        f"{self.config.describe()} no longer holds offset {self.positions.get(p)} of partition "
+                        f"{self.config.describe()} no longer holds offset {self.positions.get(p)} of "
+                        "partition "
                         f"{p}: retention deleted changes this reader had not read ({err.str()})"
                     )
                 if err.code() == ck.KafkaError._PARTITION_EOF:

@@ -311,7 +311,8 @@ class TableCommit:
             pub.catch_up(snapshot, partial(snapshot_log_changes, self.store), _snapshot_or_none(self.store))
         except LogSystemError as e:
             log.warning(
-                "snapshot %s of %s is committed but its changes did not reach the log (%s; then %s); the next "
+                "snapshot %s of %s is committed but its changes did not reach the log (%s; then %s); the "
+                "next "
                 "commit publishes them",
                 snapshot.id,
                 self.store.path,

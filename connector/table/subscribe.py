@@ -195,7 +195,8 @@ class Subscription:
             f"({self._config.describe() if self._config else '-'}) no longer holds {ranges}, and the "
             f"snapshots that hold them have expired. 'log.retention' is "
             f"{retention if retention is not None else 'the topic default'}, 'snapshot.time-retained' is "
-            f"{opts.snapshot_time_retained}, 'snapshot.num-retained.min' is {opts.snapshot_num_retained_min}: "
+            f"{opts.snapshot_time_retained}, 'snapshot.num-retained.min' is "
+            f"{opts.snapshot_num_retained_min}: "
             "keep snapshots at least as long as the log, or read with a consumer-id"
         )
 
