@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakelog.connector.errors import LogSystemError
-from lakelog.connector.log.codec import KIND_HEADER, USER_HEADER, encode_changes, kind_header
+from lakelog.connector.log.codec import KIND_HEADER, SCHEMA_HEADER, USER_HEADER, encode_changes, kind_header
 from lakelog.connector.log.kafka import DEFAULT_REQUEST_TIMEOUT_S, LogConfig
 from lakelog.connector.log.publisher import COMMIT_KIND_HEADER, records_partition
 
@@ -51,7 +51,7 @@ class EventualLogWriter:
             self._producer = self.config.producer()
         return self._producer
 
-    def send(self, rows: pa.Table, kinds: np.ndarray, buckets: np.ndarray) -> None:
+    def send(self, rows: pa.Table, kinds: np.ndarray, buckets: np.ndarray, schema_id: int) -> None:
         """One record per row (the table's columns), into partition = the row's bucket."""
         producer = self._ensure()
         cfg = self.config
@@ -73,7 +73,11 @@ class EventualLogWriter:
         if not keep.all():
             rows, kinds, buckets = rows.filter(pa.array(keep)), kinds[keep], buckets[keep]
         records = encode_changes(rows, kinds, cfg.primary_keys, upsert=False)
-        base = [(USER_HEADER, self.user), (COMMIT_KIND_HEADER, b"APPEND")]
+        base = [
+            (USER_HEADER, self.user),
+            (COMMIT_KIND_HEADER, b"APPEND"),
+            (SCHEMA_HEADER, str(schema_id).encode()),
+        ]
         for key, value, kind, bucket in zip(records.keys, records.values, records.kinds, buckets):
             partition = records_partition(int(bucket), self._partitions, cfg.topic)
             headers = [(KIND_HEADER, kind_header(int(kind))), *base]

@@ -41,7 +41,14 @@ import pyarrow as pa
 
 from lakelog.connector.errors import LogSystemError
 from lakelog.connector.format.snapshot import Snapshot
-from lakelog.connector.log.codec import COMMIT_HEADER, KIND_HEADER, USER_HEADER, encode_changes, kind_header
+from lakelog.connector.log.codec import (
+    COMMIT_HEADER,
+    KIND_HEADER,
+    SCHEMA_HEADER,
+    USER_HEADER,
+    encode_changes,
+    kind_header,
+)
 from lakelog.connector.log.kafka import DEFAULT_REQUEST_TIMEOUT_S, LogConfig, kafka_module, retrying
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,6 +77,7 @@ class BucketChanges:
     bucket: int
     rows: pa.Table
     kinds: np.ndarray
+    schema_id: int  # the table schema the rows are in
 
 
 ChangesOf = Callable[[Snapshot], Optional[list[BucketChanges]]]  # None: the snapshot's files expired
@@ -297,6 +305,7 @@ class LogPublisher:
                 keep = (kinds == 0) | (kinds == 2)
                 rows, kinds = rows.filter(pa.array(keep)), kinds[keep]
             records = encode_changes(rows, kinds, config.primary_keys, upsert=config.upsert)
+            schema = (SCHEMA_HEADER, str(ch.schema_id).encode())
             partition = records_partition(ch.bucket, self._partitions, self.config.topic)
             kind_headers = [kind_header(int(k)) for k in records.kinds]
             for key, value, kind in zip(records.keys, records.values, kind_headers):
@@ -307,7 +316,7 @@ class LogPublisher:
                             value=value,
                             key=key,
                             partition=partition,
-                            headers=[(KIND_HEADER, kind), *headers_base],
+                            headers=[(KIND_HEADER, kind), schema, *headers_base],
                             on_delivery=delivered,
                         )
                         break

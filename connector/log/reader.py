@@ -16,7 +16,7 @@ position the topic no longer holds (retention deleted it, or the topic was recre
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -25,7 +25,9 @@ import pyarrow as pa
 
 from lakelog.connector.errors import LogSystemError
 from lakelog.connector.format.key_value import RowKind
-from lakelog.connector.log.codec import COMMIT_HEADER, KIND_HEADER, USER_HEADER, decode_values
+from lakelog.connector.format.schema import TableSchema
+from lakelog.connector.format.schema_evolution import evolve_table
+from lakelog.connector.log.codec import COMMIT_HEADER, KIND_HEADER, SCHEMA_HEADER, USER_HEADER, decode_values
 from lakelog.connector.log.kafka import LogConfig, kafka_module
 from lakelog.connector.log.publisher import COMMIT_KIND_HEADER, GAP_HEADER
 
@@ -66,14 +68,17 @@ class LogTail:
     def __init__(
         self,
         config: LogConfig,
-        schema: pa.Schema,
+        schema: TableSchema,
         start: Mapping[int, int],
         *,
         skip: Optional[CommitId] = None,
+        schema_of: Optional[Callable[[int], TableSchema]] = None,
     ) -> None:
         ck = kafka_module()
         self.config = config
-        self.schema = schema
+        self.table_schema = schema
+        self.schema = schema.arrow_schema()
+        self._schema_of = schema_of
         self.skip = skip
         parts = config.topic_partitions()
         if parts is None:
@@ -114,6 +119,7 @@ class LogTail:
         values: list[Optional[bytes]] = []
         keys: list[Optional[bytes]] = []
         kinds: list[Optional[bytes]] = []
+        schemas: list[Optional[bytes]] = []
         moved: dict[int, int] = {}
         for m in msgs:
             err = m.error()
@@ -143,8 +149,9 @@ class LogTail:
             values.append(m.value())
             keys.append(m.key())
             kinds.append(headers.get(KIND_HEADER))
+            schemas.append(headers.get(SCHEMA_HEADER))
         self.positions.update(moved)
-        rows = self._decode(values, keys, kinds)
+        rows = self._decode(values, keys, kinds, schemas)
         return ChangeBatch(rows, moved)
 
     def _is_skipped(self, headers: Mapping[str, Any]) -> bool:
@@ -157,14 +164,43 @@ class LogTail:
         )
 
     def _decode(
-        self, values: list[Optional[bytes]], keys: list[Optional[bytes]], kinds: list[Optional[bytes]]
+        self,
+        values: list[Optional[bytes]],
+        keys: list[Optional[bytes]],
+        kinds: list[Optional[bytes]],
+        schemas: list[Optional[bytes]],
     ) -> pa.Table:
-        if values:
-            rows, codes = decode_values(values, keys, kinds, self.schema)
+        """Decode in runs of one schema each, every run evolved to the reader's schema (by field id:
+        renamed, added, dropped and widened columns), keeping the records' order."""
+        parts: list[pa.Table] = []
+        codes: list[np.ndarray] = []
+        start = 0
+        for end in range(1, len(values) + 1):
+            if end < len(values) and schemas[end] == schemas[start]:
+                continue
+            written = self._written_schema(schemas[start])
+            rows, got = decode_values(
+                values[start:end], keys[start:end], kinds[start:end], written.arrow_schema()
+            )
+            if written.id != self.table_schema.id:
+                rows = evolve_table(rows, written, self.table_schema)
+            parts.append(rows.cast(self.schema))
+            codes.append(got)
+            start = end
+        if not parts:
+            rows, code = self.schema.empty_table(), np.zeros(0, dtype=np.int8)
         else:
-            rows, codes = self.schema.empty_table(), np.zeros(0, dtype=np.int8)
-        names = np.array(RowKind.SHORT, dtype=object)[codes.astype(np.int64)]
+            rows, code = pa.concat_tables(parts), np.concatenate(codes)
+        names = np.array(RowKind.SHORT, dtype=object)[code.astype(np.int64)]
         return rows.add_column(0, pa.field(ROWKIND, pa.string(), False), pa.array(names, pa.string()))
+
+    def _written_schema(self, header: Optional[bytes]) -> TableSchema:
+        if header is None or self._schema_of is None:
+            return self.table_schema  # another writer's record: read as the table is now
+        sid = int(header)
+        if sid == self.table_schema.id:
+            return self.table_schema
+        return self._schema_of(sid)
 
     def batches(self, *, idle_timeout: Optional[float] = None, poll: float = 0.2) -> Iterator[ChangeBatch]:
         """Change batches as they arrive; ends after ``idle_timeout`` seconds without any (never

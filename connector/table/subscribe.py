@@ -80,6 +80,8 @@ class Subscription:
         self.poll_interval = poll_interval
         self.consumer_id = consumer_id
         self._config = log_config(self._store)
+        self._read_schema = self._store.schema
+        self._schema_of = self._store.schema_manager.schema
         self._pending: list[pa.Table] = []  # change batches ready before the live part starts
         self._tail: Optional[LogTail] = None
         self._next_snapshot: Optional[int] = None  # the file follower's next snapshot
@@ -113,7 +115,12 @@ class Subscription:
                 self._next_snapshot = latest + 1
             else:
                 self._consumed = latest
-                self._tail = LogTail(self._config, self.schema, self._config.list_offsets("latest"))
+                self._tail = LogTail(
+                    self._config,
+                    self._read_schema,
+                    self._config.list_offsets("latest"),
+                    schema_of=self._schema_of,
+                )
         else:  # from-timestamp
             from lakelog.connector.table.table import _to_millis
 
@@ -123,7 +130,12 @@ class Subscription:
                 self._next_snapshot = (before.id if before is not None else 0) + 1
             else:
                 self._consumed = before.id if before is not None else 0
-                self._tail = LogTail(self._config, self.schema, self._config.offsets_for_time(millis))
+                self._tail = LogTail(
+                    self._config,
+                    self._read_schema,
+                    self._config.offsets_for_time(millis),
+                    schema_of=self._schema_of,
+                )
 
     def _full(self, snap: Snapshot) -> None:
         for batch in self.table.scan(columns=None, filter=self.filter, snapshot_id=snap.id).to_reader():
@@ -139,7 +151,7 @@ class Subscription:
             return
         start, skip, after = self._log_start(snapshot_id)
         self._consumed = after
-        self._tail = LogTail(self._config, self.schema, start, skip=skip)
+        self._tail = LogTail(self._config, self._read_schema, start, skip=skip, schema_of=self._schema_of)
 
     def _log_start(self, snapshot_id: int) -> tuple[dict[int, int], Optional[CommitId], int]:
         """Where the log read starts after ``snapshot_id``: its ``logOffsets`` and its own commit to

@@ -143,7 +143,7 @@ class TableWrite:
         n = table.num_rows
         kinds = np.full(n, kind, dtype=np.int8) if isinstance(kind, int) else kind
         if self.eventual_log is not None:  # the log gets the changes now, before any commit
-            self.eventual_log.send(table, kinds, self._row_buckets(table))
+            self.eventual_log.send(table, kinds, self._row_buckets(table), self.schema.id)
         table = table.append_column(VALUE_KIND, pa.array(kinds, pa.int8()))
         table = table.append_column(
             ARRIVAL, pa.array(np.arange(self._arrival, self._arrival + n, dtype=np.int64))
