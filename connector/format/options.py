@@ -761,6 +761,10 @@ class CoreOptions:
         "log.system.replication", int, 1, "Replication factor of the log's topic.", validator=_at_least(1))
     LOG_SYSTEM_AUTO_REGISTER: ClassVar[ConfigOption[bool]] = _opt(
         "log.system.auto-register", bool, True, "Create the log's topic when the table is created.")
+    STREAMING_READ_MODE: ClassVar[ConfigOption[str]] = _opt(
+        "streaming-read-mode", str, None,
+        "Streaming reads of a table with a log read the 'log' (default) or the 'file's.",
+        validator=_one_of("log", "file"))
     LOG_IGNORE_DELETE: ClassVar[ConfigOption[bool]] = _opt(
         "log.ignore-delete", bool, False, "Leave deletes (-D, -U) out of the log.")
 
@@ -1115,6 +1119,10 @@ class CoreOptions:
     @property
     def log_system_auto_register(self) -> bool:
         return bool(self.get(self.LOG_SYSTEM_AUTO_REGISTER))
+
+    @property
+    def streaming_read_mode(self) -> str:
+        return str(self.get(self.STREAMING_READ_MODE) or "log")
 
     @property
     def log_ignore_delete(self) -> bool:

@@ -65,6 +65,7 @@ class Subscription:
         columns: Optional[Sequence[str]] = None,
         filter: Any = None,
         poll_interval: float = 0.2,
+        restore: Optional[dict[str, Any]] = None,
     ) -> None:
         if scan_mode not in SCAN_MODES:
             raise OptionError(f"scan.mode {scan_mode!r} of a subscription: use one of {list(SCAN_MODES)}")
@@ -87,11 +88,45 @@ class Subscription:
         self._next_snapshot: Optional[int] = None  # the file follower's next snapshot
         self._consumed: Optional[int] = None  # the last snapshot consumed whole (consumer progress)
         self._closed = False
+        if restore is not None:
+            self._restore(restore)
+            return
         resume = table.store.consumer_manager.get(consumer_id) if consumer_id is not None else None
         if resume is not None:
             self._start_after(resume - 1)
         else:
             self._start(scan_mode, snapshot_id, timestamp)
+
+    # ---- state --------------------------------------------------------------------------------------
+    def position(self) -> dict[str, Any]:
+        """Where this subscription is, as JSON-able values (for a Flink operator's state). Valid
+        once the changes queued at its start have been polled; ``restore=`` continues from it."""
+        if self._pending:
+            raise RuntimeError("poll the subscription's first changes before taking its position")
+        if self._tail is not None:
+            skip = self._tail.skip
+            return {
+                "log": {str(p): o for p, o in self._tail.positions.items()},
+                "skip": None if skip is None else [skip.user, skip.identifier, skip.kind],
+                "consumed": self._consumed,
+            }
+        return {"next_snapshot": self._next_snapshot, "consumed": self._consumed}
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self._consumed = state.get("consumed")
+        if "log" in state:
+            if self._config is None:
+                raise OptionError(
+                    f"cannot restore a log position of {self.table.identifier}: it has no log now"
+                )
+            skip = state.get("skip")
+            start = {int(p): int(o) for p, o in state["log"].items()}
+            commit = CommitId(str(skip[0]), int(skip[1]), str(skip[2])) if skip else None
+            self._tail = LogTail(
+                self._config, self._read_schema, start, skip=commit, schema_of=self._schema_of
+            )
+        else:
+            self._next_snapshot = int(state["next_snapshot"])
 
     # ---- starting ---------------------------------------------------------------------------------
     def _start(self, mode: str, snapshot_id: Optional[int], timestamp: Any) -> None:

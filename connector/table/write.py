@@ -154,6 +154,14 @@ class TableWrite:
         if self._buffered_bytes >= self._write_buffer_size:
             self.flush(spill=self.spillable)
 
+    def conformed(self, data: Any) -> pa.Table:
+        """``data`` in the table's columns and types (what :meth:`write_changes` would take)."""
+        return conform(to_arrow_table(data), self.arrow_schema, required=self.pk, allow_missing=True)
+
+    def row_buckets(self, table: pa.Table) -> np.ndarray:
+        """The bucket of every row of ``table`` (which holds at least the bucket key's columns)."""
+        return self._row_buckets(table)
+
     def _row_buckets(self, table: pa.Table) -> np.ndarray:
         if self.num_buckets > 0:
             types = self.store.field_types(self.bucket_keys)
