@@ -110,6 +110,17 @@ def _unquote(tok: str) -> str:
     return tok
 
 
+def _hint_option(opts: dict[str, str], key: str, default: str, kind: type) -> Any:
+    """A typed lookup hint option; a malformed value raises :class:`OptionError` naming it."""
+    text = opts.get(key, default).strip()
+    if kind is bool and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if kind is int and re.fullmatch(r"[+-]?\d+", text) and int(text) > 0:
+        return int(text)
+    allowed = "true or false" if kind is bool else "a whole number greater than 0"
+    raise OptionError(f"invalid value {text!r} for lookup option {key!r}: expected {allowed}")
+
+
 def _parse_kv_list(text: str) -> dict[str, str]:
     """``'k' = 'v', 'k2' = 'v2'`` -> dict."""
     strs = [t.text for t in _lex(text) if t.kind == "str"]
@@ -563,8 +574,8 @@ class LakelogSql:
                 path,
                 key_columns=keys,
                 refresh_interval=opts.get("continuous.discovery-interval"),
-                async_refresh=opts.get("lookup.refresh.async", "false").lower() == "true",
-                cache_rows=int(opts.get("lookup.cache-rows", "10000")),
+                async_refresh=_hint_option(opts, "lookup.refresh.async", "false", bool),
+                cache_rows=_hint_option(opts, "lookup.cache-rows", "10000", int),
             )
             return name, cols
 

@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from lakelog.connector.errors import InvalidInputError
 from lakelog.connector.format.types import DataType
 
 __all__ = ["partition_path", "partition_value_string", "escape_path_name", "DEFAULT_PARTITION_NAME"]
@@ -34,6 +35,7 @@ DEFAULT_PARTITION_NAME = "__DEFAULT_PARTITION__"
 _ESCAPED = set("\"#%'*/:=?\\\x7f{}[]^") | {chr(c) for c in range(0x20)}
 _EPOCH_DAY = datetime.date(1970, 1, 1)
 _DEFAULT_TIMESTAMP_PRECISION = 6
+_MAX_DIRECTORY_NAME_BYTES = 255
 
 
 def escape_path_name(value: str) -> str:
@@ -133,5 +135,16 @@ def partition_path(
             s = default_name
         else:
             s = partition_value_string(v, types[i] if types is not None else None, legacy=legacy_name)
-        parts.append(f"{escape_path_name(name)}={escape_path_name(s)}")
+        part = f"{escape_path_name(name)}={escape_path_name(s)}"
+        if len(part.encode("utf-8")) > _MAX_DIRECTORY_NAME_BYTES:
+            raise InvalidInputError(
+                f"partition value {_shorten(s)} of column {name!r} is too long: its directory name "
+                f"{name}=... takes {len(part.encode('utf-8'))} bytes after escaping, and file systems "
+                f"allow {_MAX_DIRECTORY_NAME_BYTES}"
+            )
+        parts.append(part)
     return "/".join(parts)
+
+
+def _shorten(text: str, keep: int = 40) -> str:
+    return repr(text) if len(text) <= keep else repr(text[:keep]) + f"... ({len(text)} characters)"
