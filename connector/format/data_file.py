@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from lakelog.connector.errors import CorruptFileError, MissingFileError
 from lakelog.connector.format.binary_row import serialize_row
+from lakelog.connector.format.fileio import os_error_code, storage_errors
 from lakelog.connector.format.manifest import DataFileMeta, SimpleStats, local_now_millis
 from lakelog.connector.format.types import NESTED_ROOTS, DataType
 
@@ -180,20 +181,23 @@ class RollingFileWriter:
         if spec.file_schema is not None and chunk.schema != spec.file_schema:
             chunk = chunk.select(spec.file_schema.names).cast(spec.file_schema)
         if self._writer is None:
-            os.makedirs(spec.bucket_dir, exist_ok=True)
             self._name = new_data_file_name(spec.file_prefix)
             path = os.path.join(spec.bucket_dir, self._name)
+            with storage_errors("create the directory", spec.bucket_dir):
+                os.makedirs(spec.bucket_dir, exist_ok=True)
             self.paths.append(path)
-            self._sink = pa.OSFile(path, "wb")
-            self._writer = pq.ParquetWriter(
-                self._sink,
-                chunk.schema,
-                compression=spec.compression,
-                compression_level=spec.compression_level,
-                use_dictionary=_dictionary_columns(chunk.schema, spec.key_columns),
-                write_statistics=False,
-            )
-        self._writer.write_table(chunk, row_group_size=max(n, 1))
+            with storage_errors("write the data file", path):
+                self._sink = pa.OSFile(path, "wb")
+                self._writer = pq.ParquetWriter(
+                    self._sink,
+                    chunk.schema,
+                    compression=spec.compression,
+                    compression_level=spec.compression_level,
+                    use_dictionary=_dictionary_columns(chunk.schema, spec.key_columns),
+                    write_statistics=False,
+                )
+        with storage_errors("write the data file", os.path.join(spec.bucket_dir, self._name)):
+            self._writer.write_table(chunk, row_group_size=max(n, 1))
         self._rows += n
         if spec.key_columns:
             if self._first_key is None:
@@ -213,10 +217,11 @@ class RollingFileWriter:
     def _finish_file(self) -> None:
         if self._writer is None:
             return
-        self._writer.close()
-        self._sink.close()
         spec = self.spec
         path = os.path.join(spec.bucket_dir, self._name)
+        with storage_errors("write the data file", path):
+            self._writer.close()
+            self._sink.close()
         if spec.key_columns:
             assert self._first_key is not None and self._last_key is not None
             min_key = serialize_row(self._first_key, spec.key_types)
@@ -283,6 +288,9 @@ def _named_errors(path: str) -> Iterator[None]:
     except (pa.ArrowInvalid, OSError) as e:
         if not os.path.exists(path):
             raise MissingFileError(f"data file referenced by the snapshot is missing: {path}") from None
+        if isinstance(e, OSError) and os_error_code(e) is not None:  # the file system's, not the file's
+            with storage_errors("read the data file", path):
+                raise
         raise CorruptFileError(f"cannot read data file {path}: {e}") from e
 
 

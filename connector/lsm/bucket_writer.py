@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.fileio import storage_errors
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.options import ChangelogProducer
@@ -108,7 +109,7 @@ class KeyValueBucketWriter:
             self._pending_keys.append((self.next_seq - 1, keys))
         if spill:
             path = os.path.join(tw.spill_dir(), f"{self.bucket}-{id(self)}-{len(self.spills)}.arrow")
-            with ipc.new_file(path, merged.schema) as sink:
+            with storage_errors("spill the write buffer to", path), ipc.new_file(path, merged.schema) as sink:
                 sink.write_table(merged, max_chunksize=64 * 1024)
             self.spills.append(path)
         else:
