@@ -15,9 +15,11 @@ from lakelog.connector.errors import (
 )
 from lakelog.connector.format.key_value import KEY_PREFIX, SYSTEM_FIELD_NAMES
 from lakelog.connector.format.options import (
+    RETENTION_KEYS,
     ChangelogProducer,
     CoreOptions,
     MergeEngine,
+    check_changelog_retention,
     validate_options,
 )
 from lakelog.connector.format.types import NESTED_ROOTS, DataField, highest_field_id, type_to_string
@@ -107,9 +109,13 @@ def validate_schema(schema: TableSchema, strict_keys: Iterable[str] | None = Non
 
     if strict_keys is None:
         validate_options(schema.options, strict=True)
+        check_changelog_retention(schema.options)
     else:
+        touched = set(strict_keys)
         validate_options(schema.options, strict=False)
-        validate_options({k: schema.options[k] for k in strict_keys if k in schema.options}, strict=True)
+        validate_options({k: schema.options[k] for k in touched if k in schema.options}, strict=True)
+        if touched & RETENTION_KEYS:
+            check_changelog_retention(schema.options)
     core = CoreOptions(schema.options, strict=False)
     _validate_bucket(schema, core, names)
     _validate_merge_options(schema, core, names, by_name)
@@ -156,14 +162,6 @@ def _validate_merge_options(
         raise OptionError(
             f"'changelog-producer' = '{producer.value}' needs a primary key; append tables have none"
         )
-    if core.get(CoreOptions.STREAMING_READ_OVERWRITE):
-        if not has_pk:
-            raise OptionError("'streaming-read-overwrite' needs a primary key")
-        if producer in (ChangelogProducer.FULL_COMPACTION, ChangelogProducer.LOOKUP):
-            raise OptionError(
-                f"'streaming-read-overwrite' cannot be true with changelog-producer '{producer.value}' "
-                "(it would read duplicated changes)"
-            )
     engine = core.merge_engine
     if engine == MergeEngine.FIRST_ROW and producer not in (
         ChangelogProducer.NONE, ChangelogProducer.LOOKUP

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from lakelog.connector.errors import OptionError
-from lakelog.connector.format.options import CoreOptions, StartupMode
+from lakelog.connector.format.options import CoreOptions, StartupMode, validate_options
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 
@@ -30,10 +30,14 @@ MODES = (
 
 
 def scan_options(store: TableStore, overrides: Mapping[str, str]) -> CoreOptions:
-    """The table's options with dynamic ``overrides`` applied (validated)."""
+    """The table's options with dynamic ``overrides`` applied. The overrides are validated strictly
+    (an unknown or unsupported key is refused by name); the table's own options as when it opens
+    (another engine may have set keys lakelog does not know)."""
+    given = {str(k): str(v) for k, v in overrides.items()}
+    validate_options(given, strict=True)
     merged = dict(store.schema.options)
-    merged.update({str(k): str(v) for k, v in overrides.items()})
-    return CoreOptions(merged)
+    merged.update(given)
+    return CoreOptions(merged, strict=False)
 
 
 @dataclass(frozen=True)
