@@ -389,7 +389,11 @@ class Table:
 
         return expire_snapshots(self._store, **overrides)
 
-    def remove_orphan_files(self, older_than_seconds: float = 86400.0, *, dry_run: bool = False) -> list[str]:
+    def remove_orphan_files(
+        self, older_than_seconds: Optional[float] = None, *, dry_run: bool = False
+    ) -> list[str]:
+        """Delete unreferenced files older than ``older_than_seconds`` (default: the table's
+        ``orphan-clean.older-than``, 1 day); return their paths."""
         from lakelog.connector.table.maintenance import remove_orphan_files
 
         return remove_orphan_files(self._store, older_than_seconds=older_than_seconds, dry_run=dry_run)
