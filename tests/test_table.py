@@ -178,3 +178,20 @@ def test_string_filters_name_what_they_cannot_parse(pk_table: lakelog.Table) -> 
         pk_table.to_arrow(filter="id = = 1")
     with pytest.raises(TypeError):
         pk_table.to_arrow(["id"])  # type: ignore[misc]  # keyword-only
+
+
+@pytest.mark.parametrize("retries,attempts", [("0", 1), ("2", 3), (None, 11)])
+def test_commit_max_retries_bounds_the_attempts_of_a_commit_that_keeps_losing(
+    make_table: MakeTable, monkeypatch: pytest.MonkeyPatch, retries: str | None, attempts: int
+) -> None:
+    from lakelog.connector.errors import CommitConflictError
+    from lakelog.connector.format.snapshot import SnapshotManager
+    from lakelog.connector.table import commit
+
+    t = make_table(options={"commit.max-retries": retries} if retries is not None else None)
+    tries: list[int] = []
+    monkeypatch.setattr(SnapshotManager, "try_commit", lambda self, s: tries.append(s.id) or False)
+    monkeypatch.setattr(commit.time, "sleep", lambda s: None)
+    with pytest.raises(CommitConflictError, match=rf"after {attempts} attempts \(option 'commit.max-retries'\)"):
+        t.write(pa.table({"dt": ["a"], "id": [1], "name": ["x"], "amount": [1.0]}, schema=ORDERS))
+    assert len(tries) == attempts  # Paimon's default is 10 retries after the first attempt

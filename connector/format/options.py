@@ -1120,6 +1120,10 @@ class CoreOptions:
         return self.get(self.ORPHAN_CLEAN_OLDER_THAN)
 
     @property
+    def commit_max_retries(self) -> int:
+        return self.get(self.COMMIT_MAX_RETRIES)
+
+    @property
     def sink_flush_interval(self) -> Duration | None:
         return self.get(self.SINK_FLUSH_INTERVAL)
 

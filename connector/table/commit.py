@@ -26,7 +26,6 @@ log = logging.getLogger(__name__)
 
 BATCH_COMMIT_IDENTIFIER = 9223372036854775807  # Long.MAX_VALUE, as Paimon's batch writers use
 WRITER_VERSION = "lakelog-0.1.0"
-_MAX_RETRIES = 200
 
 
 class CommitKind:
@@ -128,7 +127,8 @@ class TableCommit:
         deleted = [e for e in delta.entries if e.kind == 1]
         added_rows = sum(e.file.row_count for e in delta.entries if e.kind == 0)
         deleted_rows = sum(e.file.row_count for e in deleted)
-        for attempt in range(_MAX_RETRIES):
+        attempts = store.options.commit_max_retries + 1
+        for attempt in range(attempts):
             latest = store.snapshot_manager.latest()
             if guard is not None:
                 try:
@@ -173,7 +173,9 @@ class TableCommit:
                 if name:
                     store.file_io.delete(store.manifest_dir + "/" + name)
             time.sleep(min(0.001 * (2 ** min(attempt, 8)), 0.2))
-        raise CommitConflictError(f"gave up committing to {store.path} after {_MAX_RETRIES} attempts")
+        raise CommitConflictError(
+            f"gave up committing to {store.path} after {attempts} attempts (option 'commit.max-retries')"
+        )
 
     def _check_deletes_are_live(self, latest: Optional[Snapshot], deleted: list[ManifestEntry]) -> None:
         # a file counts as live on its level only: an upgrade to another level is a change too
