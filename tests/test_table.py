@@ -195,3 +195,45 @@ def test_commit_max_retries_bounds_the_attempts_of_a_commit_that_keeps_losing(
     with pytest.raises(CommitConflictError, match=rf"after {attempts} attempts \(option 'commit.max-retries'\)"):
         t.write(pa.table({"dt": ["a"], "id": [1], "name": ["x"], "amount": [1.0]}, schema=ORDERS))
     assert len(tries) == attempts  # Paimon's default is 10 retries after the first attempt
+
+
+def test_default_values_fill_nulls_and_missing_columns_on_write(catalog: lakelog.Catalog) -> None:
+    schema = ORDERS.append(pa.field("qty", pa.int32(), nullable=False)).append(pa.field("day", pa.date32()))
+    t = catalog.create_table(
+        "db.t", schema, primary_key=["dt", "id"],
+        options={"bucket": "1", "fields.name.default-value": "unknown", "fields.amount.default-value": "0.5",
+                 "fields.qty.default-value": "1", "fields.day.default-value": "2024-06-01"},
+    )
+    t.write(pa.table({"dt": ["a", "a"], "id": [1, 2], "name": [None, "bob"], "amount": [None, 2.0]}))
+    got = rows(t.to_arrow(), "id")
+    assert [(r["name"], r["amount"], r["qty"]) for r in got] == [("unknown", 0.5, 1), ("bob", 2.0, 1)]
+    assert {r["day"].isoformat() for r in got} == {"2024-06-01"}
+    # a default set later applies to later writes; rows already written keep their nulls
+    t2 = catalog.create_table("db.t2", ORDERS, primary_key=["dt", "id"], options={"bucket": "1"})
+    t2.write(pa.table({"dt": ["a"], "id": [1], "name": [None], "amount": [1.0]}, schema=ORDERS))
+    t2.alter(lakelog.SetOption("fields.name.default-value", "n/a"))
+    t2.write(pa.table({"dt": ["a"], "id": [2], "name": [None], "amount": [1.0]}, schema=ORDERS))
+    assert [r["name"] for r in rows(t2.to_arrow(), "id")] == [None, "n/a"]
+
+
+@pytest.mark.parametrize(
+    "key,value,fragment",
+    [
+        ("fields.amount.default-value", "lots", "not a value of type DOUBLE"),
+        ("fields.name.default-value", "x", "partial-update"),
+        ("fields.id.default-value", "1", "key column 'id'"),
+    ],
+)
+def test_bad_default_values_are_refused_by_name(
+    catalog: lakelog.Catalog, key: str, value: str, fragment: str
+) -> None:
+    opts = {"bucket": "1", key: value}
+    if "partial-update" in fragment:
+        opts["merge-engine"] = "partial-update"
+    with pytest.raises(lakelog.connector.errors.OptionError, match=fragment) as e:
+        catalog.create_table("db.t", ORDERS, primary_key=["dt", "id"], options=opts)
+    assert repr(key) in str(e.value) or "'id'" in str(e.value)
+    t = catalog.create_table("db.ok", ORDERS, primary_key=["dt", "id"], options={"bucket": "1"})
+    if "partial-update" not in fragment:
+        with pytest.raises(lakelog.connector.errors.OptionError, match=fragment):
+            t.alter(lakelog.SetOption(key, value))

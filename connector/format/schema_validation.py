@@ -13,6 +13,7 @@ from lakelog.connector.errors import (
     OptionError,
     SchemaError,
 )
+from lakelog.connector.format.defaults import default_values
 from lakelog.connector.format.key_value import KEY_PREFIX, SYSTEM_FIELD_NAMES
 from lakelog.connector.format.options import (
     RETENTION_KEYS,
@@ -217,3 +218,10 @@ def _validate_merge_options(
     for name in defaults:
         if name in schema.primary_keys or name in schema.partition_keys:
             raise OptionError(f"key column {name!r} must not have a default value")
+    if defaults and engine == MergeEngine.PARTIAL_UPDATE:
+        raise OptionError(
+            f"option {CoreOptions.FIELD_DEFAULT_VALUE.key_for(next(iter(defaults)))!r} is not supported by "
+            "lakelog with merge-engine 'partial-update': a write fills nulls with the default, and a null "
+            "there means 'keep the current value'"
+        )
+    default_values(schema.fields, schema.options)  # each parses as a value of its column's type

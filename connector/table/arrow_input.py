@@ -42,6 +42,7 @@ def conform(
     required: Sequence[str] | None = None,
     allow_missing: bool = False,
     types: Optional[Mapping[str, DataType]] = None,
+    defaults: Optional[Mapping[str, pa.Scalar]] = None,
 ) -> pa.Table:
     """Reorder and cast ``table`` to ``schema``.
 
@@ -50,7 +51,8 @@ def conform(
     that cannot be held exactly raises :class:`SchemaError` naming the column: Arrow's safe cast,
     plus, given the columns' Paimon ``types``, the rules of
     :mod:`lakelog.connector.table.coercion` (decimal scale, time zones, lengths). Nulls in a NOT
-    NULL column raise :class:`InvalidInputError` naming the column.
+    NULL column raise :class:`InvalidInputError` naming the column. Columns with ``defaults``
+    (``fields.<name>.default-value``) have their nulls filled, or are filled when missing.
     """
     names = set(table.column_names)
     extra = [c for c in table.column_names if schema.get_field_index(c) < 0]
@@ -67,11 +69,16 @@ def conform(
     for f in schema:
         if f.name in names:
             col = coerce_column(table.column(f.name), f.type, types.get(f.name) if types else None, f.name)
+            if defaults and f.name in defaults and col.null_count:
+                col = col.fill_null(defaults[f.name])
             if not f.nullable and col.null_count:
                 raise InvalidInputError(
                     f"column {f.name!r} is NOT NULL but the input holds {col.null_count} null(s)"
                 )
             arrays.append(col)
+            fields.append(f)
+        elif defaults and f.name in defaults:
+            arrays.append(pa.nulls(table.num_rows, f.type).fill_null(defaults[f.name]))
             fields.append(f)
         else:
             if not f.nullable and not allow_missing:
