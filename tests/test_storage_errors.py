@@ -71,7 +71,7 @@ def test_a_data_file_on_a_full_disk_fails_the_write_by_name(
     t.write(_rows([1]))
     bucket_dir = os.path.join(t.path, "bucket-0")
     os.symlink("/dev/full", os.path.join(bucket_dir, "data-full-0.parquet"))
-    monkeypatch.setattr(data_file, "new_data_file_name", lambda prefix="data-": "data-full-0.parquet")
+    monkeypatch.setattr(data_file, "new_data_file_name", lambda *a, **k: "data-full-0.parquet")
     with pytest.raises(StorageError, match=r"cannot write the data file .*data-full-0\.parquet.*ENOSPC") as e:
         t.write(_rows(list(range(100_000))))
     assert e.value.errno == errno.ENOSPC

@@ -237,3 +237,28 @@ def test_bad_default_values_are_refused_by_name(
     if "partial-update" not in fragment:
         with pytest.raises(lakelog.connector.errors.OptionError, match=fragment):
             t.alter(lakelog.SetOption(key, value))
+
+
+def test_file_name_options_name_data_and_changelog_files(catalog: lakelog.Catalog) -> None:
+    import os
+
+    t = catalog.create_table(
+        "db.t", ORDERS, primary_key=["dt", "id"],
+        options={"bucket": "1", "data-file.prefix": "part-", "changelog-file.prefix": "cl-",
+                 "file.suffix.include.compression": "true", "file.compression": "snappy",
+                 "changelog-producer": "input"},
+    )
+    t.write(pa.table({"dt": ["a"], "id": [1], "name": ["x"], "amount": [1.0]}, schema=ORDERS))
+    names = sorted(f for _, _, fs in os.walk(t.path) for f in fs if "parquet" in f)
+    assert len(names) == 2
+    assert names[0].startswith("cl-") and names[0].endswith("-0.snappy.parquet")
+    assert names[1].startswith("part-") and names[1].endswith("-0.snappy.parquet")
+    entries = t.store.live_entries(t.latest_snapshot())
+    assert [e.file.file_name for e in entries] == [names[1]]
+    assert t.changes(0).column("id").to_pylist() == [1]
+    with pytest.raises(lakelog.connector.errors.OptionError, match="'data-file.prefix'"):
+        t.alter(lakelog.SetOption("data-file.prefix", "../x-"))
+    pytest.importorskip("pypaimon")
+    from .interop_util import pp_read
+
+    assert pp_read(catalog.warehouse, "db.t").column("id").to_pylist() == [1]  # Paimon reads names from manifests

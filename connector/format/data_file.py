@@ -31,8 +31,8 @@ __all__ = [
 STRING_STATS_TRUNCATE = 16  # Paimon's default metadata.stats-mode is truncate(16)
 
 
-def new_data_file_name(prefix: str = "data-") -> str:
-    return f"{prefix}{uuid.uuid4()}-0.parquet"
+def new_data_file_name(prefix: str = "data-", suffix: str = ".parquet") -> str:
+    return f"{prefix}{uuid.uuid4()}-0{suffix}"
 
 
 def _truncate_min(v: Any) -> Any:
@@ -112,6 +112,7 @@ class DataFileWriter:
     compression_level: Optional[int] = 1
     target_file_size: int = 128 * 1024 * 1024
     file_prefix: str = "data-"
+    file_suffix: str = ".parquet"
     file_schema: Optional[pa.Schema] = None  # every chunk is cast to it (nullability differences)
 
     def rolling(self, *, level: int, file_source: int = 0) -> RollingFileWriter:
@@ -181,7 +182,7 @@ class RollingFileWriter:
         if spec.file_schema is not None and chunk.schema != spec.file_schema:
             chunk = chunk.select(spec.file_schema.names).cast(spec.file_schema)
         if self._writer is None:
-            self._name = new_data_file_name(spec.file_prefix)
+            self._name = new_data_file_name(spec.file_prefix, spec.file_suffix)
             path = os.path.join(spec.bucket_dir, self._name)
             with storage_errors("create the directory", spec.bucket_dir):
                 os.makedirs(spec.bucket_dir, exist_ok=True)

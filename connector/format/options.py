@@ -452,6 +452,12 @@ def _stats_mode(v: str) -> str | None:
     return "expected none, counts, full or truncate(<n>)"
 
 
+def _file_name_part(v: str) -> str | None:
+    if re.fullmatch(r"[A-Za-z0-9_.=-]*", v) and not v.startswith("."):
+        return None
+    return "expected letters, digits, '_', '-', '.' or '=' (part of a file name; not starting with '.')"
+
+
 def _must_be_false(what: str) -> Validator:
     def check(v: bool) -> str | None:
         return None if v is False else f"lakelog does not support {what}"
@@ -569,9 +575,10 @@ class CoreOptions:
         "Target size of a data file (Paimon: 128 mb for primary-key tables, 256 mb for append tables).",
         validator=_positive_size)
     DATA_FILE_PREFIX: ClassVar[ConfigOption[str]] = _opt(
-        "data-file.prefix", str, "data-", "File name prefix of data files.")
+        "data-file.prefix", str, "data-", "File name prefix of data files.", validator=_file_name_part)
     CHANGELOG_FILE_PREFIX: ClassVar[ConfigOption[str]] = _opt(
-        "changelog-file.prefix", str, "changelog-", "File name prefix of changelog files.")
+        "changelog-file.prefix", str, "changelog-", "File name prefix of changelog files.",
+        validator=_file_name_part)
     FILE_SUFFIX_INCLUDE_COMPRESSION: ClassVar[ConfigOption[bool]] = _opt(
         "file.suffix.include.compression", bool, False, "Whether data file names include the compression.")
     METADATA_STATS_MODE: ClassVar[ConfigOption[str]] = _opt(

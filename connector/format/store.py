@@ -164,10 +164,15 @@ class TableStore:
             else os.path.join(self.path, f"bucket-{bucket}")
         )
 
-    def file_writer(self, partition: bytes, bucket: int, *, prefix: str = "data-") -> DataFileWriter:
-        """How this table writes data (or, with ``prefix="changelog-"``, changelog) files of a bucket."""
+    def file_writer(self, partition: bytes, bucket: int, *, changelog: bool = False) -> DataFileWriter:
+        """How this table writes data (or, with ``changelog``, changelog) files of a bucket; file
+        names follow ``data-file.prefix`` / ``changelog-file.prefix`` and
+        ``file.suffix.include.compression`` (``data-<uuid>-0.zstd.parquet``)."""
         opts = self.options
         schema = self.schema
+        prefix = opts.get(opts.CHANGELOG_FILE_PREFIX if changelog else opts.DATA_FILE_PREFIX)
+        with_codec = opts.get(opts.FILE_SUFFIX_INCLUDE_COMPRESSION)
+        suffix = f".{opts.file_compression}.parquet" if with_codec else ".parquet"
         return DataFileWriter(
             bucket_dir=self.bucket_dir(partition, bucket),
             schema_id=schema.id,
@@ -179,6 +184,7 @@ class TableStore:
             compression_level=opts.file_compression_zstd_level if opts.file_compression == "zstd" else None,
             target_file_size=opts.target_file_size_for(bool(schema.primary_keys)),
             file_prefix=prefix,
+            file_suffix=suffix,
             file_schema=file_schema(self),
         )
 
