@@ -931,6 +931,12 @@ class CoreOptions:
         groups = self.fields_with(self.FIELD_SEQUENCE_GROUP)
         return {tuple(p.strip() for p in k.split(",") if p.strip()): v for k, v in groups.items()}
 
+    def stats_mode(self, field: str | None) -> str:
+        """The statistics mode of ``field`` (``fields.<f>.stats-mode``, else ``metadata.stats-mode``);
+        with ``None`` the table's mode."""
+        v = self._field_option(self.FIELD_STATS_MODE, field) if field is not None else None
+        return str(v if v is not None else self.get(self.METADATA_STATS_MODE)).strip().lower()
+
     def field_default_values(self) -> dict[str, str]:
         return self.fields_with(self.FIELD_DEFAULT_VALUE)
 

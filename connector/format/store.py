@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from lakelog.connector.format.binary_row import deserialize_row
 from lakelog.connector.format.consumers import ConsumerManager
-from lakelog.connector.format.data_file import DataFileWriter
+from lakelog.connector.format.data_file import DataFileWriter, StatsMode
 from lakelog.connector.format.fileio import FileIO
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.manifest import ManifestEntry, ManifestFileMeta, merge_entries
@@ -185,6 +185,8 @@ class TableStore:
             target_file_size=opts.target_file_size_for(bool(schema.primary_keys)),
             file_prefix=prefix,
             file_suffix=suffix,
+            value_stats_modes=[StatsMode.parse(opts.stats_mode(f.name)) for f in schema.fields],
+            key_stats_mode=_key_stats_mode(StatsMode.parse(opts.stats_mode(None))),
             file_schema=file_schema(self),
         )
 
@@ -227,6 +229,12 @@ class TableStore:
 
     def delta_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
         return self.entries_of(self.manifest_metas(snapshot, delta_only=True))
+
+
+def _key_stats_mode(table_mode: StatsMode) -> StatsMode:
+    """Key statistics are always kept (primary-key tables are pruned by them, and pypaimon keeps
+    them too); the table's mode decides only how long strings are: ``full`` keeps them whole."""
+    return table_mode if table_mode.min_max else StatsMode("truncate", 16)
 
 
 def file_schema(store: TableStore) -> pa.Schema:
