@@ -23,6 +23,7 @@ from lakelog.connector.format.options import (
     check_changelog_retention,
     validate_options,
 )
+from lakelog.connector.format.partition import check_partition_time_options
 from lakelog.connector.format.types import NESTED_ROOTS, DataField, highest_field_id, type_to_string
 
 if TYPE_CHECKING:
@@ -173,6 +174,7 @@ def _validate_merge_options(
         )
     if schema.options.get("partition.expiration-time") is not None and not schema.partition_keys:
         raise OptionError("'partition.expiration-time' needs a partitioned table")
+    check_partition_time_options(core, schema.partition_keys)
     rowkind = core.rowkind_field
     if rowkind is not None and rowkind not in names:
         raise OptionError(f"'rowkind.field' names unknown column {rowkind!r} (columns: {names})")

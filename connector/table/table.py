@@ -16,6 +16,7 @@ from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
 from lakelog.connector.table.commit import TableCommit
 from lakelog.connector.table.expressions import parse_filter
+from lakelog.connector.table.partition_expire import maybe_expire_partitions
 from lakelog.connector.table.scan import plan_splits
 from lakelog.connector.table.write import TableWrite
 
@@ -57,6 +58,7 @@ class BatchWriter:
             self._write.abort()
             raise
         self._write.close()
+        maybe_expire_partitions(self._table._store)
         return self.snapshot_id
 
     def abort(self) -> None:
@@ -131,6 +133,10 @@ class StreamWriter:
             raise
         if self._commit.compaction_discarded:
             # another compaction won a race for the same files: reload the trees from the table
+            self._write.close()
+            self._write = TableWrite(self._table._store)
+        if maybe_expire_partitions(self._table._store):
+            # files of dropped partitions may sit in this writer's trees: reload them
             self._write.close()
             self._write = TableWrite(self._table._store)
         return sid
@@ -388,6 +394,13 @@ class Table:
         from lakelog.connector.table.maintenance import expire_snapshots
 
         return expire_snapshots(self._store, **overrides)
+
+    def expire_partitions(self) -> list[dict[str, Any]]:
+        """Drop the partitions older than ``partition.expiration-time`` (as writers do at commit,
+        every ``partition.expiration-check-interval``); return their values."""
+        from lakelog.connector.table.partition_expire import expire_partitions
+
+        return expire_partitions(self._store)
 
     def remove_orphan_files(
         self, older_than_seconds: Optional[float] = None, *, dry_run: bool = False
