@@ -196,3 +196,24 @@ def test_cli_universal_compaction_for_write_only_tables(catalog: lakelog.Catalog
     assert main(["--warehouse", warehouse, "compact", "--universal", "--table", "db.cli"]) == 0
     assert "compaction committed snapshot" in capsys.readouterr().out
     assert _max_runs(t) <= 5 and {f["level"] for f in t.files().to_pylist()} != {0}
+
+
+@pytest.mark.parametrize("limit", [None, "200 kb"])
+def test_write_buffer_spill_max_disk_size_flushes_once_the_spill_budget_is_used(
+    catalog: lakelog.Catalog, limit: str | None
+) -> None:
+    opts = {"bucket": "1", "write-buffer-size": "16 kb", "write-buffer-spillable": "true", "write-only": "true"}
+    if limit:
+        opts["write-buffer-spill.max-disk-size"] = limit
+    t = catalog.create_table("db.spill", SCHEMA, primary_key=["id"], options=opts)
+    rng = np.random.default_rng(3)
+    with t.writer() as w:
+        for i in range(12):  # each batch (~30 kb) fills the buffer: one spill (or flush) per batch
+            ids = rng.integers(0, 10**9, 1000)
+            w.write(pa.table({"id": ids, "v": ids, "s": [f"r{i}"] * len(ids)}, schema=SCHEMA))
+    files = len(t.files().to_pylist())
+    if limit is None:
+        assert files == 1  # everything spilled, merged into one level-0 run at commit
+    else:
+        assert 2 < files < 12  # a few batches fit the budget; the rest became level-0 files at once
+    assert t.to_arrow().num_rows == len({int(x) for x in np.random.default_rng(3).integers(0, 10**9, 12000)})
