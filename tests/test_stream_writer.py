@@ -229,3 +229,27 @@ def test_total_size_threshold_keeps_small_buckets_in_one_run(tmp_path: Path) -> 
 def test_bad_duration_option_is_named(tmp_path: Path) -> None:
     with pytest.raises(lakelog.LakelogError, match="compaction.optimization-interval"):
         make(tmp_path, **{"compaction.optimization-interval": "soon"})
+
+
+@pytest.mark.parametrize("producer", ["lookup", "full-compaction"])
+@pytest.mark.parametrize("ignore", [True, False])
+def test_row_deduplicate_ignore_fields_leave_columns_out_of_the_comparison(
+    catalog: lakelog.Catalog, producer: str, ignore: bool
+) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string()), ("ts", pa.int64())])
+    opts = {"bucket": "1", "changelog-producer": producer, "changelog-producer.row-deduplicate": "true"}
+    if ignore:
+        opts["changelog-producer.row-deduplicate-ignore-fields"] = "ts"
+    t = catalog.create_table("db.t", schema, primary_key=["id"], options=opts)
+
+    def step(v: str, ts: int) -> list[str]:
+        sid = t.write(pa.table({"id": [1], "v": [v], "ts": [ts]}, schema=schema))
+        if producer == "full-compaction":
+            sid = t.compact(full=True) or sid
+        return t.changes(sid - 1, sid).column("rowkind").to_pylist() if sid else []
+
+    assert step("a", 1) == ["+I"]
+    assert step("a", 2) == ([] if ignore else ["-U", "+U"])  # only an ignored field changed
+    assert step("b", 3) == ["-U", "+U"]
+    with pytest.raises(lakelog.connector.errors.OptionError, match="unknown column"):
+        t.alter(lakelog.SetOption("changelog-producer.row-deduplicate-ignore-fields", "nope"))

@@ -175,6 +175,13 @@ def _validate_merge_options(
     if schema.options.get("partition.expiration-time") is not None and not schema.partition_keys:
         raise OptionError("'partition.expiration-time' needs a partitioned table")
     check_partition_time_options(core, schema.partition_keys)
+    ignored = core.get(CoreOptions.CHANGELOG_PRODUCER_ROW_DEDUPLICATE_IGNORE_FIELDS) or []
+    unknown = [c for c in ignored if c not in names]
+    if unknown:
+        raise OptionError(
+            f"'changelog-producer.row-deduplicate-ignore-fields' names unknown column(s) {unknown} "
+            f"(columns: {names})"
+        )
     rowkind = core.rowkind_field
     if rowkind is not None and rowkind not in names:
         raise OptionError(f"'rowkind.field' names unknown column {rowkind!r} (columns: {names})")

@@ -81,7 +81,12 @@ def state_change(
     """Changelog (key-value layout) for ``keys`` between two sets of files of one bucket."""
     old = keyed_state(store, partition, bucket, before_files, keys)
     new = keyed_state(store, partition, bucket, after_files, keys)
+    opts = store.options
     rows, kinds = diff_by_key(
-        old, new, store.key_names, dedupe=store.options.changelog_producer_row_deduplicate
+        old,
+        new,
+        store.key_names,
+        dedupe=opts.changelog_producer_row_deduplicate,
+        ignore=opts.get(opts.CHANGELOG_PRODUCER_ROW_DEDUPLICATE_IGNORE_FIELDS) or (),
     )
     return to_kv_layout(store, rows, kinds, seq)
