@@ -81,6 +81,34 @@ def _resolve_between(store: TableStore, spec: str) -> tuple[int, int]:
     return out[0], out[1]
 
 
+def _local_millis(text: str, key: str) -> int:
+    """``yyyy-MM-dd[ HH:mm[:ss[.SSS]]]`` in the local time zone (as Paimon reads ``scan.timestamp``)."""
+    import datetime
+
+    try:
+        return int(datetime.datetime.fromisoformat(text.strip()).timestamp() * 1000)
+    except ValueError:
+        raise OptionError(
+            f"invalid value {text!r} for option {key!r}: expected 'yyyy-MM-dd HH:mm:ss' (local time)"
+        ) from None
+
+
+def _resolve_between_timestamps(store: TableStore, spec: str) -> tuple[int, int]:
+    """``incremental-between-timestamp`` = 't1,t2' (epoch millis): the snapshots committed after t1
+    up to t2, as (from exclusive, to inclusive) ids."""
+    parts = [p.strip() for p in spec.split(",")]
+    if len(parts) != 2 or not all(re.fullmatch(r"\d+", p) for p in parts):
+        raise OptionError(
+            f"option 'incremental-between-timestamp' = {spec!r} must be 'start,end' in epoch milliseconds"
+        )
+    sm = store.snapshot_manager
+    ids = []
+    for millis in (int(parts[0]), int(parts[1])):
+        s = sm.earlier_or_equal_time_millis(millis)
+        ids.append(s.id if s is not None else (sm.earliest_id() or 1) - 1)
+    return ids[0], max(ids)
+
+
 def resolve_start(
     store: TableStore, opts: CoreOptions, *, streaming: bool, consumer_next: Optional[int] = None
 ) -> ScanStart:
@@ -115,8 +143,10 @@ def resolve_start(
         return ScanStart(None, sid)
     if mode == StartupMode.FROM_TIMESTAMP:
         millis = opts.scan_timestamp_millis
+        if millis is None and opts.get(CoreOptions.SCAN_TIMESTAMP) is not None:
+            millis = _local_millis(opts.get(CoreOptions.SCAN_TIMESTAMP), "scan.timestamp")
         if millis is None:
-            raise OptionError("scan.mode 'from-timestamp' needs 'scan.timestamp-millis'")
+            raise OptionError("scan.mode 'from-timestamp' needs 'scan.timestamp-millis' or 'scan.timestamp'")
         before = sm.earlier_or_equal_time_millis(millis)
         if not streaming:
             if before is None:
@@ -127,6 +157,9 @@ def resolve_start(
         if streaming:
             raise OptionError("scan.mode 'incremental-between' is a batch read; use runtime mode BATCH")
         spec = opts.get(CoreOptions.INCREMENTAL_BETWEEN)
+        between_times = opts.get(CoreOptions.INCREMENTAL_BETWEEN_TIMESTAMP)
+        if spec is None and between_times is not None:
+            return ScanStart(None, None, _resolve_between_timestamps(store, between_times))
         if spec is None:
             raise OptionError(
                 "scan.mode 'incremental-between' needs option 'incremental-between' = 'start,end'"
