@@ -195,6 +195,29 @@ def plan_batch(
     return start, plan.splits(store, start.full_snapshot)
 
 
+def follow_settings(plan: _Plan) -> tuple[float, Optional[str], bool]:
+    """(snapshot polling interval in seconds, consumer id, ignore the recorded progress) of a
+    streaming read: ``continuous.discovery-interval``, ``consumer-id``,
+    ``consumer.ignore-progress`` (the table's options, overridden by the read's)."""
+    o = plan.opts
+    return (
+        float(o.continuous_discovery_interval.seconds),
+        o.consumer_id,
+        bool(o.get(CoreOptions.CONSUMER_IGNORE_PROGRESS)),
+    )
+
+
+def follow_start(
+    plan: _Plan, store: TableStore, consumer_id: Optional[str], ignore_progress: bool
+) -> ScanStart:
+    """Where a fresh streaming read starts: after what consumer ``consumer_id`` recorded (unless
+    ``ignore_progress``), else by the scan mode."""
+    recorded = None
+    if consumer_id and not ignore_progress:
+        recorded = store.consumer_manager.get(consumer_id)
+    return resolve_start(store, plan.opts, streaming=True, consumer_next=recorded)
+
+
 # ---- operator functions -------------------------------------------------------------------------------
 def _split_reader_class() -> Any:
     from pyflink.datastream.functions import FlatMapFunction, RuntimeContext
@@ -266,10 +289,7 @@ def _follower_class() -> Any:
             self.last_poll = now
             store = self.store
             if nxt is None:  # first tick of a fresh job: resolve where to start
-                recorded = None
-                if self.consumer_id and not self.ignore_progress:
-                    recorded = store.consumer_manager.get(self.consumer_id)
-                start = resolve_start(store, self.plan.opts, streaming=True, consumer_next=recorded)
+                start = follow_start(self.plan, store, self.consumer_id, self.ignore_progress)
                 if start.full_snapshot is not None:
                     read = self.plan.reader(store)
                     for split in self.plan.splits(store, start.full_snapshot):
@@ -366,10 +386,9 @@ def read_lakelog(
         if parallelism is not None:
             ds = ds.set_parallelism(max(1, min(parallelism, max(n, 1))))
         return ds
-    interval_s = float(plan.opts.continuous_discovery_interval.seconds)
-    ignore = bool(plan.opts.get(CoreOptions.CONSUMER_IGNORE_PROGRESS))
+    interval_s, consumer, ignore = follow_settings(plan)
     ticks = _ticker(env, interval_s)
-    follower = _follower_class()(plan, plan.opts.consumer_id, interval_s, ignore)
+    follower = _follower_class()(plan, consumer, interval_s, ignore)
     return (
         ticks.key_by(lambda _: 0, key_type=Types.INT())
         .process(follower, output_type=out_type)

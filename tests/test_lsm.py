@@ -217,3 +217,40 @@ def test_write_buffer_spill_max_disk_size_flushes_once_the_spill_budget_is_used(
     else:
         assert 2 < files < 12  # a few batches fit the budget; the rest became level-0 files at once
     assert t.to_arrow().num_rows == len({int(x) for x in np.random.default_rng(3).integers(0, 10**9, 12000)})
+
+
+# ---- the compaction options, through a table's store ----------------------------------------------------
+def _picked(catalog: lakelog.Catalog, options: dict[str, str], *spec: tuple[int, int]) -> list[str] | None:
+    from lakelog.connector.lsm.compaction import BucketCompactor, num_levels
+
+    t = catalog.create_table(f"db.p{len(catalog.list_tables('db')) if catalog.database_exists('db') else 0}",
+                             SCHEMA, primary_key=["id"], options={"bucket": "1", **options})
+    files = [_file(f"f{i}", level, size, seq=100 - i) for i, (level, size) in enumerate(spec)]
+    comp = BucketCompactor(t.store, b"", 0, Levels.of(files, num_levels(t.store)))
+    unit = comp.pick()
+    return None if unit is None else sorted(f.file_name for f in unit.files)
+
+
+def test_compaction_size_ratio_decides_which_newest_runs_merge(catalog: lakelog.Catalog) -> None:
+    runs = ((0, 10), (0, 12), (3, 1000))
+    three = {"num-sorted-run.compaction-trigger": "3"}  # 4 levels
+    assert _picked(catalog, three, *runs) is None  # 10 * 1.01 < 12: the runs are not alike
+    assert _picked(catalog, {**three, "compaction.size-ratio": "30"}, *runs) == ["f0", "f1"]
+
+
+def test_compaction_incremental_size_threshold_forces_a_full_compaction(catalog: lakelog.Catalog) -> None:
+    runs = ((0, 100), (5, 1000))  # two runs, far below the trigger: universal picks nothing
+    assert _picked(catalog, {}, *runs) is None
+    assert _picked(catalog, {"compaction.incremental-size-threshold": "50 b"}, *runs) == ["f0", "f1"]
+    assert _picked(catalog, {"compaction.incremental-size-threshold": "500 b"}, *runs) is None
+
+
+@pytest.mark.parametrize("levels", [None, "3"])
+def test_num_levels_sets_the_top_level_of_a_full_compaction(catalog: lakelog.Catalog, levels: str | None) -> None:
+    opts = {"bucket": "1", **({"num-levels": levels} if levels else {})}
+    t = catalog.create_table("db.t", SCHEMA, primary_key=["id"], options=opts)
+    for i in range(3):
+        t.write(pa.table({"id": [i], "v": [i], "s": ["x"]}, schema=SCHEMA))
+    t.compact(full=True)
+    top = int(levels) - 1 if levels else 5  # default: num-sorted-run.compaction-trigger + 1 levels
+    assert {f["level"] for f in t.files().to_pylist()} == {top}
