@@ -236,3 +236,9 @@ def test_num_levels_sets_the_top_level_of_a_full_compaction(catalog: lakelog.Cat
     top = int(levels) - 1 if levels else 5  # default: num-sorted-run.compaction-trigger + 1 levels
     assert {f["level"] for f in t.files().to_pylist()} == {top}
 
+
+def test_compaction_max_size_amplification_percent_decides_a_full_compaction(catalog: lakelog.Catalog) -> None:
+    runs = ((0, 100), (0, 300), (3, 100))  # 400 bytes above a 100-byte oldest run: 400 % amplification
+    three = {"num-sorted-run.compaction-trigger": "3"}
+    assert _picked(catalog, three, *runs) == ["f0", "f1", "f2"]  # default 200 %: compact everything
+    assert _picked(catalog, {**three, "compaction.max-size-amplification-percent": "500"}, *runs) is None

@@ -116,6 +116,8 @@ def test_duration_details() -> None:
         ({"deletion-vectors.enabled": "true"}, ["'deletion-vectors.enabled'", "deletion vectors"]),
         ({"scan.snapshot-id": "0"}, ["'scan.snapshot-id'"]),
         ({"metadata.stats-mode": "most"}, ["'metadata.stats-mode'", "truncate"]),
+        ({"type": "format-table"}, ["'type'", "'format-table'", "'table'"]),
+        ({"manifest.format": "orc"}, ["'manifest.format'", "'avro'"]),
     ],
 )
 def test_malformed_values_name_key_value_and_what_is_allowed(
@@ -292,3 +294,130 @@ def test_typed_accessors() -> None:
     assert o.num_sorted_run_stop_trigger == 5  # never below the compaction trigger
     assert o.sequence_field == ["ts", "seq"]
     assert CoreOptions({}).target_file_size_for(has_primary_key=False) == MemorySize.of_mebibytes(256)
+
+
+# ---- every honoured key has a test that fails when it is ignored ----------------------------------------
+_REFUSAL = "tests/test_options.py::test_refused_keys_say_not_supported_at_create_and_alter"
+_MALFORMED = "tests/test_options.py::test_malformed_values_name_key_value_and_what_is_allowed"
+HONOURED_BY: dict[str, str] = {
+    # layout
+    "bucket": "tests/test_bucket.py::test_primary_key_buckets_match_pypaimon",
+    "bucket-key": "tests/test_bucket.py::test_bucket_key_option_on_append_table_with_nulls",
+    "primary-key": "tests/test_schema.py::test_create_keys_from_options",
+    "partition": "tests/test_schema.py::test_create_keys_from_options",
+    "type": _MALFORMED,  # 'table' only: other values refused
+    "branch": _REFUSAL,  # 'main' only
+    # files and manifests
+    "file.format": _MALFORMED,  # parquet only
+    "file.compression": "tests/test_option_effects.py::test_file_compression_is_the_parquet_codec",
+    "file.compression.zstd-level": "tests/test_option_effects.py::test_file_compression_zstd_level_changes_the_encoding",
+    "target-file-size": "tests/test_option_effects.py::test_target_file_size_rolls_data_files",
+    "data-file.prefix": "tests/test_table.py::test_file_name_options_name_data_and_changelog_files",
+    "changelog-file.prefix": "tests/test_table.py::test_file_name_options_name_data_and_changelog_files",
+    "file.suffix.include.compression": "tests/test_table.py::test_file_name_options_name_data_and_changelog_files",
+    "metadata.stats-mode": "tests/test_stats_mode.py::test_each_mode_writes_what_paimon_writes",
+    "fields.*.stats-mode": "tests/test_stats_mode.py::test_field_modes_override_the_table_mode",
+    "manifest.format": _MALFORMED,  # avro only
+    "manifest.compression": "tests/test_option_effects.py::test_manifest_compression_is_the_avro_codec",
+    "manifest.target-file-size": "tests/test_option_effects.py::test_manifest_target_file_size_rolls_manifest_files",
+    "manifest.merge-min-count":
+        "tests/test_option_effects.py::test_manifest_merge_min_count_bounds_the_manifests_a_snapshot_reads",
+    "deletion-vectors.enabled": _MALFORMED,  # false only
+    # merge tree and engines
+    "merge-engine": "tests/test_merge_engine.py::test_first_row",
+    "changelog-producer": "tests/test_stream_writer.py::test_lookup_wait_true_changelog_follows_every_commit",
+    "changelog-producer.row-deduplicate": "tests/test_engine_model.py::test_row_deduplicate",
+    "changelog-producer.row-deduplicate-ignore-fields":
+        "tests/test_stream_writer.py::test_row_deduplicate_ignore_fields_leave_columns_out_of_the_comparison",
+    "lookup-wait": "tests/test_stream_writer.py::test_lookup_wait_false_changelog_lags_but_stays_exact",
+    "sequence.field": "tests/test_merge_engine.py::test_deduplicate_sequence_field",
+    "sequence.field.sort-order": "tests/test_merge_engine.py::test_aggregation_sequence_field_ordering",
+    "rowkind.field": "tests/test_merge_engine.py::test_rowkind_field_sets_each_rows_kind",
+    "ignore-delete": "tests/test_merge_engine.py::test_deduplicate_ignore_delete",
+    "ignore-update-before": "tests/test_option_effects.py::test_ignore_update_before_drops_minus_u_rows",
+    "partial-update.remove-record-on-delete": "tests/test_merge_engine.py::test_partial_update_delete_handling",
+    "partial-update.remove-record-on-sequence-group":
+        "tests/test_merge_engine.py::test_partial_update_sequence_group_retract_and_remove_on_group",
+    "aggregation.remove-record-on-delete": "tests/test_merge_engine.py::test_aggregation_remove_record_on_delete",
+    "fields.default-aggregate-function": "tests/test_merge_engine.py::test_partial_update_aggregation_in_groups_doc_example",
+    "fields.*.aggregate-function": "tests/test_merge_engine.py::test_partial_update_aggregation_in_groups_doc_example",
+    "fields.*.ignore-retract": "tests/test_merge_engine.py::test_aggregate_options",
+    "fields.*.distinct": "tests/test_merge_engine.py::test_aggregate_options",
+    "fields.*.list-agg-delimiter": "tests/test_merge_engine.py::test_aggregate_options",
+    "fields.*.sequence-group": "tests/test_merge_engine.py::test_partial_update_sequence_group_doc_example",
+    "fields.*.default-value": "tests/test_table.py::test_default_values_fill_nulls_and_missing_columns_on_write",
+    # writing and compaction
+    "write-buffer-size": "tests/test_lsm.py::test_write_buffer_flushes_or_spills_when_full",
+    "write-buffer-spillable": "tests/test_lsm.py::test_write_buffer_flushes_or_spills_when_full",
+    "write-buffer-spill.max-disk-size":
+        "tests/test_lsm.py::test_write_buffer_spill_max_disk_size_flushes_once_the_spill_budget_is_used",
+    "write-only": "tests/test_lsm.py::test_write_only_writers_never_compact_and_a_compaction_run_does",
+    "num-levels": "tests/test_lsm.py::test_num_levels_sets_the_top_level_of_a_full_compaction",
+    "num-sorted-run.compaction-trigger": "tests/test_lsm.py::test_writer_compacts_and_never_exceeds_the_stop_trigger",
+    "num-sorted-run.stop-trigger": "tests/test_stream_writer.py::test_a_stall_keeps_sorted_runs_at_the_stop_trigger",
+    "compaction.max-size-amplification-percent":
+        "tests/test_lsm.py::test_compaction_max_size_amplification_percent_decides_a_full_compaction",
+    "compaction.size-ratio": "tests/test_lsm.py::test_compaction_size_ratio_decides_which_newest_runs_merge",
+    "compaction.optimization-interval": "tests/test_stream_writer.py::test_optimization_interval_runs_full_compactions",
+    "compaction.total-size-threshold": "tests/test_stream_writer.py::test_total_size_threshold_keeps_small_buckets_in_one_run",
+    "compaction.incremental-size-threshold":
+        "tests/test_lsm.py::test_compaction_incremental_size_threshold_forces_a_full_compaction",
+    "compaction.min.file-num":
+        "tests/test_option_effects.py::test_compaction_min_file_num_decides_when_an_append_bucket_compacts",
+    "full-compaction.delta-commits": "tests/test_lsm.py::test_full_compaction_every_n_delta_commits",
+    "commit.max-retries": "tests/test_table.py::test_commit_max_retries_bounds_the_attempts_of_a_commit_that_keeps_losing",
+    "sink.flush-interval": "tests/test_option_effects.py::test_sink_flush_interval_is_the_default_flush_interval",
+    # snapshots, consumers, cleanup
+    "snapshot.num-retained.min": "tests/test_maintenance.py::test_num_retained_min_option_protects_old_snapshots",
+    "snapshot.num-retained.max": "tests/test_maintenance.py::test_num_retained_max_option_forces_expiry_of_young_snapshots",
+    "snapshot.time-retained": "tests/test_maintenance.py::test_time_retained_option_and_older_than_override",
+    "snapshot.expire.limit": "tests/test_maintenance.py::test_expire_limit_option_and_max_deletes",
+    "snapshot.clean-empty-directories": "tests/test_maintenance.py::test_snapshot_clean_empty_directories",
+    "changelog.num-retained.min": "tests/test_options.py::test_changelog_retention_must_equal_the_snapshot_retention",
+    "changelog.num-retained.max": "tests/test_options.py::test_changelog_retention_must_equal_the_snapshot_retention",
+    "changelog.time-retained": "tests/test_options.py::test_changelog_retention_must_equal_the_snapshot_retention",
+    "consumer-id": "tests/test_option_effects.py::test_streaming_read_options_consumer_and_discovery_interval",
+    "consumer.expiration-time":
+        "tests/test_maintenance.py::test_consumer_expiration_time_releases_snapshots_of_idle_consumers",
+    "consumer.mode": _REFUSAL,  # exactly-once only
+    "consumer.ignore-progress": "tests/test_option_effects.py::test_streaming_read_options_consumer_and_discovery_interval",
+    "orphan-clean.older-than": "tests/test_maintenance.py::test_orphan_clean_older_than_is_the_default_guard",
+    # partitions
+    "partition.default-name": "tests/test_option_effects.py::test_partition_default_name_names_the_directory_of_null_values",
+    "partition.legacy-name": "tests/test_interop_pypaimon.py::test_partition_directories_agree_with_pypaimon",
+    "partition.expiration-time": "tests/test_partition_expire.py::test_expire_partitions_drops_the_old_ones_in_one_commit",
+    "partition.expiration-check-interval":
+        "tests/test_partition_expire.py::test_writers_expire_at_commit_once_per_check_interval",
+    "partition.timestamp-formatter":
+        "tests/test_partition_expire.py::test_pattern_and_formatter_build_the_time_from_several_fields",
+    "partition.timestamp-pattern":
+        "tests/test_partition_expire.py::test_pattern_and_formatter_build_the_time_from_several_fields",
+    # scans
+    "scan.mode": "tests/test_scan_start.py::test_scan_modes",
+    "scan.snapshot-id": "tests/test_scan_start.py::test_scan_modes",
+    "scan.timestamp-millis": "tests/test_scan_start.py::test_scan_modes",
+    "scan.timestamp": "tests/test_scan_start.py::test_timestamp_spellings_of_start_and_range",
+    "scan.tag-name": "tests/test_interop_pypaimon.py::test_tags_and_expiration_across_writers",
+    "incremental-between": "tests/test_scan_start.py::test_scan_modes",
+    "incremental-between-timestamp": "tests/test_scan_start.py::test_timestamp_spellings_of_start_and_range",
+    "incremental-between-scan-mode": _REFUSAL,  # auto only
+    "continuous.discovery-interval":
+        "tests/test_option_effects.py::test_streaming_read_options_consumer_and_discovery_interval",
+    "streaming-read-overwrite": _REFUSAL,  # false only
+}
+
+
+def test_every_honoured_option_has_a_test_that_fails_when_it_is_ignored() -> None:
+    """Every key lakelog does not refuse names the test that shows it has an effect (each one was
+    checked to fail with its option's code path broken). A new option needs an entry here, or an
+    ``unsupported`` reason in the registry."""
+    import importlib
+
+    honoured = {o.key for o in ALL_OPTIONS.values() if o.unsupported is None or o.supported_values}
+    honoured |= {p.template for p in PATTERN_OPTIONS if p.unsupported is None}
+    assert sorted(honoured - set(HONOURED_BY)) == [], "honoured options without a test"
+    assert sorted(set(HONOURED_BY) - honoured) == [], "tests listed for keys that are refused or unknown"
+    for key, node in HONOURED_BY.items():
+        path, name = node.split("::")
+        module = importlib.import_module(path[:-3].replace("/", "."))
+        assert callable(getattr(module, name, None)), f"{key}: {node} does not exist"
