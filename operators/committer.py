@@ -25,6 +25,7 @@ from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.commit import TableCommit
+from lakelog.connector.table.partition_expire import maybe_expire_partitions
 from lakelog.operators.codec import Committable, decode_committable, merge_log_offsets, merge_properties
 
 __all__ = [
@@ -172,6 +173,7 @@ class SinkCommitter:
             self.committed.update(c.id for c in todo)
             self.last_identifier = identifier
             self.finished = final
+            maybe_expire_partitions(self.store)
             log.info("committed %d committables as identifier %d (snapshot %s)", len(todo), identifier, sid)
             return identifier
         raise CommitConflictError(

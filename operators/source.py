@@ -51,6 +51,7 @@ from pyflink.table.expressions import col
 
 from lakelog.connector.errors import OptionError
 from lakelog.connector.format.options import CoreOptions, LogSystem, StartupMode
+from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
 from lakelog.connector.table.scan_start import ScanStart, resolve_start
@@ -71,6 +72,8 @@ __all__ = [
     "FollowerConfig",
     "SnapshotFollower",
     "LogFollower",
+    "follow_settings",
+    "follow_start",
 ]
 
 LOG_TICK_S = 0.05  # how often the log follower looks for new records
@@ -106,6 +109,29 @@ def _change_rows(plan: ReadPlan, t: pa.Table) -> Iterator[Any]:
 class SplitReaderConfig:
     plan: ReadPlan
     start: ScanStart
+
+
+def follow_settings(plan: ReadPlan) -> tuple[float, Optional[str], bool]:
+    """(snapshot polling interval in seconds, consumer id, ignore the recorded progress) of a
+    streaming read: ``continuous.discovery-interval``, ``consumer-id``,
+    ``consumer.ignore-progress`` (the table's options, overridden by the read's)."""
+    o = plan.opts
+    return (
+        float(o.continuous_discovery_interval.seconds),
+        o.consumer_id,
+        bool(o.get(CoreOptions.CONSUMER_IGNORE_PROGRESS)),
+    )
+
+
+def follow_start(
+    plan: ReadPlan, store: TableStore, consumer_id: Optional[str], ignore_progress: bool
+) -> ScanStart:
+    """Where a fresh streaming read starts: after what consumer ``consumer_id`` recorded (unless
+    ``ignore_progress``), else by the scan mode."""
+    recorded = None
+    if consumer_id and not ignore_progress:
+        recorded = store.consumer_manager.get(consumer_id)
+    return resolve_start(store, plan.opts, streaming=True, consumer_next=recorded)
 
 
 class SplitReader(FlatMapFunction):  # type: ignore[misc]
@@ -167,10 +193,7 @@ class SnapshotFollower(KeyedProcessFunction):  # type: ignore[misc]
         self.last_poll = now
         store = self.store
         if nxt is None:  # first tick of a fresh job: resolve where to start
-            recorded = None
-            if cfg.consumer_id and not cfg.ignore_progress:
-                recorded = store.consumer_manager.get(cfg.consumer_id)
-            start = resolve_start(store, plan.opts, streaming=True, consumer_next=recorded)
+            start = follow_start(plan, store, cfg.consumer_id, cfg.ignore_progress)
             if start.full_snapshot is not None:
                 read = plan.reader(store)
                 for split in plan.splits(store, start.full_snapshot):
@@ -314,9 +337,8 @@ def read_lakelog(
         if parallelism is not None:
             ds = ds.set_parallelism(max(1, min(parallelism, max(n, 1))))
         return ds
-    interval_s = float(plan.opts.continuous_discovery_interval.seconds)
-    ignore = bool(plan.opts.get(CoreOptions.CONSUMER_IGNORE_PROGRESS))
-    config = FollowerConfig(plan, plan.opts.consumer_id, interval_s, ignore)
+    interval_s, consumer, ignore = follow_settings(plan)
+    config = FollowerConfig(plan, consumer, interval_s, ignore)
     if _reads_log(plan):
         # the log: ticks often (each one drains what arrived), so changes flow within milliseconds
         tick_stream, _ = ticks(env, LOG_TICK_S)

@@ -278,3 +278,47 @@ def test_the_log_keeps_working_across_schema_changes(tmp_path: Path, kafka_broke
             seen += batch.to_pylist()
     old_reader.close()
     assert [(r["id"], r["v"]) for r in seen] == [(1, "before"), (2, "after")]  # in the schema it started with
+
+
+def test_log_changelog_mode_all_keeps_update_before(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    opts = {"changelog-producer": "lookup"}
+    upsert = make(tmp_path / "u", kafka_broker, **opts)
+    everything = make(tmp_path / "a", kafka_broker, **opts, **{"log.changelog-mode": "all"})
+    for t in (upsert, everything):
+        t.write(rows("a", [1], "x"))
+        t.write(rows("a", [1], "y"))
+    assert sorted(k for k, _, _ in decoded(upsert, topic_records(upsert))) == ["+I", "+U"]
+    assert sorted(k for k, _, _ in decoded(everything, topic_records(everything))) == ["+I", "+U", "-U"]
+
+
+def test_log_ignore_delete_leaves_deletes_out(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    kept = make(tmp_path / "k", kafka_broker)
+    ignored = make(tmp_path / "i", kafka_broker, **{"log.ignore-delete": "true"})
+    for t in (kept, ignored):
+        t.write(rows("a", [1, 2], "x"))
+        t.delete(pa.table({"dt": ["a"], "id": [1]}))
+    assert sorted(k for k, _, _ in decoded(kept, topic_records(kept))) == ["+I", "+I", "-D"]
+    assert sorted(k for k, _, _ in decoded(ignored, topic_records(ignored))) == ["+I", "+I"]
+
+
+def test_the_topic_is_made_as_the_log_options_say(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    from confluent_kafka.admin import ConfigResource
+
+    t = make(tmp_path, kafka_broker, **{"log.system.partitions": "5", "log.retention": "2 h"})
+    config = log_config(t.store)
+    assert config is not None and config.topic_partitions() == 5
+    admin = config.admin()
+    (future,) = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, config.topic)]).values()
+    assert future.result(timeout=30)["retention.ms"].value == str(2 * 3600 * 1000)
+    # one broker here: a replication factor of 2 cannot be had, and the error says so
+    with pytest.raises(LogSystemError, match="cannot create topic.*replication"):
+        make(tmp_path / "r", kafka_broker, **{"log.system.replication": "2"})
+    assert not (tmp_path / "r" / "db.db" / "t").exists()
+
+
+def test_kafka_properties_reach_the_clients(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    with pytest.raises(OptionError, match="no.such.property"):
+        make(tmp_path, kafka_broker, **{"kafka.no.such.property": "1"})
+    t = make(tmp_path / "ok", kafka_broker, **{"kafka.client.id": "lakelog-test-client"})
+    t.write(rows("a", [1], "x"))
+    assert decoded(t, topic_records(t)) == [("+I", 1, "x")]

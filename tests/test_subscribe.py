@@ -166,3 +166,17 @@ def test_tables_without_a_log_are_followed_through_their_files(tmp_path: Path) -
     t.write(rows([9], 9))
     with t.subscribe(consumer_id="reader") as sub:  # resumes after the last snapshot it consumed
         assert [(r["k"], r["v"]) for r in collect(sub, lambda out: len(out) >= 1)] == [(9, 9)]
+
+
+@pytest.mark.kafka
+def test_streaming_read_mode_file_reads_a_log_table_from_its_files(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    t = make(tmp_path, kafka_broker, **{"streaming-read-mode": "file"})
+    t.write(rows([1], 1))
+    with t.subscribe(scan_mode="from-snapshot", snapshot_id=1) as sub:
+        assert sub._tail is None  # no Kafka consumer: the files are followed
+        got = collect(sub, lambda out: len(out) >= 1)
+    assert [(r["k"], r["v"]) for r in got] == [(1, 1)]
+    t.alter(lakelog.SetOption("streaming-read-mode", "log"))
+    with t.subscribe(scan_mode="from-snapshot", snapshot_id=1) as sub:
+        assert sub._tail is not None
+        assert [(r["k"], r["v"]) for r in collect(sub, lambda out: len(out) >= 1)] == [(1, 1)]

@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 
 BATCH_COMMIT_IDENTIFIER = 9223372036854775807  # Long.MAX_VALUE, as Paimon's batch writers use
 WRITER_VERSION = "lakelog-0.1.0"
-_MAX_RETRIES = 200
 
 
 class CommitKind:
@@ -291,7 +290,10 @@ class TableCommit:
                     pub.abort()
                 drop(attempt_files)
                 time.sleep(min(0.001 * (2 ** min(attempt, 8)), 0.2))
-            raise CommitConflictError(f"gave up committing to {store.path} after {max_retries} attempts")
+            raise CommitConflictError(
+                f"gave up committing to {store.path} after {max_retries} attempts "
+                "(option 'commit.max-retries')"
+            )
         finally:
             if not published:
                 drop(list(written))
@@ -321,7 +323,8 @@ class TableCommit:
             )
 
     def _max_retries(self) -> int:
-        return _MAX_RETRIES
+        """Attempts at one snapshot: the first and ``commit.max-retries`` more."""
+        return int(self.store.options.commit_max_retries) + 1
 
     def _snapshot(
         self,
@@ -449,10 +452,10 @@ class _SequenceRebase:
         if offset is None:
             return m
 
-        def copies(files: list[DataFileMeta]) -> list[DataFileMeta]:
+        def copies(files: list[DataFileMeta], changelog: bool = False) -> list[DataFileMeta]:
             out: list[DataFileMeta] = []
             for f in files:
-                new = rebase_file(self.store, m.partition, m.bucket, f, offset)
+                new = rebase_file(self.store, m.partition, m.bucket, f, offset, changelog=changelog)
                 self._copies += [(m.partition, m.bucket, c) for c in new]
                 out += new
             return out
@@ -460,7 +463,7 @@ class _SequenceRebase:
         return dataclasses.replace(
             m,
             new_files=copies(m.new_files),
-            changelog_files=copies(m.changelog_files),
+            changelog_files=copies(m.changelog_files, changelog=True),
             compact_before=[],
             compact_after=[],
             compact_changelog_files=[],

@@ -80,7 +80,8 @@ class Subscription:
         self.filter = parse_filter(filter, self.schema)
         self.poll_interval = poll_interval
         self.consumer_id = consumer_id
-        self._config = log_config(self._store)
+        # streaming-read-mode = file: follow the files even when the table has a log
+        self._config = log_config(self._store) if self._store.options.streaming_read_mode != "file" else None
         self._read_schema = self._store.schema
         self._schema_of = self._store.schema_manager.schema
         self._pending: list[pa.Table] = []  # change batches ready before the live part starts

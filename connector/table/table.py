@@ -23,6 +23,7 @@ from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
 from lakelog.connector.table.commit import TableCommit
 from lakelog.connector.table.expressions import parse_filter
+from lakelog.connector.table.partition_expire import maybe_expire_partitions
 from lakelog.connector.table.scan import plan_splits
 from lakelog.connector.table.write import TableWrite
 
@@ -73,6 +74,7 @@ class BatchWriter:
             self._write.abort()
             raise
         self._write.close()
+        maybe_expire_partitions(self._table._store)
         return self.snapshot_id
 
     def abort(self) -> None:
@@ -169,6 +171,9 @@ class StreamWriter:
         if self._commit.compaction_discarded or self._commit.rebased or self._write.stale:
             # another compaction won a race for the same files, or another writer's rows made this
             # commit rebase its files: reload the trees from the table
+            self._reload()
+        if maybe_expire_partitions(self._table._store):
+            # files of dropped partitions may sit in this writer's trees: reload them
             self._reload()
         return sid
 
@@ -508,7 +513,18 @@ class Table:
 
         return rollback_to(self._store, snapshot_id=snapshot_id, tag=tag)
 
-    def remove_orphan_files(self, older_than_seconds: float = 86400.0, *, dry_run: bool = False) -> list[str]:
+    def expire_partitions(self) -> list[dict[str, Any]]:
+        """Drop the partitions older than ``partition.expiration-time`` (as writers do at commit,
+        every ``partition.expiration-check-interval``); return their values."""
+        from lakelog.connector.table.partition_expire import expire_partitions
+
+        return expire_partitions(self._store)
+
+    def remove_orphan_files(
+        self, older_than_seconds: Optional[float] = None, *, dry_run: bool = False
+    ) -> list[str]:
+        """Delete unreferenced files older than ``older_than_seconds`` (default: the table's
+        ``orphan-clean.older-than``, 1 day); return their paths."""
         from lakelog.connector.table.maintenance import remove_orphan_files
 
         return remove_orphan_files(self._store, older_than_seconds=older_than_seconds, dry_run=dry_run)

@@ -25,6 +25,7 @@ from lakelog.connector.errors import InvalidInputError, OptionError
 from lakelog.connector.format.binary_row import serialize_row
 from lakelog.connector.format.bucket import compute_buckets
 from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.defaults import default_values
 from lakelog.connector.format.key_value import VALUE_KIND, RowKind
 from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.options import ChangelogProducer, MergeEngine
@@ -66,6 +67,8 @@ class TableWrite:
         self.partition_keys = list(self.schema.partition_keys)
         self.bucket_keys = list(self.schema.bucket_keys) if self.num_buckets > 0 else []
         self.arrow_schema = self.schema.arrow_schema()
+        self._field_types = {f.name: f.type for f in self.schema.fields}
+        self._defaults = default_values(self.schema.fields, self.schema.options)
         self.write_only = opts.write_only if write_only is None else write_only
         self.spillable = bool(opts.write_buffer_spillable)
         self.merge = merge_function_for(store) if self.pk else None
@@ -90,14 +93,19 @@ class TableWrite:
         kinds = None
         if self._rowkind_field:
             kinds = _row_kinds_from_field(table, self._rowkind_field)
-        table = conform(table, self.arrow_schema, required=self.pk)
+        table = conform(
+            table, self.arrow_schema, required=self.pk, types=self._field_types, defaults=self._defaults
+        )
         self._append(table, RowKind.INSERT if kinds is None else kinds)
 
     def write_changes(self, data: Any, kinds: Sequence[int] | np.ndarray) -> None:
         """Write rows with explicit row kinds (0 +I, 1 -U, 2 +U, 3 -D), e.g. a Flink changelog."""
         if not self.pk:
             raise InvalidInputError("row kinds other than +I need a primary-key table")
-        table = conform(to_arrow_table(data), self.arrow_schema, required=self.pk, allow_missing=True)
+        table = conform(
+            to_arrow_table(data), self.arrow_schema, required=self.pk, allow_missing=True,
+            types=self._field_types, defaults=self._defaults,
+        )
         k = np.asarray(kinds, dtype=np.int8)
         if len(k) != table.num_rows or ((k < 0) | (k > 3)).any():
             raise InvalidInputError("kinds must hold one row kind (0..3) per row")
@@ -111,7 +119,10 @@ class TableWrite:
         if missing:
             raise InvalidInputError(f"delete() rows must hold every primary-key column; missing {missing}")
         provided = set(table.column_names)
-        table = conform(table, self.arrow_schema, required=self.pk, allow_missing=True)
+        table = conform(
+            table, self.arrow_schema, required=self.pk, allow_missing=True, types=self._field_types,
+            defaults=self._defaults,
+        )
         self._append(self._fill_not_null(table, provided), RowKind.DELETE)
 
     def _fill_not_null(self, table: pa.Table, provided: set[str]) -> pa.Table:
