@@ -811,11 +811,13 @@ class CoreOptions:
 
     # ---- log system -----------------------------------------------------------------------------
     LOG_SYSTEM: ClassVar[ConfigOption[LogSystem]] = _opt(
-        "log.system", LogSystem, LogSystem.NONE, "Log system next to the file store: none or kafka.")
+        "log.system", LogSystem, LogSystem.NONE, "Log system next to the file store: none or kafka.",
+        immutable=True)
     LOG_CHANGELOG_MODE: ClassVar[ConfigOption[LogChangelogMode]] = _opt(
         "log.changelog-mode", LogChangelogMode, LogChangelogMode.AUTO, "Changes kept in the log system.")
     LOG_CONSISTENCY: ClassVar[ConfigOption[LogConsistency]] = _opt(
-        "log.consistency", LogConsistency, LogConsistency.TRANSACTIONAL, "Visibility of log records.")
+        "log.consistency", LogConsistency, LogConsistency.TRANSACTIONAL, "Visibility of log records.",
+        immutable=True)
     LOG_FORMAT: ClassVar[ConfigOption[str]] = _opt(
         "log.format", str, "debezium-json", "Message format of the log system.")
     LOG_KEY_FORMAT: ClassVar[ConfigOption[str]] = _opt(
@@ -824,7 +826,7 @@ class CoreOptions:
         "log.retention", Duration, None, "How long the log system keeps changes (the topic's retention.ms).")
     LOG_SYSTEM_PARTITIONS: ClassVar[ConfigOption[int]] = _opt(
         "log.system.partitions", int, None, "Partitions of the log's topic (default: the bucket count).",
-        validator=_at_least(1))
+        validator=_at_least(1), immutable=True)
     LOG_SYSTEM_REPLICATION: ClassVar[ConfigOption[int]] = _opt(
         "log.system.replication", int, 1, "Replication factor of the log's topic.", validator=_at_least(1))
     LOG_SYSTEM_AUTO_REGISTER: ClassVar[ConfigOption[bool]] = _opt(
@@ -1237,6 +1239,9 @@ IMMUTABLE_KEYS: frozenset[str] = frozenset(
         "bucket-function.type", "data-file.path-directory", "sequence.snapshot-ordering",
         "primary-key.nullable", "row-tracking.enabled", "data-evolution.enabled",
         "index-file-in-data-file-dir",
+        # the log is set up with the table (topic, partitions, marker): lakelog does not attach,
+        # move or re-partition it later
+        "kafka.topic",
     }
 )
 """Options that cannot change once a table exists (Paimon's immutable options, plus ``bucket``

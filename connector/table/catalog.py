@@ -21,12 +21,13 @@ from lakelog.connector.errors import (
     TableNotFoundError,
 )
 from lakelog.connector.format.fileio import FileIO, ensure_inside, local_path
-from lakelog.connector.format.options import CoreOptions
+from lakelog.connector.format.options import CoreOptions, LogConsistency
 from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.schema_manager import SchemaManager
 from lakelog.connector.format.snapshot import SnapshotManager
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.log.kafka import default_topic
+from lakelog.connector.log.publisher import start_marker
 from lakelog.connector.table.log import check_log_options, log_config
 from lakelog.connector.table.table import Table
 
@@ -222,6 +223,8 @@ class Catalog:
                         "create it first"
                     )
                 log.check_partitions(parts)
+            if core.log_consistency == LogConsistency.TRANSACTIONAL:
+                start_marker(log)
         try:
             created = manager.create_table(table_schema)
         except FileExistsError:

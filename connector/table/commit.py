@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 BATCH_COMMIT_IDENTIFIER = 9223372036854775807  # Long.MAX_VALUE, as Paimon's batch writers use
 WRITER_VERSION = "lakelog-0.1.0"
+_FENCED_RETRIES = 5  # attempts a commit makes while other processes' publishers keep fencing its own
 
 
 class CommitKind:
@@ -224,6 +225,7 @@ class TableCommit:
                     written.remove(name)
 
         published = False
+        fenced = 0
         pub = self._log
         changes = log_changes(store, delta.kind, delta.entries, delta.changelog) if pub is not None else []
         try:
@@ -269,9 +271,17 @@ class TableCommit:
                 )
                 previous: dict[int, int] = dict(latest.log_offsets or {}) if latest else {}
                 if pub is not None:  # the log: catch up, then this snapshot's changes, before it exists
-                    pub.begin(latest, partial(snapshot_log_changes, store), _snapshot_or_none(store))
-                    pub.produce(self.commit_user, identifier, delta.kind, changes)
-                    snapshot.log_offsets = {**previous, **pub.end_offsets()}
+                    try:
+                        pub.begin(latest, partial(snapshot_log_changes, store), _snapshot_or_none(store))
+                        pub.produce(self.commit_user, identifier, delta.kind, changes)
+                        snapshot.log_offsets = {**previous, **pub.end_offsets()}
+                    except LogSystemError:
+                        # another process's publisher fenced ours: like a lost race, start again
+                        if not pub.was_fenced or fenced >= _FENCED_RETRIES:
+                            raise
+                        fenced += 1
+                        drop(attempt_files)
+                        continue
                 elif self._eventual_offsets is not None or previous:
                     ours = self._eventual_offsets or {}
                     parts = set(ours) | set(previous)
