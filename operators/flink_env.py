@@ -42,6 +42,7 @@ import re
 import shutil
 import socket
 import sys
+import tempfile
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -69,8 +70,11 @@ __all__ = [
     "checkpoint_root",
     "local_checkpoint_dir",
     "prune_checkpoint_dirs",
+    "channel_root",
+    "env_channel_root",
     "DEFAULT_CHECKPOINT_MS",
     "CHECKPOINT_DIR_KEY",
+    "CHANNEL_DIR_KEY",
 ]
 
 DEFAULT_CHECKPOINT_MS = 2000  # streaming jobs whose configuration sets no checkpoint interval
@@ -102,6 +106,9 @@ CHECKPOINT_DIR_KEY = "execution.checkpointing.dir"
 _CHECKPOINT_DIR_KEYS = (CHECKPOINT_DIR_KEY, "state.checkpoints.dir", "state.backend.fs.checkpointdir")
 _CHECKPOINT_STORAGE_KEYS = ("execution.checkpointing.storage", "state.checkpoint-storage")
 _LOCAL_TARGETS = ("local", "minicluster")
+
+# lakelog's own key: the folder under which sinks and compaction jobs make their commit channels
+CHANNEL_DIR_KEY = "lakelog.commit-channel.dir"
 
 # this process's local checkpoint folder per checkpoint root: {(pid, root): folder}
 _local_checkpoint_dirs: dict[tuple[int, Path], Path] = {}
@@ -353,6 +360,26 @@ def _use_durable_checkpoints(env: StreamExecutionEnvironment) -> None:
     folder = checkpoint_dir(seen, local=local)
     if folder is not None:
         j_conf.setString(CHECKPOINT_DIR_KEY, folder)
+
+
+def channel_root(settings: Mapping[str, str]) -> str:
+    """The folder under which a sink or compaction job given no ``channel_dir`` makes its commit
+    channel folder: ``lakelog.commit-channel.dir`` of ``settings`` (a path, or a ``file://`` URI),
+    else the system temp directory. The committer reads the channel with plain file calls, so on a
+    cluster of several machines it must be a mounted filesystem shared by every TaskManager, at
+    the same path on all (see "Limits and gaps" in ``operators/README.md``)."""
+    value = settings.get(CHANNEL_DIR_KEY, "").strip()
+    if value.startswith("file://"):
+        value = value[len("file://") :]
+    if value and not os.path.isabs(value):
+        raise OptionError(f"'{CHANNEL_DIR_KEY}' must be an absolute path, not {value!r}")
+    return value or tempfile.gettempdir()
+
+
+def env_channel_root(env: StreamExecutionEnvironment) -> str:
+    """:func:`channel_root` of ``env``'s effective configuration."""
+    value = get_j_env_configuration(env._j_stream_execution_environment).getString(CHANNEL_DIR_KEY, None)
+    return channel_root({} if value is None else {CHANNEL_DIR_KEY: str(value)})
 
 
 def runtime_mode(settings: Mapping[str, str], mode: Optional[str] = None) -> str:

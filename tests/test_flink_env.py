@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ def test_repository_conf_is_found_and_flattened(monkeypatch: pytest.MonkeyPatch)
     # checkpoints on a filesystem (issue 14); no directory, so each local run gets its own
     assert conf["execution.checkpointing.storage"] == "filesystem"
     assert not any(k.endswith("checkpoints.dir") or k == flink_env.CHECKPOINT_DIR_KEY for k in conf)
+    assert flink_env.CHANNEL_DIR_KEY not in conf  # commit channels in the temp dir by default
     assert conf["execution.runtime-mode"] == "STREAMING"
     assert conf["env.java.opts.all"].startswith("--add-exports=") and "\n" not in conf["env.java.opts.all"]
 
@@ -130,3 +132,13 @@ def test_a_process_removes_its_checkpoint_folder_when_it_exits(tmp_path: Path) -
     folder = Path(out.stdout.strip()[len("file://") :])
     assert folder.parent == tmp_path / "cache" / "checkpoints"
     assert (tmp_path / "cache" / "checkpoints").is_dir() and not folder.exists()
+
+
+def test_channel_root() -> None:
+    key = flink_env.CHANNEL_DIR_KEY
+    assert key == "lakelog.commit-channel.dir"
+    assert flink_env.channel_root({}) == flink_env.channel_root({key: " "}) == tempfile.gettempdir()
+    assert flink_env.channel_root({key: "/shared/channels"}) == "/shared/channels"
+    assert flink_env.channel_root({key: "file:///shared/channels"}) == "/shared/channels"
+    with pytest.raises(OptionError, match="absolute path"):
+        flink_env.channel_root({key: "channels"})

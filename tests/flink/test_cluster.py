@@ -34,6 +34,7 @@ JAVA_17 = "/usr/lib/jvm/java-17-openjdk-amd64"
 class Cluster:
     conf_dir: Path
     checkpoints: Path
+    channels: Path
     log_dir: Path
     rest_port: int
     env: dict[str, str]
@@ -58,7 +59,7 @@ def _flink_home() -> Path:
     return Path(pyflink.__file__).resolve().parent
 
 
-def _write_conf(conf_dir: Path, rest_port: int, rpc_port: int, checkpoints: Path) -> None:
+def _write_conf(conf_dir: Path, rest_port: int, rpc_port: int, checkpoints: Path, channels: Path) -> None:
     from ruamel.yaml import YAML
 
     shutil.copytree(ROOT / "flink-conf", conf_dir)
@@ -74,6 +75,8 @@ def _write_conf(conf_dir: Path, rest_port: int, rpc_port: int, checkpoints: Path
     conf["execution"]["checkpointing"]["interval"] = "1s"
     # a cluster's checkpoint directory, shared by its processes (one machine: a local path)
     conf["execution"]["checkpointing"]["dir"] = checkpoints.as_uri()
+    # and the folder of the sinks' commit channels (lakelog's own key)
+    conf["lakelog"] = {"commit-channel": {"dir": str(channels)}}
     with open(conf_dir / "config.yaml", "w") as fh:
         yaml.dump(conf, fh)
     (conf_dir / "masters").write_text(f"localhost:{rest_port}\n")
@@ -94,11 +97,12 @@ def _pids(pid_dir: Path) -> list[int]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     base = tmp_path_factory.mktemp("cluster")
-    conf_dir, log_dir, pid_dir, checkpoints = base / "conf", base / "log", base / "pid", base / "checkpoints"
+    conf_dir, log_dir, pid_dir = base / "conf", base / "log", base / "pid"
+    checkpoints, channels = base / "checkpoints", base / "channels"
     log_dir.mkdir()
     pid_dir.mkdir()
     rest_port, rpc_port = _free_ports(2)
-    _write_conf(conf_dir, rest_port, rpc_port, checkpoints)
+    _write_conf(conf_dir, rest_port, rpc_port, checkpoints, channels)
     # neither this process's gateway nor the client JVM options it exported for itself
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYFLINK_GATEWAY") and k != "JVM_ARGS"}
     env.update(
@@ -111,7 +115,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if os.path.isdir(JAVA_17):
         env["JAVA_HOME"] = JAVA_17
     flink_bin = _flink_home() / "bin"
-    c = Cluster(conf_dir, checkpoints, log_dir, rest_port, env, flink_bin)
+    c = Cluster(conf_dir, checkpoints, channels, log_dir, rest_port, env, flink_bin)
     try:
         subprocess.run(
             ["bash", str(flink_bin / "start-cluster.sh")],
@@ -188,8 +192,10 @@ def test_flink_run_py_streaming_insert(cluster: Cluster, tmp_path: Path) -> None
     _check(wh, "events", 600)
     jobs = json.loads(urllib.request.urlopen(f"http://localhost:{cluster.rest_port}/jobs/overview").read())
     assert any(j["state"] == "FINISHED" for j in jobs["jobs"])
-    # its checkpoints went to the configured directory (Flink keeps the job's emptied folder)
+    # its checkpoints went to the configured directory (Flink keeps the job's emptied folder), its
+    # commit channel under the configured folder
     assert {p.name for p in cluster.checkpoints.iterdir()} & {j["jid"] for j in jobs["jobs"]}
+    assert [p.name for p in cluster.channels.iterdir() if p.name.startswith("lakelog-sink-")]
 
 
 def test_a_streaming_job_without_a_checkpoint_dir_is_refused(cluster: Cluster, tmp_path: Path) -> None:
