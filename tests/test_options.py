@@ -274,10 +274,11 @@ def test_cross_option_rules() -> None:
 
 def test_registry_shape() -> None:
     assert "bucket" in ALL_OPTIONS and isinstance(ALL_OPTIONS["bucket"], ConfigOption)
-    for key in ("bucket", "bucket-key", "primary-key", "partition", "merge-engine", "sequence.field"):
+    for key in ("bucket-key", "primary-key", "partition", "merge-engine", "sequence.field"):
         assert key in IMMUTABLE_KEYS
-    assert "changelog-producer" not in IMMUTABLE_KEYS
-    assert CoreOptions.BUCKET.immutable and not CoreOptions.WRITE_ONLY.immutable
+    assert "changelog-producer" not in IMMUTABLE_KEYS and "bucket" not in IMMUTABLE_KEYS
+    assert CoreOptions.SEQUENCE_FIELD.immutable and not CoreOptions.WRITE_ONLY.immutable
+    assert not CoreOptions.BUCKET.immutable  # it changes between counts > 0 (check_alter's rules)
     for opt in set(ALL_OPTIONS.values()):
         assert opt.description
         if opt.default is not None:
@@ -289,8 +290,14 @@ def test_check_alter() -> None:
     check_alter({"bucket": "2", "write-only": "false"}, {"bucket": "2", "write-only": "true"})
     check_alter({}, {"bucket": "-1"})  # explicitly setting the default is no change
     check_alter({"merge-engine": "deduplicate"}, {})
-    with pytest.raises(OptionError, match="'bucket'"):
-        check_alter({"bucket": "2"}, {"bucket": "4"})
+    check_alter({"bucket": "2"}, {"bucket": "4"})  # a rescale: new partitions take 4 buckets
+    with pytest.raises(OptionError, match="'bucket' cannot change from -1"):
+        check_alter({"bucket": "-1"}, {"bucket": "4"})
+    with pytest.raises(OptionError, match="'bucket' cannot change from 2 to -1"):
+        check_alter({"bucket": "2"}, {"bucket": "-1"})
+    with pytest.raises(OptionError, match="'bucket' cannot be reset"):
+        check_alter({"bucket": "2"}, {})
+    check_alter({"bucket": "-1"}, {"bucket": "4"}, has_snapshots=False)  # Paimon: free before any data
     with pytest.raises(OptionError, match="'merge-engine'"):
         check_alter({}, {"merge-engine": "first-row"})
     with pytest.raises(OptionError, match="'bucket-key'"):

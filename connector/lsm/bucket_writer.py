@@ -48,7 +48,6 @@ class WriterContext(Protocol):
     merge: Any
     arrow_schema: pa.Schema
     write_only: bool
-    num_buckets: int
     full_compacted: bool
     stale: bool  # set when a compaction found its inputs gone: reload the buckets after the commit
 
@@ -56,6 +55,8 @@ class WriterContext(Protocol):
     def changelog_producer(self) -> ChangelogProducer: ...
 
     def spill_dir(self) -> str: ...
+
+    def total_buckets(self, partition: bytes) -> int: ...
 
     def compaction_executor(self) -> ThreadPoolExecutor: ...
 
@@ -327,7 +328,7 @@ class KeyValueBucketWriter:
         msg = CommitMessage(
             partition=self.partition,
             bucket=self.bucket,
-            total_buckets=self.tw.num_buckets,
+            total_buckets=self.tw.total_buckets(self.partition),
             new_files=self.new_files,
             changelog_files=self.changelog,
             compact_before=self.compacted.before,
@@ -385,7 +386,9 @@ class AppendBucketWriter:
     def prepare_commit(self) -> CommitMessage:
         from lakelog.connector.format.commit_message import CommitMessage
 
-        msg = CommitMessage(self.partition, self.bucket, self.tw.num_buckets, new_files=self.new_files)
+        msg = CommitMessage(
+            self.partition, self.bucket, self.tw.total_buckets(self.partition), new_files=self.new_files
+        )
         self.new_files = []
         return msg
 

@@ -62,7 +62,9 @@ class BatchWriter:
         msgs: list[CommitMessage] = []
         try:
             msgs = self._write.prepare_commit()
-            self.snapshot_id = self._commit.commit(msgs, properties=self._write.commit_properties())
+            self.snapshot_id = self._commit.commit(
+                msgs, properties=self._write.commit_properties(), guard=self._write.commit_guard()
+            )
         except BaseException:
             self._commit.discard_unpublished(msgs)
             self._write.abort()
@@ -138,7 +140,12 @@ class StreamWriter:
         try:
             msgs = self._write.prepare_commit(wait_compaction=wait_compaction)
             self._identifier += 1
-            sid = self._commit.commit(msgs, self._identifier, properties=self._write.commit_properties())
+            sid = self._commit.commit(
+                msgs,
+                self._identifier,
+                properties=self._write.commit_properties(),
+                guard=self._write.commit_guard(),
+            )
         except CommitConflictError:
             if not msgs or any(m.new_files or m.changelog_files for m in msgs) or self._commit.published:
                 self._closed = True
@@ -156,11 +163,14 @@ class StreamWriter:
             self._commit.discard_unpublished(msgs)
             self._write.abort()
             raise
-        if self._commit.compaction_discarded or self._commit.rebased or self._write.stale:
+        c = self._commit
+        if c.compaction_discarded or c.rebased or c.index_merged or self._write.stale:
             # another compaction won a race for the same files, or another writer's rows made this
-            # commit rebase its files: reload the trees from the table
+            # commit rebase its files or merge its hash index: reload the trees from the table
             self._write.close()
             self._write = TableWrite(self._table._store)
+        else:
+            self._write.committed(c.published)
         return sid
 
     def close(self) -> None:
@@ -365,6 +375,15 @@ class Table:
         with self.writer() as w:
             w.delete(keys)
         return w.snapshot_id
+
+    def bucket_counts(self, snapshot_id: Optional[int] = None) -> dict[tuple[Any, ...], int]:
+        """The bucket count each partition's files record (-1 in dynamic bucket modes), by
+        partition values."""
+        snap = self.resolve_snapshot(snapshot_id)
+        out: dict[tuple[Any, ...], int] = {}
+        for e in self._store.live_entries(snap):
+            out.setdefault(self._store.partition_values(e.partition), e.total_buckets)
+        return out
 
     # ---- snapshots and time travel ---------------------------------------------------------------
     def snapshots(self) -> list[Snapshot]:
