@@ -147,3 +147,13 @@ def test_another_writer_in_between_is_refused(catalog: lakelog.Catalog) -> None:
         w2.write(rows("f", [3], 6)).commit()
     got = content(t)
     assert got[2] == ("e", 5) and got[3] == ("f", 6)
+
+
+def test_overwrite_keeps_keys_inside_the_partitions_it_replaces(catalog: lakelog.Catalog) -> None:
+    t = make(catalog)
+    t.write(pa.concat_tables([rows("a", range(5), 1), rows("b", range(5, 8), 2)]))
+    t.overwrite(rows("a", [1, 2, 30], 9))
+    assert content(t) == {1: ("a", 9), 2: ("a", 9), 30: ("a", 9), 5: ("b", 2), 6: ("b", 2), 7: ("b", 2)}
+    with pytest.raises(InvalidInputError, match="lives in a partition this overwrite does not replace"):
+        t.overwrite(rows("a", [6], 0))
+    assert content(t)[6] == ("b", 2)

@@ -206,6 +206,23 @@ def test_stream_writer_reloads_its_view_after_others_commit(catalog: lakelog.Cat
     assert_keys_in_their_buckets(t)
 
 
+def test_overwrite_resets_the_index_of_its_partitions(catalog: lakelog.Catalog) -> None:
+    t = make(catalog, **{"dynamic-bucket.target-row-num": "3"})
+    t.write(pa.concat_tables([rows("a", range(12), "a"), rows("b", range(4), "b")]))
+    b_files = {e.index_file.file_name for e in t.store.index_entries(t.latest_snapshot()) if e.bucket >= 0
+               and t.store.partition_values(e.partition) == ("b",)}
+    sid = t.overwrite(rows("a", [100, 101], "o"))
+    assert t.snapshot(sid).commit_kind == "OVERWRITE"
+    got = buckets_of(t)
+    assert {k: v for k, v in got.items() if k[0] == "a"} == {("a", 0): [100, 101]}
+    entries = t.store.index_entries(t.latest_snapshot())
+    assert {e.index_file.file_name for e in entries if t.store.partition_values(e.partition) == ("b",)} == b_files
+    assert content(t) == {("a", 100): "o", ("a", 101): "o"} | {("b", i): "b" for i in range(4)}
+    t.write(rows("a", [5], "later"))
+    assert buckets_of(t)[("a", 0)] == [5, 100, 101]
+    assert_keys_in_their_buckets(t)
+
+
 def test_a_table_made_with_the_paimon_default_is_writable(catalog: lakelog.Catalog, warehouse: str) -> None:
     """A primary-key table created without a bucket by Paimon's connectors has bucket -1 (its
     default): lakelog writes it. lakelog's own default stays 1 (a documented divergence)."""

@@ -376,6 +376,36 @@ class Table:
             w.delete(keys)
         return w.snapshot_id
 
+    def overwrite(
+        self, data: Any, partition: Optional[dict[str, Any]] = None, *, commit_user: Optional[str] = None
+    ) -> Optional[int]:
+        """Replace partitions with ``data`` in one OVERWRITE snapshot (Paimon's ``INSERT
+        OVERWRITE``); return its id, or None when nothing was committed.
+
+        With ``dynamic-partition-overwrite`` (default true) on a partitioned table only the
+        partitions the rows fall into are replaced, and no rows change nothing. Otherwise every
+        partition matching the static ``partition`` spec (a dict of some partition fields; rows
+        lacking those columns take its values) is replaced, the whole table without one, and no
+        rows empty them. New partitions get the table's current bucket count, so an overwrite of a
+        partition written with another count rescales it."""
+        from lakelog.connector.table.overwrite import overwrite
+
+        return overwrite(self._store, data, partition, commit_user=commit_user)
+
+    def rescale(
+        self, partitions: Optional[Sequence[dict[str, Any]]] = None, buckets: Optional[int] = None
+    ) -> Optional[int]:
+        """Rewrite partitions of a fixed-bucket table with ``buckets`` buckets (default: the
+        table's ``bucket`` option, e.g. after ``alter(SetOption("bucket", "8"))``) in one
+        OVERWRITE snapshot; ``buckets`` leaves the table's option as it is, as Paimon's
+        ``sys.rescale`` does. ``partitions``: specs of the partitions to rewrite (default: every
+        partition whose count differs). Returns the snapshot id, None when there was nothing to do.
+        Readers keep reading; streaming readers see no change. See
+        :mod:`lakelog.connector.table.overwrite`."""
+        from lakelog.connector.table.overwrite import rescale
+
+        return rescale(self._store, partitions, buckets)
+
     def bucket_counts(self, snapshot_id: Optional[int] = None) -> dict[tuple[Any, ...], int]:
         """The bucket count each partition's files record (-1 in dynamic bucket modes), by
         partition values."""
