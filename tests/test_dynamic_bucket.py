@@ -15,8 +15,8 @@ import pytest
 import lakelog
 from lakelog.connector.errors import CommitConflictError
 from lakelog.connector.format.index_file import HASH_INDEX, read_hash_index
-from lakelog.connector.table.dynamic_bucket import DynamicBucketAssigner, assigner_of, key_hashes
 from lakelog.connector.table.commit import TableCommit
+from lakelog.connector.table.dynamic_bucket import DynamicBucketAssigner, assigner_of, key_hashes
 from lakelog.connector.table.write import TableWrite
 
 from .buckets_util import assert_keys_in_their_buckets

@@ -980,8 +980,8 @@ def test_merge_engines_read_the_same(warehouse: str, name: str, opts: dict[str, 
 
 
 def test_dynamic_bucket_primary_key_tables_stay_writable_by_pypaimon(tmp_path: Any) -> None:
-    """lakelog keeps no HASH index, so it must not leave a dynamic-bucket (bucket = -1) primary-key
-    table in a state where pypaimon refuses to write: it either refuses itself or stays compatible."""
+    """A dynamic-bucket (bucket = -1) primary-key table stays writable by pypaimon after lakelog
+    wrote it, and the other way round (tests/test_interop_pypaimon_buckets.py goes further)."""
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("a", pa.string())])
 
     def rows(ids: range, v: str) -> pa.Table:
