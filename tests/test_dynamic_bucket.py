@@ -264,7 +264,9 @@ def test_assigner_subtasks_and_picklable_state(catalog: lakelog.Catalog) -> None
     batch = rows("a", range(100, 140), "y")
     hashes = key_hashes(store, batch)
     channels = assigner_of(partition_hash(part), hashes, 2, 2)
-    subtasks = [DynamicBucketAssigner(store, num_assigners=2, assign_id=i, num_channels=2) for i in range(2)]
+    subtasks = [
+        DynamicBucketAssigner(store, num_assigners=2, assign_id=i, num_channels=2, keep_state=True) for i in range(2)
+    ]
     buckets = np.empty(len(hashes), np.int32)
     for i, a in enumerate(subtasks):
         mine = channels == i
@@ -292,3 +294,15 @@ def test_assigner_subtasks_and_picklable_state(catalog: lakelog.Catalog) -> None
         assert a.state().assigned == {} or all(len(h) == 0 for h, _ in a.state().assigned.values())
     assert len(content(t)) == 46
     assert_keys_in_their_buckets(t)
+
+
+def test_hash_grouping_refuses_tables_that_need_an_assigner(catalog: lakelog.Catalog) -> None:
+    """The Flink sink's grouping stage hashes bucket keys (bucket_groups): for dynamic buckets and
+    cross-partition keys it must refuse instead of routing keys by a hash the table does not use."""
+    from lakelog.connector.table.routing import bucket_groups
+
+    d = make(catalog)
+    x = catalog.create_table("db.x", SCHEMA, primary_key=["id"], partition_by=["dt"], options={"bucket": "2"})
+    for t in (d, x):
+        with pytest.raises(lakelog.LakelogError, match="assigner"):
+            bucket_groups(t.store, rows("a", [1], "x"))

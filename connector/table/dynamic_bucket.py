@@ -180,8 +180,9 @@ class DynamicBucketAssigner:
     ``num_assigners`` / ``assign_id`` / ``num_channels`` describe where this assigner sits among
     a Flink sink's assigner subtasks (Paimon's ``HashBucketAssigner``); the defaults run every
     assigner in one object, as an embedded writer does. Picklable: its partitions' indexes are
-    dropped and loaded again from the table on the other side, and :meth:`state` carries its
-    uncommitted assignments."""
+    dropped and loaded again from the table on the other side. With ``keep_state`` it remembers its
+    assignments, so that :meth:`state` (checkpointed by a Flink operator) carries those not yet
+    committed; :meth:`prune_committed` forgets the committed ones."""
 
     def __init__(
         self,
@@ -191,6 +192,7 @@ class DynamicBucketAssigner:
         assign_id: Optional[int] = None,
         num_channels: Optional[int] = None,
         seed: Optional[int] = None,
+        keep_state: bool = False,
     ) -> None:
         opts = store.options
         self.store = store
@@ -206,6 +208,7 @@ class DynamicBucketAssigner:
             raise ValueError("num_assigners and num_channels must be at least 1")
         self._rng = np.random.default_rng(seed)
         self._partitions: dict[bytes, PartitionIndex] = {}
+        self.keep_state = keep_state  # remember assignments for state() (a Flink operator's)
         self._assigned: dict[bytes, list[tuple[np.ndarray, np.ndarray]]] = {}
 
     def __getstate__(self) -> dict[str, object]:
@@ -282,7 +285,8 @@ class DynamicBucketAssigner:
                 mine = np.flatnonzero(residues == r)
                 chosen[mine] = self._place(partition, index, int(r), len(mine))
             index.add(new_hashes, chosen)
-            self._assigned.setdefault(partition, []).append((new_hashes, chosen))
+            if self.keep_state:
+                self._assigned.setdefault(partition, []).append((new_hashes, chosen))
             found[fresh] = chosen
         return found[inverse].astype(np.int32)
 
@@ -331,7 +335,10 @@ class DynamicBucketAssigner:
 
     # ---- state -------------------------------------------------------------------------------------
     def state(self) -> AssignerState:
-        """The assignments made since the partitions were loaded (see :class:`AssignerState`)."""
+        """The assignments made since the partitions were loaded (see :class:`AssignerState`);
+        needs ``keep_state=True``."""
+        if not self.keep_state:
+            raise LakelogError("this assigner keeps no state: create it with keep_state=True")
         out: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
         for p, parts in self._assigned.items():
             if parts:
@@ -341,7 +348,7 @@ class DynamicBucketAssigner:
     @staticmethod
     def restore(store: TableStore, state: AssignerState, **kwargs: Optional[int]) -> DynamicBucketAssigner:
         """An assigner that knows the table's committed index plus the assignments of ``state``."""
-        a = DynamicBucketAssigner(store, **kwargs)
+        a = DynamicBucketAssigner(store, keep_state=True, **kwargs)
         for p, (hashes, buckets) in state.assigned.items():
             a._assigned[p] = [(np.asarray(hashes, np.int32), np.asarray(buckets, np.int32))]
         return a

@@ -132,13 +132,15 @@ def bucket_groups(
     table: one ``(partition values, serialized partition, bucket, row indices)`` per group, indices
     in arrival order. ``counts`` gives each partition's bucket count (default: the table's current
     ``bucket`` for every partition, right only for partitions never rescaled). Dynamic bucket modes
-    need an assigner (:class:`~lakelog.connector.table.dynamic_bucket.DynamicBucketAssigner`, or a
-    :class:`~lakelog.connector.table.write.TableWrite`) and are refused here."""
+    and cross-partition keys need an assigner (:class:`~lakelog.connector.table.dynamic_bucket.
+    DynamicBucketAssigner`, or a :class:`~lakelog.connector.table.write.TableWrite`) and are refused."""
     mode = store.schema.bucket_mode
-    if mode in (BucketMode.HASH_DYNAMIC, BucketMode.KEY_DYNAMIC):
+    cross = store.schema.cross_partition_update
+    if mode in (BucketMode.HASH_DYNAMIC, BucketMode.KEY_DYNAMIC) or cross:
+        what = "a cross-partition primary key" if cross else f"{mode} bucket mode"
         raise InvalidInputError(
-            f"table {store.path} is in {mode} bucket mode: rows get their buckets from an assigner "
-            "(DynamicBucketAssigner or a TableWrite), not from a hash of the bucket key"
+            f"table {store.path} has {what}: rows get their buckets from an assigner (DynamicBucketAssigner, "
+            "or one TableWrite with its key index), not from a hash of the bucket key"
         )
     out: list[BucketGroup] = []
     keys = list(store.schema.bucket_keys) if mode == BucketMode.HASH_FIXED else []
