@@ -85,6 +85,7 @@ class TableStore:
         self.index_dir = os.path.join(path, "index")
         self._cache = _ManifestCache()
         self._index_cache: dict[str, list[IndexManifestEntry]] = {}
+        self._live_cache: Optional[tuple[tuple[int, str, str], list[ManifestEntry]]] = None
         loaded = schema if schema is not None else self.schema_manager.latest()
         if loaded is None:
             if self.snapshot_manager.snapshot_ids():
@@ -112,6 +113,7 @@ class TableStore:
         state = self.__dict__.copy()
         state["_cache"] = None
         state["_index_cache"] = None
+        state["_live_cache"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -238,11 +240,18 @@ class TableStore:
         return out
 
     def live_entries(self, snapshot: Optional[Snapshot]) -> list[ManifestEntry]:
-        """The ADD entries of every data file live in ``snapshot``."""
+        """The ADD entries of every data file live in ``snapshot`` (the last snapshot's are kept:
+        a commit asks several times for those of the snapshot it follows)."""
         if snapshot is None:
             return []
+        key = (snapshot.id, snapshot.base_manifest_list, snapshot.delta_manifest_list)
+        last = self._live_cache
+        if last is not None and last[0] == key:
+            return list(last[1])
         merged = merge_entries(self.entries_of(self.manifest_metas(snapshot)))
-        return [e for e in merged if e.kind == 0]
+        live = [e for e in merged if e.kind == 0]
+        self._live_cache = (key, live)
+        return list(live)
 
     def on_latest(
         self, read: Callable[[Optional[Snapshot]], T], *, attempts: int = 5
