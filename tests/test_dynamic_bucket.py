@@ -274,6 +274,10 @@ def test_assigner_subtasks_and_picklable_state(catalog: lakelog.Catalog) -> None
         assert set((buckets[mine][np.isin(buckets[mine], [0, 1])] % 2).tolist()) <= {0, 1}
     with pytest.raises(lakelog.LakelogError, match="route rows with assigner_of"):
         subtasks[0].assign(part, hashes[channels == 1])
+    # each subtask holds only the hashes routed to it (as Paimon's): together, the whole index
+    whole = DynamicBucketAssigner(store).index(part).size + len(np.unique(hashes))
+    assert 0 < subtasks[0].index(part).size < whole
+    assert subtasks[0].index(part).size + subtasks[1].index(part).size == whole
     # a subtask restarted from its checkpointed state places its uncommitted keys where they were
     state = pickle.loads(pickle.dumps(subtasks[1].state()))
     again = DynamicBucketAssigner.restore(pickle.loads(pickle.dumps(store)), state, num_assigners=2, assign_id=1,

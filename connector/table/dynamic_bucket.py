@@ -20,7 +20,7 @@ bucket array (6 bytes a key), new hashes wait in a small sorted delta merged in 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -104,16 +104,23 @@ class PartitionIndex:
     counts: dict[int, int] = field(default_factory=dict)
 
     @staticmethod
-    def of(per_bucket: Iterable[tuple[int, np.ndarray]]) -> PartitionIndex:
-        """The index of a partition whose bucket ``b`` holds the hashes ``h`` for each ``(b, h)``."""
+    def of(
+        per_bucket: Iterable[tuple[int, np.ndarray]],
+        mine: Optional[Callable[[np.ndarray], np.ndarray]] = None,
+    ) -> PartitionIndex:
+        """The index of a partition whose bucket ``b`` holds the hashes ``h`` for each ``(b, h)``.
+        ``mine(hashes)`` selects the hashes to hold (an assigner subtask's own); the counts of the
+        buckets are those of their whole files."""
         hs: list[np.ndarray] = []
         bs: list[np.ndarray] = []
         counts: dict[int, int] = {}
         for bucket, h in per_bucket:
             u = np.unique(np.asarray(h, dtype=np.int32))
+            counts[bucket] = counts.get(bucket, 0) + len(u)
+            if mine is not None:
+                u = u[mine(u)]
             hs.append(u)
             bs.append(np.full(len(u), bucket, dtype=np.int16))
-            counts[bucket] = counts.get(bucket, 0) + len(u)
         if not hs:
             return PartitionIndex()
         hashes, buckets = np.concatenate(hs), np.concatenate(bs)
@@ -228,7 +235,14 @@ class DynamicBucketAssigner:
                 per_bucket.append(
                     (e.bucket, read_hash_index(self.store.file_io, self.store.index_file_path(e)))
                 )
-        index = PartitionIndex.of(per_bucket)
+        mine = None
+        if self.assign_id is not None:  # a subtask holds the hashes routed to it only (as Paimon's)
+            start, me = partition_hash(partition), self.assign_id
+
+            def mine(h: np.ndarray) -> np.ndarray:
+                return assigner_of(start, h, self.num_channels, self.num_assigners) == me
+
+        index = PartitionIndex.of(per_bucket, mine)
         for hashes, buckets in self._assigned.get(partition, []):
             known = index.lookup(hashes)
             index.add(hashes[known < 0], buckets[known < 0])
@@ -264,17 +278,17 @@ class DynamicBucketAssigner:
         if not len(hashes):
             return np.empty(0, dtype=np.int32)
         index = self.index(partition)
-        uniq, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
-        found = index.lookup(uniq)
-        fresh = np.flatnonzero(found < 0)
-        if len(fresh):
-            fresh = fresh[np.argsort(first[fresh], kind="stable")]  # arrival order
-            new_hashes = uniq[fresh]
+        found = index.lookup(hashes)
+        unknown = np.flatnonzero(found < 0)
+        if len(unknown):  # most rows of an upsert stream hit known keys: only the others are sorted
+            uniq, first, inverse = np.unique(hashes[unknown], return_index=True, return_inverse=True)
+            order = np.argsort(first, kind="stable")  # new keys are placed in arrival order
+            new_hashes = uniq[order]
             channels = assigner_of(
                 partition_hash(partition), new_hashes, self.num_channels, self.num_assigners
             )
             residues = channels % self.num_assigners
-            chosen = np.empty(len(fresh), dtype=np.int32)
+            chosen = np.empty(len(new_hashes), dtype=np.int32)
             for r in np.unique(residues).tolist():
                 if self.assign_id is not None and r != self.assign_id % self.num_assigners:
                     raise LakelogError(
@@ -287,8 +301,10 @@ class DynamicBucketAssigner:
             index.add(new_hashes, chosen)
             if self.keep_state:
                 self._assigned.setdefault(partition, []).append((new_hashes, chosen))
-            found[fresh] = chosen
-        return found[inverse].astype(np.int32)
+            placed = np.empty(len(uniq), dtype=np.int32)
+            placed[order] = chosen
+            found[unknown] = placed[inverse.reshape(-1)]
+        return found
 
     def _place(self, partition: bytes, index: PartitionIndex, residue: int, n: int) -> np.ndarray:
         """Buckets for ``n`` new keys of one assigner (residue class), in arrival order."""
@@ -391,9 +407,16 @@ class BucketHashIndex:
         )
 
     def add(self, hashes: np.ndarray) -> None:
-        new = np.setdiff1d(np.asarray(hashes, dtype=np.int32), self.hashes)
-        if len(new):
-            self.hashes = np.union1d(self.hashes, new).astype(np.int32)
+        h = np.unique(np.asarray(hashes, dtype=np.int32))
+        known = self.hashes
+        if len(known):
+            pos = np.searchsorted(known, h)
+            hit = known[np.minimum(pos, len(known) - 1)] == h
+            h, pos = h[~hit], pos[~hit]
+        else:
+            pos = np.zeros(len(h), dtype=np.int64)
+        if len(h):
+            self.hashes = np.insert(known, pos, h)
             self.changed = True
 
     def prepare_commit(
