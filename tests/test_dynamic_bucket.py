@@ -310,3 +310,18 @@ def test_hash_grouping_refuses_tables_that_need_an_assigner(catalog: lakelog.Cat
     for t in (d, x):
         with pytest.raises(lakelog.LakelogError, match="assigner"):
             bucket_groups(t.store, rows("a", [1], "x"))
+
+
+def test_an_update_only_commit_still_names_its_buckets_index(catalog: lakelog.Catalog) -> None:
+    """A commit writing only known keys adds no hash; its messages must still name the HASH file
+    its rows were placed by, so that a rescale or overwrite of the partition in between is caught."""
+    t = make(catalog, **{"dynamic-bucket.target-row-num": "2"})
+    t.write(rows("a", range(6), "v1"))
+    with t.stream_writer() as w:
+        w.write(rows("a", [4], "v2"))
+        w._write.flush()
+        catalog.get_table("db.d").overwrite(rows("a", [7, 8, 9, 4], "ow"))  # 4 now in another bucket
+        with pytest.raises(CommitConflictError, match="rewritten"):
+            w.commit()
+    assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {7: "ow", 8: "ow", 9: "ow", 4: "ow"}
+    assert_keys_in_their_buckets(t)

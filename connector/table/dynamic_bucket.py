@@ -20,6 +20,8 @@ bucket array (6 bytes a key), new hashes wait in a small sorted delta merged in 
 from __future__ import annotations
 
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
@@ -71,6 +73,43 @@ def partition_hash(partition: bytes) -> int:
     return int(murmur3_32_rows(row)[0])
 
 
+def sorted_unique(hashes: np.ndarray) -> np.ndarray:
+    """``hashes`` as a sorted array of distinct int32 (a no-op copy-free check for files lakelog
+    wrote, which are sorted already)."""
+    h = np.asarray(hashes, dtype=np.int32)
+    if len(h) < 2 or bool((h[1:] > h[:-1]).all()):
+        return h
+    return np.unique(h)
+
+
+_RECENT_BYTES = 64 << 20
+_recent: OrderedDict[str, np.ndarray] = OrderedDict()
+_recent_bytes = 0
+_recent_lock = threading.Lock()
+
+
+def remember_hash_file(path: str, hashes: np.ndarray) -> None:
+    """Keep the sorted hashes of a HASH file this process just wrote, so that its committer does
+    not read it back (files never change: the path is a safe key)."""
+    global _recent_bytes
+    with _recent_lock:
+        _recent[path] = hashes
+        _recent_bytes += hashes.nbytes
+        while _recent_bytes > _RECENT_BYTES and _recent:
+            _, old = _recent.popitem(last=False)
+            _recent_bytes -= old.nbytes
+
+
+def read_sorted_hashes(store: TableStore, entry: IndexManifestEntry) -> np.ndarray:
+    """The sorted distinct hashes of a HASH file (from memory when this process wrote it)."""
+    path = store.index_file_path(entry)
+    with _recent_lock:
+        known = _recent.get(path)
+    if known is not None:
+        return known
+    return sorted_unique(read_hash_index(store.file_io, path))
+
+
 def _java_abs_mod(values: np.ndarray | int, n: int) -> np.ndarray:
     return np.abs(np.fmod(np.asarray(values, dtype=np.int64), n))
 
@@ -115,7 +154,7 @@ class PartitionIndex:
         bs: list[np.ndarray] = []
         counts: dict[int, int] = {}
         for bucket, h in per_bucket:
-            u = np.unique(np.asarray(h, dtype=np.int32))
+            u = sorted_unique(h)
             counts[bucket] = counts.get(bucket, 0) + len(u)
             if mine is not None:
                 u = u[mine(u)]
@@ -144,13 +183,16 @@ class PartitionIndex:
     def lookup(self, hashes: np.ndarray) -> np.ndarray:
         """The bucket of each hash, -1 where the index does not know it."""
         out = np.full(len(hashes), -1, dtype=np.int32)
-        for keys, values in ((self.hashes, self.buckets), (self.delta_hashes, self.delta_buckets)):
-            if not len(keys):
+        todo = np.arange(len(hashes))
+        for keys, values in ((self.delta_hashes, self.delta_buckets), (self.hashes, self.buckets)):
+            if not len(keys) or not len(todo):
                 continue
-            pos = np.searchsorted(keys, hashes)
+            h = hashes[todo]
+            pos = np.searchsorted(keys, h)
             pos[pos == len(keys)] = 0
-            hit = keys[pos] == hashes
-            out[hit] = values[pos[hit]]
+            hit = keys[pos] == h
+            out[todo[hit]] = values[pos[hit]]
+            todo = todo[~hit]
         return out
 
     def add(self, hashes: np.ndarray, buckets: np.ndarray) -> None:
@@ -232,9 +274,7 @@ class DynamicBucketAssigner:
         per_bucket = []
         for e in entries:
             if e.partition == partition and e.index_file.index_type == HASH_INDEX:
-                per_bucket.append(
-                    (e.bucket, read_hash_index(self.store.file_io, self.store.index_file_path(e)))
-                )
+                per_bucket.append((e.bucket, read_sorted_hashes(self.store, e)))
         mine = None
         if self.assign_id is not None:  # a subtask holds the hashes routed to it only (as Paimon's)
             start, me = partition_hash(partition), self.assign_id
@@ -274,9 +314,13 @@ class DynamicBucketAssigner:
     def assign(self, partition: bytes, hashes: np.ndarray) -> np.ndarray:
         """The bucket (int32) of each key hash of one partition, in arrival order: known keys keep
         their bucket, new keys are placed and remembered."""
+        return self.assign_new(partition, hashes)[0]
+
+    def assign_new(self, partition: bytes, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(:meth:`assign`'s buckets, a mask of the rows whose key was new to the index)."""
         hashes = np.asarray(hashes, dtype=np.int32)
         if not len(hashes):
-            return np.empty(0, dtype=np.int32)
+            return np.empty(0, dtype=np.int32), np.zeros(0, dtype=bool)
         index = self.index(partition)
         found = index.lookup(hashes)
         unknown = np.flatnonzero(found < 0)
@@ -304,7 +348,9 @@ class DynamicBucketAssigner:
             placed = np.empty(len(uniq), dtype=np.int32)
             placed[order] = chosen
             found[unknown] = placed[inverse.reshape(-1)]
-        return found
+        is_new = np.zeros(len(hashes), dtype=bool)
+        is_new[unknown] = True
+        return found, is_new
 
     def _place(self, partition: bytes, index: PartitionIndex, residue: int, n: int) -> np.ndarray:
         """Buckets for ``n`` new keys of one assigner (residue class), in arrival order."""
@@ -394,7 +440,7 @@ class BucketHashIndex:
     written to the bucket (sorted, distinct), and the file this state started from."""
 
     def __init__(self, hashes: np.ndarray, base: Optional[str]) -> None:
-        self.hashes = np.unique(np.asarray(hashes, dtype=np.int32))
+        self.hashes = sorted_unique(hashes)
         self.base = base
         self.changed = False
 
@@ -402,9 +448,7 @@ class BucketHashIndex:
     def load(store: TableStore, entry: Optional[IndexManifestEntry]) -> BucketHashIndex:
         if entry is None:
             return BucketHashIndex(np.empty(0, np.int32), None)
-        return BucketHashIndex(
-            read_hash_index(store.file_io, store.index_file_path(entry)), entry.index_file.file_name
-        )
+        return BucketHashIndex(read_sorted_hashes(store, entry), entry.index_file.file_name)
 
     def add(self, hashes: np.ndarray) -> None:
         h = np.unique(np.asarray(hashes, dtype=np.int32))
@@ -438,5 +482,7 @@ def write_hash_index(
     """Write a ``HASH`` index file of ``hashes`` for one bucket (into ``<table>/index/``)."""
     data = encode_hash_index(hashes)
     meta = IndexFileMeta(HASH_INDEX, namer.next(), len(data), len(data) // 4)
-    store.file_io.write_bytes(store.index_file_path(IndexManifestEntry(0, partition, bucket, meta)), data)
+    path = store.index_file_path(IndexManifestEntry(0, partition, bucket, meta))
+    store.file_io.write_bytes(path, data)
+    remember_hash_file(path, sorted_unique(hashes))
     return meta

@@ -30,11 +30,10 @@ from lakelog.connector.format.index_file import (
     HASH_INDEX,
     IndexFileMeta,
     IndexManifestEntry,
-    read_hash_index,
 )
 from lakelog.connector.format.manifest_files import _Namer
 from lakelog.connector.format.store import TableStore
-from lakelog.connector.table.dynamic_bucket import write_hash_index
+from lakelog.connector.table.dynamic_bucket import read_sorted_hashes, write_hash_index
 
 __all__ = ["HashIndexCommit"]
 
@@ -57,7 +56,7 @@ class HashIndexCommit:
         if cached is None:
             entry = IndexManifestEntry(0, partition, bucket, IndexFileMeta(HASH_INDEX, name, 0, 0))
             try:
-                cached = np.unique(read_hash_index(self.store.file_io, self.store.index_file_path(entry)))
+                cached = read_sorted_hashes(self.store, entry)
             except MissingFileError as e:
                 raise CommitConflictError(
                     f"the hash index file {name} of bucket {bucket} of partition "

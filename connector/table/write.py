@@ -291,6 +291,7 @@ class TableWrite:
             hashes = bucket_key_hashes(table, self.bucket_keys, self.store.field_types(self.bucket_keys))
         out: list[BucketGroup] = []
         for g in parts:
+            new: Optional[np.ndarray] = None  # dynamic buckets: rows whose key the index lacked
             if assigned is not None:
                 buckets = assigned[g.rows]
                 self._check_assigned(g.partition, buckets)
@@ -299,14 +300,18 @@ class TableWrite:
                 buckets = buckets_from_hashes(hashes[g.rows], self.total_buckets(g.partition))
             elif self.mode == BucketMode.HASH_DYNAMIC:
                 assert hashes is not None
-                buckets = self.assigner.assign(g.partition, hashes[g.rows])
+                buckets, new = self.assigner.assign_new(g.partition, hashes[g.rows])
             else:
                 buckets = np.zeros(len(g.rows), dtype=np.int32)
             for bucket, rows in split_by_bucket(g.rows, buckets):
                 out.append((g.values, g.partition, bucket, rows))
-                if self.mode == BucketMode.HASH_DYNAMIC:
-                    assert hashes is not None
-                    self._hash_index(g.partition, bucket).add(hashes[rows])
+            if self.mode == BucketMode.HASH_DYNAMIC:
+                assert hashes is not None
+                # a key the assigner knew is in its bucket's hash set already (both were loaded
+                # from one snapshot): only new keys grow the sets; rows placed upstream all count
+                rows = g.rows if new is None else g.rows[new]
+                for bucket, of_bucket in split_by_bucket(rows, buckets if new is None else buckets[new]):
+                    self._hash_index(g.partition, bucket).add(hashes[of_bucket])
         return out
 
     def _check_assigned(self, partition: bytes, buckets: np.ndarray) -> None:
@@ -522,15 +527,21 @@ class TableWrite:
         else:
             msgs = [w.prepare_commit() for w in writers]
         if self.mode == BucketMode.HASH_DYNAMIC:
-            for m in msgs:
-                index = self._hash_indexes.get((m.partition, m.bucket))
-                if index is not None:
-                    m.index_base, m.index_files = index.prepare_commit(
-                        self.store, m.partition, m.bucket, self._index_namer
-                    )
+            _in_parallel(self._index_of, msgs)  # HASH files are written (and synced) side by side
         if self.overwrite and self.pk:
             msgs = [self._as_top_level(m) for m in msgs]
         return [m for m in msgs if not m.is_empty()]
+
+    def _index_of(self, m: CommitMessage) -> None:
+        """Dynamic buckets: a message's new HASH file (when its bucket got new keys) and its base."""
+        index = self._hash_indexes.get((m.partition, m.bucket))
+        if index is not None:
+            m.index_base, m.index_files = index.prepare_commit(
+                self.store, m.partition, m.bucket, self._index_namer
+            )
+        else:  # only known keys: the bucket's file is still the one restored
+            restored = self._index_entries.get((m.partition, m.bucket))
+            m.index_base = restored.index_file.file_name if restored is not None else None
 
     def _as_top_level(self, m: CommitMessage) -> CommitMessage:
         """An overwrite's bucket written as one sorted run (non-overlapping files) goes straight to
