@@ -355,3 +355,17 @@ def test_cli_rescale(catalog: lakelog.Catalog, warehouse: str, capsys: pytest.Ca
     assert cli(["--warehouse", warehouse, "rescale", "db.t", "--partition", "dt=zz"]) == 2
     assert "holds no data files" in capsys.readouterr().err
     assert catalog.get_table("db.t").bucket_counts() == {("a",): 4, ("b",): 4}
+
+
+def test_rescale_of_an_unpartitioned_table(catalog: lakelog.Catalog) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string())])
+    t = catalog.create_table("db.u", schema, primary_key=["id"], options={"bucket": "3"})
+    t.write(pa.table({"id": list(range(100)), "v": ["a"] * 100}, schema=schema))
+    t.alter(SetOption("bucket", "7"))
+    t.write(pa.table({"id": [5, 500], "v": ["b", "b"]}, schema=schema))  # still 3 buckets
+    assert t.bucket_counts() == {(): 3}
+    sid = t.rescale()
+    assert t.snapshot(sid).commit_kind == "OVERWRITE" and t.bucket_counts() == {(): 7}
+    got = {r["id"]: r["v"] for r in t.to_arrow().to_pylist()}
+    assert len(got) == 101 and got[5] == "b" and got[500] == "b" and got[6] == "a"
+    assert_keys_in_their_buckets(t)
