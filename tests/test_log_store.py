@@ -376,3 +376,15 @@ def test_the_log_cannot_be_attached_or_moved_by_alter(tmp_path: Path, key: str, 
     t = lakelog.Catalog(str(tmp_path)).create_table("db.t", SCHEMA, primary_key=["dt", "id"], partition_by=["dt"])
     with pytest.raises(OptionError, match=key):
         t.alter(lakelog.SetOption(key, value))
+
+
+def test_a_log_tables_buckets_cannot_be_rescaled(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    """A record goes to its bucket's partition: a rescale would put one key's changes in two
+    partitions, so ALTER bucket and t.rescale are refused by name, and nothing changes."""
+    t = make(tmp_path, kafka_broker)
+    t.write(rows("a", [1, 2], "x"))
+    with pytest.raises(OptionError, match="'bucket' of a table with a Kafka log"):
+        t.alter(lakelog.SetOption("bucket", "4"))
+    with pytest.raises(OptionError, match="Kafka log"):
+        t.rescale(buckets=4)
+    assert t.options["bucket"] == "2" and len(t.snapshots()) == 1

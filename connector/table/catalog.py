@@ -21,7 +21,7 @@ from lakelog.connector.errors import (
     TableNotFoundError,
 )
 from lakelog.connector.format.fileio import FileIO, ensure_inside, local_path
-from lakelog.connector.format.options import CoreOptions, LogConsistency
+from lakelog.connector.format.options import LogConsistency
 from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.schema_manager import SchemaManager
 from lakelog.connector.format.snapshot import SnapshotManager
@@ -175,8 +175,10 @@ class Catalog:
         comment: Optional[str] = None,
         exist_ok: bool = False,
     ) -> Table:
-        """Create a table (and its database if needed). Primary-key tables need a fixed ``bucket``
-        count; when none is given, ``bucket`` is set to 1."""
+        """Create a table (and its database if needed). A primary-key table created without a
+        ``bucket`` option gets ``bucket = 1`` (Paimon's default is -1, dynamic bucket mode: give it
+        explicitly), except when its primary key does not hold every partition field: a
+        cross-partition update needs the key index of ``bucket = -1``."""
         db, _ = split_identifier(identifier)
         path = self.table_path(identifier)
         if self.table_exists(identifier):
@@ -185,12 +187,8 @@ class Catalog:
             raise TableAlreadyExistsError(f"table {identifier!r} already exists")
         opts = {str(k): str(v) for k, v in (options or {}).items()}
         if primary_key and "bucket" not in opts:
-            opts["bucket"] = "1"
-        if primary_key and CoreOptions.BUCKET.parse(opts["bucket"]) < 1:
-            raise OptionError(
-                f"option 'bucket' = {opts['bucket']}: primary-key tables need a fixed bucket count >= 1 "
-                "(dynamic bucket mode needs a hash index lakelog does not keep)"
-            )
+            cross_partition = not set(partition_by or ()) <= set(primary_key)
+            opts["bucket"] = "-1" if cross_partition else "1"
         if opts.get("log.system") == "kafka" and not opts.get("kafka.topic"):
             opts["kafka.topic"] = default_topic(f"{db}.{split_identifier(identifier)[1]}")
         table_schema = TableSchema.create(
