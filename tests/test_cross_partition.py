@@ -157,3 +157,30 @@ def test_overwrite_keeps_keys_inside_the_partitions_it_replaces(catalog: lakelog
     with pytest.raises(InvalidInputError, match="lives in a partition this overwrite does not replace"):
         t.overwrite(rows("a", [6], 0))
     assert content(t)[6] == ("b", 2)
+
+
+@pytest.mark.parametrize("parallelism", ["1", "3"])
+def test_bootstrap_reads_as_many_splits_at_once_as_the_option_says(
+    catalog: lakelog.Catalog, monkeypatch: pytest.MonkeyPatch, parallelism: str
+) -> None:
+    """cross-partition-upsert.bootstrap-parallelism: the key index loads with that many readers
+    (at most 4 threads in one process), and loads every key either way."""
+    import concurrent.futures
+
+    from lakelog.connector.table import cross_partition
+
+    t = make(catalog, **{"cross-partition-upsert.bootstrap-parallelism": parallelism})
+    for dt in "abcd":
+        t.write(rows(dt, [ord(dt) * 10 + i for i in range(3)], 1))
+    sizes: list[int] = []
+
+    class Recording(concurrent.futures.ThreadPoolExecutor):
+        def __init__(self, max_workers: int) -> None:
+            sizes.append(max_workers)
+            super().__init__(max_workers=max_workers)
+
+    monkeypatch.setattr(cross_partition, "ThreadPoolExecutor", Recording)
+    with catalog.get_table("db.x").stream_writer() as w:
+        w.write(rows("e", [ord("a") * 10], 2)).commit()  # moves a key: the index was loaded
+    assert sizes == [int(parallelism)]
+    assert content(t)[ord("a") * 10] == ("e", 2) and len(content(t)) == 12

@@ -309,6 +309,14 @@ def test_typed_accessors() -> None:
 _REFUSAL = "tests/test_options.py::test_refused_keys_say_not_supported_at_create_and_alter"
 _MALFORMED = "tests/test_options.py::test_malformed_values_name_key_value_and_what_is_allowed"
 HONOURED_BY: dict[str, str] = {
+    # buckets that change (dynamic bucket mode, cross-partition upsert, overwrite)
+    "dynamic-bucket.target-row-num": "tests/test_dynamic_bucket.py::test_assignment_of_paimon_worked_example",
+    "dynamic-bucket.initial-buckets":
+        "tests/test_dynamic_bucket.py::test_initial_buckets_spread_new_keys_over_assigners",
+    "dynamic-bucket.max-buckets": "tests/test_dynamic_bucket.py::test_max_buckets_caps_a_partition",
+    "dynamic-partition-overwrite": "tests/test_rescale.py::test_overwrite_static_partitions",
+    "cross-partition-upsert.bootstrap-parallelism":
+        "tests/test_cross_partition.py::test_bootstrap_reads_as_many_splits_at_once_as_the_option_says",
     # layout
     "bucket": "tests/test_bucket.py::test_primary_key_buckets_match_pypaimon",
     "bucket-key": "tests/test_bucket.py::test_bucket_key_option_on_append_table_with_nulls",
@@ -412,7 +420,8 @@ HONOURED_BY: dict[str, str] = {
     "incremental-between-scan-mode": _REFUSAL,  # auto only
     "continuous.discovery-interval":
         "tests/test_option_effects.py::test_streaming_read_options_consumer_and_discovery_interval",
-    "streaming-read-overwrite": _REFUSAL,  # false only
+    "streaming-read-overwrite":
+        "tests/test_rescale.py::test_streaming_read_overwrite_reads_an_overwrite_as_retract_and_insert",
     # the Kafka log
     "log.system": "tests/test_log_store.py::test_every_commit_reaches_the_topic_once_with_the_snapshots_offsets",
     "log.consistency": "tests/test_log_store.py::test_eventual_writes_reach_the_log_before_the_commit",

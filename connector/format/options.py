@@ -576,7 +576,7 @@ class CoreOptions:
     CROSS_PARTITION_UPSERT_INDEX_TTL: ClassVar[ConfigOption[Duration]] = _opt(
         "cross-partition-upsert.index-ttl", Duration, None,
         "Cross-partition upsert: forget keys not written for this long (lakelog keeps them all).",
-        validator=lambda v: "lakelog's key index keeps every key (a TTL may duplicate keys)")
+        unsupported="lakelog's key index keeps every key (a TTL may duplicate keys)")
     CROSS_PARTITION_UPSERT_BOOTSTRAP_PARALLELISM: ClassVar[ConfigOption[int]] = _opt(
         "cross-partition-upsert.bootstrap-parallelism", int, 10,
         "Cross-partition upsert: splits read at once while a writer loads the key index.",
