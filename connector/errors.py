@@ -19,6 +19,7 @@ __all__ = [
     "InvalidInputError",
     "PathEscapeError",
     "SnapshotNotFoundError",
+    "UnrepresentableValueError",
 ]
 
 
@@ -92,3 +93,8 @@ class MissingFileError(LakelogError, FileNotFoundError):
 
 class CommitConflictError(LakelogError):
     """A commit cannot be applied on top of the table's latest snapshot."""
+
+
+class UnrepresentableValueError(LakelogError, ValueError):
+    """A stored value that the column's Arrow type cannot hold, such as a TIMESTAMP(9) after 2262
+    (names the file, the column and the value)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import glob
 import os
 import random
 from typing import Any, Optional
@@ -216,26 +217,30 @@ def test_lakelog_reads_paimon_java_append_table(
     assert_same(arrow_to_rows(t.to_arrow()), paimon_java.read(wh, name), "append table written by Paimon Java")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Arrow's timestamp[ns] ends in 1677 and 2262; pyarrow turns Paimon's INT96 TIMESTAMP(9) values "
-    "outside that range into other dates without an error, and lakelog returns them",
+@pytest.mark.parametrize(
+    "instant",
+    ["3000-01-01T00:00:00.000000001", "1000-06-01T12:00:00.500000000", "1600-01-01T00:00:01.000000000",
+     "2262-04-12T00:00:00.000000000"],
 )
 def test_lakelog_never_misreads_paimon_timestamp_9_outside_the_nanosecond_range(
-    paimon_java: PaimonOracle, tmp_path: Any
+    paimon_java: PaimonOracle, tmp_path: Any, instant: str
 ) -> None:
+    """Arrow's timestamp[ns] ends in 1677 and 2262, and pyarrow's readings of INT96 turn values outside
+    into other instants (1600-01-01 00:00:01 into 2184-07-20 in both of them). lakelog reads the
+    stored bytes and refuses such a value, naming the file, the column and the value."""
     wh, name = str(tmp_path / "wh"), "db.far"
     paimon_java.create_table(wh, name, [("id", "INT NOT NULL"), ("ts9", "TIMESTAMP(9)")], primary_key=["id"],
                              options={"bucket": "1"})
-    far = [{"id": 1, "ts9": "3000-01-01T00:00:00.000000001"}, {"id": 2, "ts9": "1000-06-01T12:00:00.500000000"}]
-    paimon_java.write(wh, name, far)
-    assert canonical(paimon_java.read(wh, name)) == canonical(far)
-    try:
-        got = arrow_to_rows(lakelog.Catalog(wh).get_table(name).to_arrow())
-    except (lakelog.LakelogError, pa.ArrowInvalid):
-        return  # refusing is fine; returning other instants is not
-    assert canonical(got) == canonical(far)
+    rows = [{"id": 1, "ts9": instant}, {"id": 2, "ts9": "2000-01-01T00:00:00.000000007"}]
+    paimon_java.write(wh, name, rows)
+    assert canonical(paimon_java.read(wh, name)) == canonical(rows)
+    t = lakelog.Catalog(wh).get_table(name)
+    with pytest.raises(lakelog.LakelogError) as e:
+        t.to_arrow()
+    assert isinstance(e.value, ValueError)
+    message = str(e.value)
+    assert ".parquet" in message and "'ts9'" in message and instant[:19] in message, message
+    assert sorted(t.to_arrow(columns=["id"]).column("id").to_pylist()) == [1, 2]  # other columns still read
 
 
 # ---- both, in turns --------------------------------------------------------------------------------------
@@ -346,3 +351,25 @@ def test_oracle_command_line_reads_and_writes_like_the_server(paimon_java: Paimo
     assert [b["_bucket"] for b in cli_buckets] == paimon_java.buckets(wh, "db.cli", rows)
     bad = subprocess.run([*cmd, "read", wh, "db.missing"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "does not exist" in bad.stderr
+
+
+# ---- the Parquet footer ------------------------------------------------------------------------------
+def lakelog_data_files(wh: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(wh, "**", "bucket-*", "data-*.parquet"), recursive=True))
+
+
+def test_thrift_footer_of_paimon_java_files_round_trips(paimon_java: PaimonOracle, tmp_path: Any) -> None:
+    """lakelog edits Parquet footers to read INT96 exactly; a footer Paimon Java wrote must come back
+    byte for byte."""
+    from lakelog.connector.format import thrift_compact
+    from lakelog.connector.format.parquet_footer import read_footer
+
+    wh, name = str(tmp_path / "wh"), "db.pk"
+    paimon_java.create_table(wh, name, WITH_NANOS, primary_key=["dt", "id"], partition_by=["dt"],
+                             options={"bucket": "1"})
+    paimon_java.write(wh, name, sample(WITH_NANOS, range(50), 0))
+    files = lakelog_data_files(wh)
+    assert files
+    for f in files:
+        _, footer = read_footer(f)
+        assert thrift_compact.write_struct(thrift_compact.read_struct(footer)) == footer

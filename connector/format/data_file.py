@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from lakelog.connector.errors import CorruptFileError, MissingFileError
 from lakelog.connector.format.binary_row import serialize_row
 from lakelog.connector.format.manifest import DataFileMeta, SimpleStats, local_now_millis
+from lakelog.connector.format.parquet_read import conform, readable
 from lakelog.connector.format.types import NESTED_ROOTS, DataType
 
 __all__ = [
@@ -307,13 +308,26 @@ def _open_checked(path: str, expect: Optional[DataFileMeta]) -> pq.ParquetFile:
 
 
 def read_data_file(
-    path: str, columns: Optional[Sequence[str]] = None, *, expect: Optional[DataFileMeta] = None
+    path: str,
+    columns: Optional[Sequence[str]] = None,
+    *,
+    expect: Optional[DataFileMeta] = None,
+    schema: Optional[pa.Schema] = None,
 ) -> pa.Table:
     """Read a Parquet data file; a missing or undecodable file, or one that does not match its
-    manifest record ``expect``, raises an error naming it."""
+    manifest record ``expect``, raises an error naming it.
+
+    ``schema`` is the file's Arrow schema (:func:`~lakelog.connector.format.store.file_schema`): each
+    column comes back with its type whichever physical layout stored it (see
+    :mod:`~lakelog.connector.format.parquet_read`); without it INT96 columns come back as
+    ``timestamp[ns]``, and plain INT64 timestamps as integers.
+    """
+    cols = list(columns) if columns is not None else None
     with _named_errors(path):
         f = _open_checked(path, expect)
-        return f.read(columns=list(columns) if columns is not None else None, use_threads=False)
+        with readable(f, path, cols) as source:
+            table = source.read(columns=cols, use_threads=False)
+        return conform(table, schema, path)
 
 
 def iter_data_file(
@@ -322,10 +336,13 @@ def iter_data_file(
     batch_rows: int = 65536,
     *,
     expect: Optional[DataFileMeta] = None,
+    schema: Optional[pa.Schema] = None,
 ) -> Iterator[pa.Table]:
-    """Read a Parquet data file in chunks of about ``batch_rows`` rows (bounded memory)."""
+    """Read a Parquet data file in chunks of about ``batch_rows`` rows (bounded memory); ``schema`` as
+    for :func:`read_data_file`."""
+    cols = list(columns) if columns is not None else None
     with _named_errors(path):
         f = _open_checked(path, expect)
-        cols = list(columns) if columns is not None else None
-        for batch in f.iter_batches(batch_size=batch_rows, columns=cols):
-            yield pa.Table.from_batches([batch])
+        with readable(f, path, cols) as source:
+            for batch in source.iter_batches(batch_size=batch_rows, columns=cols):
+                yield conform(pa.Table.from_batches([batch]), schema, path)

@@ -227,11 +227,13 @@ class TableStore:
         return self.entries_of(self.manifest_metas(snapshot, delta_only=True))
 
 
-def file_schema(store: TableStore) -> pa.Schema:
-    """The Arrow schema of the table's data files (key-value layout for primary-key tables)."""
-    table = store.schema.arrow_schema()
-    if not store.is_primary_key_table:
+def file_schema(store: TableStore, schema: Optional[TableSchema] = None) -> pa.Schema:
+    """The Arrow schema of the table's data files written under ``schema`` (default: the store's),
+    key-value layout for primary-key tables."""
+    s = schema if schema is not None else store.schema
+    table = s.arrow_schema()
+    if not s.primary_keys:
         return table
-    fields = [pa.field(key_column(k), table.field(k).type, nullable=False) for k in store.key_names]
+    fields = [pa.field(key_column(k), table.field(k).type, nullable=False) for k in s.trimmed_primary_keys]
     fields += [pa.field(SEQUENCE_NUMBER, pa.int64(), False), pa.field(VALUE_KIND, pa.int8(), False)]
     return pa.schema(fields + list(table))

@@ -16,7 +16,7 @@ from lakelog.connector.errors import CommitConflictError
 from lakelog.connector.format.data_file import read_data_file
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER
 from lakelog.connector.format.manifest import DataFileMeta
-from lakelog.connector.format.store import TableStore
+from lakelog.connector.format.store import TableStore, file_schema
 from lakelog.connector.lsm.changelog import CHANGELOG_PREFIX
 
 __all__ = ["rebase_file"]
@@ -33,7 +33,7 @@ def rebase_file(
             f"{f.schema_id}, the table now has schema {store.schema.id}; write the rows again"
         )
     path = store.data_file_path(partition, bucket, f.file_name)
-    table = read_data_file(path)
+    table = read_data_file(path, schema=file_schema(store))
     i = table.schema.get_field_index(SEQUENCE_NUMBER)
     shifted = pc.add(table.column(i), pa.scalar(offset, pa.int64()))
     table = table.set_column(i, table.schema.field(i), shifted)

@@ -1,0 +1,133 @@
+"""Editing the footer of a Parquet data file, to read INT96 columns as pyarrow cannot.
+
+pyarrow reads INT96 only through conversions that can be wrong (:mod:`~lakelog.connector.format.int96`).
+FIXED_LEN_BYTE_ARRAY(12) has data pages holding the same bytes as INT96's: :func:`binary_view` opens a
+file through a copy of its footer declaring its INT96 columns FIXED_LEN_BYTE_ARRAY(12), so that
+pyarrow hands over the bytes.
+
+The footer is Thrift (compact protocol): :mod:`~lakelog.connector.format.thrift_compact`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from lakelog.connector.errors import CorruptFileError
+from lakelog.connector.format import thrift_compact as tc
+
+__all__ = ["read_footer", "binary_view"]
+
+_INT96, _FIXED_LEN_BYTE_ARRAY = 3, 7  # parquet.thrift Type
+
+
+# ---- reading -------------------------------------------------------------------------------------
+class _SplicedFile(io.RawIOBase):
+    """The bytes of ``path`` up to ``cut``, followed by ``tail``."""
+
+    def __init__(self, path: str, cut: int, tail: bytes) -> None:
+        super().__init__()
+        self._f = open(path, "rb")  # noqa: SIM115 - closed with this object
+        self._cut = cut
+        self._tail = tail
+        self._size = cut + len(tail)
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, b: Any) -> int:
+        view = memoryview(b).cast("B")
+        want = min(len(view), max(0, self._size - self._pos))
+        done = 0
+        if self._pos < self._cut and want:
+            self._f.seek(self._pos)
+            n = self._f.readinto(view[: min(want, self._cut - self._pos)]) or 0
+            done, self._pos = n, self._pos + n
+        if done < want and self._pos >= self._cut:
+            start = self._pos - self._cut
+            chunk = self._tail[start : start + want - done]
+            view[done : done + len(chunk)] = chunk
+            done, self._pos = done + len(chunk), self._pos + len(chunk)
+        return done
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+def read_footer(path: str) -> tuple[int, bytes]:
+    """(offset, bytes) of the Thrift footer of a Parquet file."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        if size < 12:
+            raise CorruptFileError(f"data file {path} is too short to be a Parquet file")
+        fh.seek(size - 8)
+        tail = fh.read(8)
+        if tail[4:] != b"PAR1":
+            raise CorruptFileError(f"data file {path}: no Parquet footer (encrypted or damaged)")
+        n = int.from_bytes(tail[:4], "little")
+        if n > size - 12:
+            raise CorruptFileError(f"data file {path}: footer length {n} exceeds the file")
+        fh.seek(size - 8 - n)
+        return size - 8 - n, fh.read(n)
+
+
+def _as_fixed_binary(meta: list[tc.TField]) -> list[tc.TField]:
+    """FileMetaData with INT96 leaves declared FIXED_LEN_BYTE_ARRAY(12), without their statistics and
+    without key-value metadata (its ARROW:schema would describe those columns as timestamps)."""
+    out = []
+    for f in meta:
+        if f.id == 5:  # key_value_metadata
+            continue
+        if f.id == 2:  # schema: list<SchemaElement>
+            for element in f.value.items:
+                t = tc.field(element, 1)
+                if t is not None and t.value == _INT96:
+                    t.value = _FIXED_LEN_BYTE_ARRAY
+                    element[:] = [x for x in element if x.id != 2]
+                    element.insert(element.index(t) + 1, tc.TField(2, tc.I32, 12))  # type_length
+        if f.id == 4:  # row_groups: list<RowGroup>
+            for group in f.value.items:
+                chunks = tc.field(group, 1)
+                for chunk in chunks.value.items if chunks is not None else ():
+                    md = tc.field(chunk, 3)  # ColumnMetaData
+                    t = tc.field(md.value, 1) if md is not None else None
+                    if md is not None and t is not None and t.value == _INT96:
+                        t.value = _FIXED_LEN_BYTE_ARRAY
+                        md.value[:] = [x for x in md.value if x.id != 12]  # statistics
+        out.append(f)
+    return out
+
+
+@contextlib.contextmanager
+def binary_view(path: str) -> Iterator[pq.ParquetFile]:
+    """``path`` opened with its INT96 columns read as ``fixed_size_binary(12)``."""
+    cut, footer = read_footer(path)
+    try:
+        patched = tc.write_struct(_as_fixed_binary(tc.read_struct(footer)))
+    except CorruptFileError as e:
+        raise CorruptFileError(f"data file {path}: cannot decode its footer: {e}") from None
+    tail = patched + len(patched).to_bytes(4, "little") + b"PAR1"
+    with _SplicedFile(path, cut, tail) as source:
+        f = pq.ParquetFile(source)
+        try:
+            yield f
+        finally:
+            f.close()

@@ -1,0 +1,128 @@
+"""Data files at the Parquet level: reading INT96 timestamps exactly, the Thrift footer codec.
+
+Paimon Java checks the same in tests/test_interop_paimon_java.py; here lakelog checks itself and the
+bytes of the files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any, Optional
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lakelog.connector.errors import UnrepresentableValueError
+from lakelog.connector.format import thrift_compact as tc
+from lakelog.connector.format.data_file import read_data_file
+from lakelog.connector.format.parquet_footer import read_footer
+
+UTC = dt.timezone.utc
+
+
+def ts(unit: str, tz: Optional[str] = None) -> pa.DataType:
+    return pa.timestamp(unit, tz=tz)
+
+
+def write_int96(path: str, table: pa.Table) -> None:
+    pq.write_table(table, path, use_deprecated_int96_timestamps=True)
+
+
+# ---- Thrift -------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("int96", [False, True])
+def test_footer_decodes_and_encodes_to_the_same_bytes(tmp_path: Any, int96: bool) -> None:
+    t = pa.table({
+        "a": pa.array([1, None, 3], pa.int64()), "s": ["x", None, "yy" * 50], "t": pa.array([1, 2, None], ts("us")),
+        "l": [[1.5], None, []], "m": pa.array([[("k", {"x": 1})], None, []],
+                                            pa.map_(pa.string(), pa.struct([("x", pa.int8())]))),
+        "d": pa.array([Decimal("1.25"), None, Decimal("-3.50")], pa.decimal128(30, 2)), "b": [True, False, None],
+    })
+    path = str(tmp_path / "f.parquet")
+    pq.write_table(t, path, use_deprecated_int96_timestamps=int96, write_page_index=True)
+    _, footer = read_footer(path)
+    assert tc.write_struct(tc.read_struct(footer)) == footer
+
+
+# ---- INT96, read exactly ------------------------------------------------------------------------------
+FAR = [
+    dt.datetime(1, 1, 1, 0, 0, 1),
+    dt.datetime(1000, 6, 1, 12, 0, 0, 500000),
+    dt.datetime(1600, 1, 1, 0, 0, 1),  # pyarrow's nanosecond and its coerced readings: 2184-07-20
+    dt.datetime(1677, 9, 21, 23, 59, 59),
+    dt.datetime(1969, 12, 31, 23, 59, 59, 999000),
+    dt.datetime(1970, 1, 1),
+    dt.datetime(2262, 4, 12),
+    dt.datetime(3000, 1, 1, 0, 0, 0, 1000),
+    dt.datetime(9999, 12, 31, 23, 59, 59, 999000),
+]
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us"])
+@pytest.mark.parametrize("tz", [None, "UTC"])
+def test_int96_reads_every_instant_of_the_column_unit(tmp_path: Any, unit: str, tz: Optional[str]) -> None:
+    values = pa.array([*FAR, None], ts("us")).cast(ts(unit), safe=False).cast(ts(unit, tz))
+    path = str(tmp_path / "f.parquet")
+    write_int96(path, pa.table({"c": values}))
+    schema = pa.schema([("c", ts(unit, tz))])
+    assert read_data_file(path, schema=schema).column("c").chunk(0).equals(values)
+    # what this fixes: pyarrow's own reading of the same bytes is wrong before 1970
+    theirs = pq.read_table(path, coerce_int96_timestamp_unit=unit).column("c")
+    assert theirs.cast(pa.int64()).to_pylist() != values.cast(pa.int64()).to_pylist()
+
+
+def test_int96_nanoseconds_read_exactly_inside_arrow_range(tmp_path: Any) -> None:
+    ns = [-(2**63) + 1, -86_400_000_000_001, -1, 0, 1, 1_700_000_000_123_456_789, 2**63 - 1, None]
+    for tz in (None, "UTC"):
+        values = pa.array(ns, ts("ns", tz))
+        path = str(tmp_path / f"f{tz}.parquet")
+        write_int96(path, pa.table({"c": values}))
+        assert read_data_file(path, schema=pa.schema([("c", ts("ns", tz))])).column("c").chunk(0).equals(values)
+        assert read_data_file(path).column("c").cast(pa.int64()).to_pylist() == ns  # no schema: ns
+
+
+@pytest.mark.parametrize("instant", [dt.datetime(1600, 1, 1, 0, 0, 1), dt.datetime(3000, 1, 1), dt.datetime(1, 1, 1)])
+def test_int96_outside_the_nanosecond_range_is_refused_by_name(tmp_path: Any, instant: dt.datetime) -> None:
+    """pyarrow returns another instant (1600-01-01 00:00:01 -> 2184-07-20); lakelog names the value."""
+    path = str(tmp_path / "far.parquet")
+    write_int96(path, pa.table({"id": [1, 2], "ts9": pa.array([dt.datetime(2000, 1, 1), instant], ts("us"))}))
+    for schema in (pa.schema([("id", pa.int64()), ("ts9", ts("ns"))]), None):
+        with pytest.raises(UnrepresentableValueError) as e:
+            read_data_file(path, schema=schema)
+        assert path in str(e.value) and "'ts9'" in str(e.value) and instant.isoformat()[:10] in str(e.value)
+    assert read_data_file(path, ["id"], schema=pa.schema([("id", pa.int64())])).num_rows == 2
+
+
+def test_int96_finer_than_the_column_unit_is_refused(tmp_path: Any) -> None:
+    path = str(tmp_path / "f.parquet")
+    write_int96(path, pa.table({"c": pa.array([1_000, 1_001], ts("ns"))}))
+    assert read_data_file(path, schema=pa.schema([("c", ts("ns"))])).num_rows == 2
+    with pytest.raises(UnrepresentableValueError, match="finer than"):
+        read_data_file(path, schema=pa.schema([("c", ts("us"))]))
+
+
+def test_int96_inside_lists_structs_and_maps(tmp_path: Any) -> None:
+    schema = pa.schema([
+        ("l", pa.list_(ts("us"))),
+        ("s", pa.struct([("a", ts("ns")), ("b", pa.int32()), ("c", ts("s", "UTC"))])),
+        ("m", pa.map_(pa.string(), pa.list_(ts("ms")))),
+    ])
+    t = pa.table({
+        "l": [[FAR[2], None, FAR[-1]], None, []],
+        "s": [{"a": dt.datetime(1969, 12, 31, 23, 59, 59), "b": 1, "c": dt.datetime(1000, 1, 1, tzinfo=UTC)}, None,
+              {"a": None, "b": None, "c": None}],
+        "m": [[("x", [FAR[1]]), ("y", None)], None, [("z", [None, FAR[0]])]],
+    }, schema=schema)
+    path = str(tmp_path / "nested.parquet")
+    write_int96(path, t)
+    assert read_data_file(path, schema=schema).equals(t)
+    assert read_data_file(path, schema=schema).slice(1).equals(t.slice(1))
+    got = list(lakelog_iter(path, schema, 1))
+    assert pa.concat_tables(got).equals(t)
+
+
+def lakelog_iter(path: str, schema: pa.Schema, rows: int) -> Any:
+    from lakelog.connector.format.data_file import iter_data_file
+
+    return iter_data_file(path, batch_rows=rows, schema=schema)
