@@ -7,6 +7,10 @@ bytes of the files.
 from __future__ import annotations
 
 import datetime as dt
+import json
+import subprocess
+import sys
+import textwrap
 from decimal import Decimal
 from typing import Any, Optional
 
@@ -126,3 +130,63 @@ def lakelog_iter(path: str, schema: pa.Schema, rows: int) -> Any:
     from lakelog.connector.format.data_file import iter_data_file
 
     return iter_data_file(path, batch_rows=rows, schema=schema)
+
+
+# ---- without pandas -----------------------------------------------------------------------------------
+_NO_PANDAS = """
+import importlib.abc, sys
+class _NoPandas(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "pandas":
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked by the test)")
+sys.meta_path.insert(0, _NoPandas())
+"""
+
+_STATS = """
+import json, pyarrow as pa
+from lakelog.connector.format.data_file import DataFileWriter
+from lakelog.connector.format.types import DataType
+def stats(directory):
+    k = pa.array([-3_000_000_001, 1, 5], pa.int64()).view(pa.timestamp("ns"))
+    v = pa.array([7, None, 1_700_000_000_123_456_789], pa.int64()).view(pa.timestamp("ns", tz="UTC"))
+    table = pa.table({"_KEY_k": k, "_SEQUENCE_NUMBER": pa.array([1, 2, 3], pa.int64()),
+                      "_VALUE_KIND": pa.array([0, 0, 0], pa.int8()), "k": k, "v": v})
+    ts9 = DataType("TIMESTAMP", nullable=False, precision=9)
+    w = DataFileWriter(directory, 0, ["_KEY_k"], [ts9], ["k", "v"], [ts9, DataType("TIMESTAMP_LTZ", precision=9)])
+    (m,) = w.write(table, level=0)
+    return {name: getattr(m, name).hex() if isinstance(getattr(m, name), bytes) else
+            [getattr(m, name).min_values.hex(), getattr(m, name).max_values.hex()]
+            for name in ("min_key", "max_key", "key_stats", "value_stats")}
+"""
+
+
+def test_timestamp_9_writes_without_pandas(tmp_path: Any) -> None:
+    """pyarrow turns a nanosecond timestamp into a Python value only through pandas; lakelog's base
+    install has none. The statistics must come out as they do with pandas."""
+    code = _NO_PANDAS + _STATS + textwrap.dedent(f"""
+        import lakelog
+        assert "pandas" not in sys.modules
+        print(json.dumps(stats({str(tmp_path / 'a')!r})))
+        schema = pa.schema([pa.field("k", pa.timestamp("ns"), nullable=False), ("v", pa.timestamp("ns"))])
+        t = lakelog.Catalog({str(tmp_path / 'wh')!r}).create_table(
+            "db.t", schema, primary_key=["k"], options={{"bucket": "2"}})
+        data = pa.table({{"k": pa.array([1, -1, 10**18 + 7], pa.int64()).view(pa.timestamp("ns")),
+                          "v": pa.array([None, 5, -9], pa.int64()).view(pa.timestamp("ns"))}}, schema=schema)
+        t.write(data)
+        assert t.to_arrow().sort_by("k").equals(data.sort_by("k")), t.to_arrow()
+        assert "pandas" not in sys.modules
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    without = json.loads(res.stdout.strip().splitlines()[-1])
+    pytest.importorskip("pandas")
+    scope: dict[str, Any] = {}
+    exec(_STATS, scope)  # noqa: S102 - the same function, with pandas
+    assert scope["stats"](str(tmp_path / "b")) == without
+
+
+def test_the_pandas_blocker_blocks(tmp_path: Any) -> None:
+    """Without this, the test above could pass with pandas imported after all."""
+    code = _NO_PANDAS + "import pandas\n"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode != 0 and "blocked by the test" in res.stderr

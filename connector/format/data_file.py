@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import uuid
 from collections.abc import Iterator, Sequence
@@ -60,8 +61,39 @@ def _truncate_max(v: Any) -> Any:
     return v
 
 
+class _Timestamp(dt.datetime):
+    """A datetime with the nanoseconds a ``datetime`` cannot hold (``serialize_row`` reads them from
+    ``nanosecond``, as it does from ``pandas.Timestamp``)."""
+
+    nanosecond: int = 0
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_TZ_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_NS_PER_UNIT = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+
+
+def _timestamp(value: int, t: pa.TimestampType) -> dt.datetime:
+    """The datetime (naive, or UTC for a zoned type) of a timestamp's integer ``value``, its
+    nanoseconds kept; pyarrow's ``as_py`` needs pandas for those."""
+    ns = value * _NS_PER_UNIT[t.unit]
+    base = (_EPOCH if t.tz is None else _TZ_EPOCH) + dt.timedelta(microseconds=ns // 1000)
+    out = _Timestamp(base.year, base.month, base.day, base.hour, base.minute, base.second, base.microsecond,
+                     base.tzinfo)
+    out.nanosecond = ns % 1000
+    return out
+
+
+def _py(scalar: pa.Scalar) -> Any:
+    """A scalar as the Python value ``serialize_row`` takes."""
+    if isinstance(scalar, pa.TimestampScalar):
+        return None if scalar.value is None else _timestamp(scalar.value, scalar.type)
+    return scalar.as_py()
+
+
 class _ColumnStats:
-    """Min, max and null count of columns, accumulated chunk by chunk."""
+    """Min, max and null count of columns, accumulated chunk by chunk (timestamps as their integers,
+    so that nanoseconds count)."""
 
     def __init__(self, types: Sequence[DataType]) -> None:
         self.types = list(types)
@@ -70,6 +102,7 @@ class _ColumnStats:
         self.hi: list[Any] = [None] * n
         self.nulls = [0] * n
         self.unknown = [t.root in NESTED_ROOTS for t in self.types]
+        self.timestamp_types: list[Optional[pa.TimestampType]] = [None] * n
 
     def update(self, columns: Sequence[pa.ChunkedArray | pa.Array]) -> None:
         for i, col in enumerate(columns):
@@ -77,7 +110,12 @@ class _ColumnStats:
             if self.unknown[i] or col.null_count == len(col):
                 continue
             mm = pc.min_max(col)
-            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            lo_s, hi_s = mm["min"], mm["max"]
+            if isinstance(lo_s, pa.TimestampScalar):
+                self.timestamp_types[i] = lo_s.type
+                lo, hi = lo_s.value, hi_s.value
+            else:
+                lo, hi = lo_s.as_py(), hi_s.as_py()
             if (isinstance(lo, float) and lo != lo) or (isinstance(hi, float) and hi != hi):
                 self.unknown[i] = True  # NaN: no usable bound
                 self.lo[i] = self.hi[i] = None
@@ -87,9 +125,15 @@ class _ColumnStats:
             if self.hi[i] is None or hi > self.hi[i]:
                 self.hi[i] = hi
 
+    def _values(self, bounds: list[Any]) -> list[Any]:
+        return [
+            None if u else _timestamp(v, t) if t is not None and v is not None else v
+            for v, u, t in zip(bounds, self.unknown, self.timestamp_types)
+        ]
+
     def to_stats(self) -> SimpleStats:
-        mins = [None if u else _truncate_min(v) for v, u in zip(self.lo, self.unknown)]
-        maxs = [None if u else _truncate_max(v) for v, u in zip(self.hi, self.unknown)]
+        mins = [_truncate_min(v) for v in self._values(self.lo)]
+        maxs = [_truncate_max(v) for v in self._values(self.hi)]
         nulls: list[Optional[int]] = list(self.nulls)
         return SimpleStats(serialize_row(mins, self.types), serialize_row(maxs, self.types), nulls)
 
@@ -198,8 +242,8 @@ class RollingFileWriter:
         self._rows += n
         if spec.key_columns:
             if self._first_key is None:
-                self._first_key = [chunk.column(k)[0].as_py() for k in spec.key_columns]
-            self._last_key = [chunk.column(k)[n - 1].as_py() for k in spec.key_columns]
+                self._first_key = [_py(chunk.column(k)[0]) for k in spec.key_columns]
+            self._last_key = [_py(chunk.column(k)[n - 1]) for k in spec.key_columns]
             self._key_stats.update([chunk.column(k) for k in spec.key_columns])
             mm = pc.min_max(chunk.column("_SEQUENCE_NUMBER"))
             lo, hi = int(mm["min"].as_py()), int(mm["max"].as_py())
