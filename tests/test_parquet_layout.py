@@ -1,4 +1,5 @@
-"""Data files at the Parquet level: reading INT96 timestamps exactly, the Thrift footer codec.
+"""Data files at the Parquet level: Paimon's field ids and statistics, decimals, reading INT96
+timestamps exactly, the Thrift footer codec.
 
 Paimon Java checks the same in tests/test_interop_paimon_java.py; here lakelog checks itself and the
 bytes of the files.
@@ -7,7 +8,9 @@ bytes of the files.
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -18,12 +21,54 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import lakelog
 from lakelog.connector.errors import UnrepresentableValueError
+from lakelog.connector.format import parquet_layout
 from lakelog.connector.format import thrift_compact as tc
 from lakelog.connector.format.data_file import read_data_file
 from lakelog.connector.format.parquet_footer import read_footer
+from lakelog.connector.format.parquet_layout import PhysicalLayout, WriteLayout
 
 UTC = dt.timezone.utc
+BASE = 536870911  # Paimon's SpecialFields.STRUCTURED_TYPE_FIELD_ID_BASE
+
+
+def data_files(root: Any) -> list[str]:
+    return sorted(glob.glob(os.path.join(str(root), "**", "bucket-*", "*.parquet"), recursive=True))
+
+
+def physical(path: str) -> dict[str, tuple[str, Optional[str]]]:
+    """Leaf path -> (physical type, logical annotation or None)."""
+    schema = pq.ParquetFile(path).schema
+    out = {}
+    for i in range(len(schema)):
+        c = schema.column(i)
+        logical = str(c.logical_type)
+        out[c.path] = (c.physical_type, None if logical == "None" else logical)
+    return out
+
+
+def field_ids(path: str) -> dict[str, int]:
+    """Parquet field id of every named field (nested ones as dotted Arrow paths)."""
+    out: dict[str, int] = {}
+
+    def walk(f: pa.Field, prefix: str) -> None:
+        name = prefix + f.name
+        if f.metadata and b"PARQUET:field_id" in f.metadata:
+            out[name] = int(f.metadata[b"PARQUET:field_id"])
+        t = f.type
+        if pa.types.is_list(t):
+            walk(t.value_field, name + ".")
+        elif pa.types.is_map(t):
+            walk(t.key_field, name + ".")
+            walk(t.item_field, name + ".")
+        elif pa.types.is_struct(t):
+            for child in t:
+                walk(child, name + ".")
+
+    for f in pq.ParquetFile(path).schema_arrow:
+        walk(f, "")
+    return out
 
 
 def ts(unit: str, tz: Optional[str] = None) -> pa.DataType:
@@ -190,3 +235,61 @@ def test_the_pandas_blocker_blocks(tmp_path: Any) -> None:
     code = _NO_PANDAS + "import pandas\n"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode != 0 and "blocked by the test" in res.stderr
+
+
+# ---- field ids, statistics, decimals ----------------------------------------------------------------
+NESTED = pa.schema([
+    pa.field("id", pa.int64(), nullable=False),
+    ("name", pa.string()),
+    ("tags", pa.list_(pa.string())),
+    ("attrs", pa.map_(pa.string(), pa.int64())),
+    ("pt", pa.struct([("x", pa.int32()), ("ys", pa.list_(pa.struct([("z", pa.float64())])))])),
+    ("d", pa.decimal128(10, 2)),
+])
+
+
+def test_files_carry_field_ids_and_statistics(tmp_path: Any) -> None:
+    t = lakelog.Catalog(str(tmp_path)).create_table("db.t", NESTED, primary_key=["id"], options={"bucket": "1"})
+    t.write(pa.table({
+        "id": [2, 1], "name": ["b", None], "tags": [["x"], None], "attrs": [[("k", 1)], []],
+        "pt": [{"x": 1, "ys": [{"z": 0.5}]}, None], "d": [Decimal("1.50"), None],
+    }, schema=NESTED))
+    assert [(f.name, f.id) for f in t._store.schema.fields] == [  # pt's fields take ids before pt's next sibling
+        ("id", 0), ("name", 1), ("tags", 2), ("attrs", 3), ("pt", 4), ("d", 8)]
+    (f,) = data_files(tmp_path)
+    assert field_ids(f) == {
+        "_KEY_id": 1073741823, "_SEQUENCE_NUMBER": 2147483646, "_VALUE_KIND": 2147483645,
+        "id": 0, "name": 1, "tags": 2, "tags.element": BASE + 1024 * 2 + 1,
+        "attrs": 3, "attrs.key": BASE - 1024 * 3 - 1, "attrs.value": BASE + 1024 * 3 + 1,
+        "pt": 4, "pt.x": 5, "pt.ys": 7, "pt.ys.element": BASE + 1024 * 7 + 1, "pt.ys.element.z": 6, "d": 8,
+    }
+    md = pq.ParquetFile(f).metadata.row_group(0)
+    for i in range(md.num_columns):
+        c = md.column(i)
+        assert c.statistics is not None and c.statistics.has_min_max, c.path_in_schema
+        assert c.statistics.null_count is not None, c.path_in_schema
+    # reads carry none of it
+    got = t.to_arrow()
+    assert str(got.schema) == str(NESTED)
+
+
+def test_decimal_layout_follows_pyarrow(tmp_path: Any, monkeypatch: Any) -> None:
+    """DECIMAL(p <= 18) as INT32/INT64 needs pyarrow 17; pyarrow 16 keeps FIXED_LEN_BYTE_ARRAY."""
+    schema = pa.schema([("d4", pa.decimal128(4, 1)), ("d18", pa.decimal128(18, 3)), ("d30", pa.decimal128(30, 2))])
+    t = lakelog.Catalog(str(tmp_path)).create_table("db.t", schema)
+    data = pa.table({"d4": [Decimal("-999.9"), None], "d18": [Decimal("1.001"), Decimal("-0.5")],
+                     "d30": [Decimal("1" * 28 + ".25"), None]}, schema=schema)
+    t.write(data)
+    (f,) = data_files(tmp_path)
+    layout = physical(f)
+    if parquet_layout.decimal_as_integer_supported():
+        assert layout["d4"][0] == "INT32" and layout["d18"][0] == "INT64"
+    else:
+        assert layout["d4"][0] == layout["d18"][0] == "FIXED_LEN_BYTE_ARRAY"
+    assert layout["d30"][0] == "FIXED_LEN_BYTE_ARRAY"
+    assert t.to_arrow().equals(data)
+    for supported in (False, True):
+        monkeypatch.setattr(parquet_layout, "decimal_as_integer_supported", lambda s=supported: s)
+        options = PhysicalLayout(schema, []).options
+        assert options.get("store_decimal_as_integer", False) is supported
+    assert "store_decimal_as_integer" not in PhysicalLayout(schema, [], WriteLayout(decimal_as_integer=False)).options

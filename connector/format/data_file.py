@@ -15,8 +15,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakelog.connector.errors import CorruptFileError, MissingFileError
+from lakelog.connector.format import parquet_layout
 from lakelog.connector.format.binary_row import serialize_row
 from lakelog.connector.format.manifest import DataFileMeta, SimpleStats, local_now_millis
+from lakelog.connector.format.parquet_layout import PhysicalLayout, WriteLayout
 from lakelog.connector.format.parquet_read import conform, readable
 from lakelog.connector.format.types import NESTED_ROOTS, DataType
 
@@ -157,6 +159,7 @@ class DataFileWriter:
     target_file_size: int = 128 * 1024 * 1024
     file_prefix: str = "data-"
     file_schema: Optional[pa.Schema] = None  # every chunk is cast to it (nullability differences)
+    layout: Optional[WriteLayout] = None  # None: parquet_layout.DEFAULT_LAYOUT
 
     def rolling(self, *, level: int, file_source: int = 0) -> RollingFileWriter:
         return RollingFileWriter(self, level=level, file_source=file_source)
@@ -199,6 +202,7 @@ class RollingFileWriter:
         self.files: list[DataFileMeta] = []
         self.paths: list[str] = []
         self._writer: Optional[pq.ParquetWriter] = None
+        self._physical: Optional[PhysicalLayout] = None
         self._sink: Any = None
         self._name = ""
         self._reset_stats()
@@ -224,6 +228,11 @@ class RollingFileWriter:
         spec = self.spec
         if spec.file_schema is not None and chunk.schema != spec.file_schema:
             chunk = chunk.select(spec.file_schema.names).cast(spec.file_schema)
+        if self._physical is None:
+            schema = spec.file_schema if spec.file_schema is not None else chunk.schema
+            layout = spec.layout if spec.layout is not None else parquet_layout.DEFAULT_LAYOUT
+            self._physical = PhysicalLayout(schema, spec.key_columns, layout)
+        physical = self._physical
         if self._writer is None:
             os.makedirs(spec.bucket_dir, exist_ok=True)
             self._name = new_data_file_name(spec.file_prefix)
@@ -232,11 +241,11 @@ class RollingFileWriter:
             self._sink = pa.OSFile(path, "wb")
             self._writer = pq.ParquetWriter(
                 self._sink,
-                chunk.schema,
+                physical.schema,
                 compression=spec.compression,
                 compression_level=spec.compression_level,
                 use_dictionary=_dictionary_columns(chunk.schema, spec.key_columns),
-                write_statistics=False,
+                **physical.options,
             )
         self._writer.write_table(chunk, row_group_size=max(n, 1))
         self._rows += n

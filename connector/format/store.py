@@ -21,10 +21,11 @@ from lakelog.connector.format.binary_row import deserialize_row
 from lakelog.connector.format.consumers import ConsumerManager
 from lakelog.connector.format.data_file import DataFileWriter
 from lakelog.connector.format.fileio import FileIO
-from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
+from lakelog.connector.format.key_value import key_column
 from lakelog.connector.format.manifest import ManifestEntry, ManifestFileMeta, merge_entries
 from lakelog.connector.format.manifest_files import ManifestFile, ManifestList
 from lakelog.connector.format.options import CoreOptions
+from lakelog.connector.format.parquet_layout import data_file_schema
 from lakelog.connector.format.partition import partition_path
 from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.schema_manager import SchemaManager
@@ -227,13 +228,11 @@ class TableStore:
         return self.entries_of(self.manifest_metas(snapshot, delta_only=True))
 
 
-def file_schema(store: TableStore, schema: Optional[TableSchema] = None) -> pa.Schema:
+def file_schema(
+    store: TableStore, schema: Optional[TableSchema] = None, *, field_ids: bool = True
+) -> pa.Schema:
     """The Arrow schema of the table's data files written under ``schema`` (default: the store's),
-    key-value layout for primary-key tables."""
+    key-value layout for primary-key tables, with Paimon's Parquet field ids unless ``field_ids`` is
+    false."""
     s = schema if schema is not None else store.schema
-    table = s.arrow_schema()
-    if not s.primary_keys:
-        return table
-    fields = [pa.field(key_column(k), table.field(k).type, nullable=False) for k in s.trimmed_primary_keys]
-    fields += [pa.field(SEQUENCE_NUMBER, pa.int64(), False), pa.field(VALUE_KIND, pa.int8(), False)]
-    return pa.schema(fields + list(table))
+    return data_file_schema(s.fields, s.trimmed_primary_keys, s.primary_keys, field_ids=field_ids)

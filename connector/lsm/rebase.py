@@ -33,7 +33,7 @@ def rebase_file(
             f"{f.schema_id}, the table now has schema {store.schema.id}; write the rows again"
         )
     path = store.data_file_path(partition, bucket, f.file_name)
-    table = read_data_file(path, schema=file_schema(store))
+    table = read_data_file(path, schema=file_schema(store, field_ids=False))
     i = table.schema.get_field_index(SEQUENCE_NUMBER)
     shifted = pc.add(table.column(i), pa.scalar(offset, pa.int64()))
     table = table.set_column(i, table.schema.field(i), shifted)

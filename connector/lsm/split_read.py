@@ -119,7 +119,7 @@ class SplitRead:
         """The Arrow schema of files written under schema ``schema_id`` (their columns' types)."""
         s = self._arrow_schemas.get(schema_id)
         if s is None:
-            s = file_schema(self.store, self._file_schema(schema_id))
+            s = file_schema(self.store, self._file_schema(schema_id), field_ids=False)
             self._arrow_schemas[schema_id] = s
         return s
 
