@@ -1,8 +1,8 @@
-"""Data files at the Parquet level: Paimon's field ids and statistics, decimals, reading INT96
-timestamps exactly, the Thrift footer codec.
+"""The physical Parquet layout of data files (Paimon's, where pyarrow can write it) and reading every
+layout back: INT96 timestamps exactly, files lakelog wrote before, the Thrift footer codec.
 
-Paimon Java checks the same in tests/test_interop_paimon_java.py; here lakelog checks itself and the
-bytes of the files.
+Paimon Java and pypaimon check the same files in tests/test_interop_paimon_java.py and
+tests/test_interop_pypaimon.py; here lakelog checks itself and the bytes of the files.
 """
 
 from __future__ import annotations
@@ -18,18 +18,21 @@ from decimal import Decimal
 from typing import Any, Optional
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 import lakelog
-from lakelog.connector.errors import UnrepresentableValueError
-from lakelog.connector.format import parquet_layout
+from lakelog.connector.errors import CorruptFileError, UnrepresentableValueError
+from lakelog.connector.format import parquet_footer, parquet_layout
 from lakelog.connector.format import thrift_compact as tc
-from lakelog.connector.format.data_file import read_data_file
+from lakelog.connector.format.data_file import DataFileWriter, read_data_file
 from lakelog.connector.format.parquet_footer import read_footer
 from lakelog.connector.format.parquet_layout import PhysicalLayout, WriteLayout
+from lakelog.connector.format.types import DataType
 
 UTC = dt.timezone.utc
+OLD_LAYOUT = WriteLayout(field_ids=False, statistics="none", int96=False, decimal_as_integer=False)
 BASE = 536870911  # Paimon's SpecialFields.STRUCTURED_TYPE_FIELD_ID_BASE
 
 
@@ -293,3 +296,155 @@ def test_decimal_layout_follows_pyarrow(tmp_path: Any, monkeypatch: Any) -> None
         options = PhysicalLayout(schema, []).options
         assert options.get("store_decimal_as_integer", False) is supported
     assert "store_decimal_as_integer" not in PhysicalLayout(schema, [], WriteLayout(decimal_as_integer=False)).options
+
+
+# ---- TIMESTAMP(7..9) as INT96 -------------------------------------------------------------------------
+TIMESTAMPS = pa.schema([
+    pa.field("id", pa.int64(), nullable=False),
+    ("ts0", ts("s")), ("ts3", ts("ms")), ("ts6", ts("us")), ("ts9", ts("ns")),
+    ("ltz0", ts("s", "UTC")), ("ltz3", ts("ms", "UTC")), ("ltz6", ts("us", "UTC")), ("ltz9", ts("ns", "UTC")),
+    ("arr6", pa.list_(ts("us"))), ("row", pa.struct([("a", ts("ns")), ("b", ts("ms")), ("c", ts("s"))])),
+])
+
+
+def timestamp_rows(ids: list[int], far: bool = True) -> pa.Table:
+    """Rows of TIMESTAMPS: nanosecond values anywhere inside Arrow's range, the others over years
+    1..9999 (or around now, without ``far``), nulls everywhere."""
+    wide = FAR if far else [dt.datetime(2024, 5, 6, 7, 8, 9, 123456), dt.datetime(1960, 1, 1, 0, 0, 0, 1000)]
+    base = pa.array([wide[i % len(wide)] for i in ids], ts("us"))
+    nanos = [(i * 7_777_777_777_777_777) % 2**63 - 2**62 if i % 5 else None for i in ids]
+
+    def col(unit: str, tz: Optional[str] = None, skip: int = 3) -> pa.Array:
+        values = base.cast(ts(unit), safe=False).cast(ts(unit, tz))
+        return pc.if_else(pa.array([i % 4 == skip for i in ids]), pa.scalar(None, values.type), values)
+
+    arr6 = pa.array([None if i % 6 == 1 else [v, None] for i, v in zip(ids, base.to_pylist())], pa.list_(ts("us")))
+    row_type = TIMESTAMPS.field("row").type
+    row = pa.StructArray.from_arrays(
+        [pa.array(nanos, pa.int64()).view(ts("ns")), col("ms", skip=-1), col("s", skip=-1)],
+        fields=list(row_type), mask=pa.array([i % 7 == 1 for i in ids]),
+    )
+    columns = [
+        pa.array(ids, pa.int64()), col("s"), col("ms"), col("us"), pa.array(nanos, pa.int64()).view(ts("ns")),
+        col("s", "UTC", 2), col("ms", "UTC", 2), col("us", "UTC", 2),
+        pa.array([None if n is None else -n for n in nanos], pa.int64()).view(ts("ns", "UTC")), arr6, row,
+    ]
+    return pa.Table.from_arrays(columns, schema=TIMESTAMPS)
+
+
+@pytest.mark.parametrize("primary_key", [["id"], None], ids=["pk", "append"])
+def test_nanosecond_columns_are_int96_and_the_others_keep_their_layout(
+    tmp_path: Any, primary_key: Optional[list[str]]
+) -> None:
+    """Paimon's layout: INT96 for TIMESTAMP(7..9) wherever they are, INT64 milliseconds or
+    microseconds (with their annotation and statistics) for the rest, in the same file."""
+    t = lakelog.Catalog(str(tmp_path)).create_table(
+        "db.t", TIMESTAMPS, primary_key=primary_key, options={"bucket": "1"} if primary_key else {}
+    )
+    data = timestamp_rows(list(range(60)))
+    t.write(data)
+    (f,) = data_files(tmp_path)
+    layout = physical(f)
+    for c in ("ts9", "ltz9", "row.a"):
+        assert layout[c] == ("INT96", None), c
+    for c, unit in (("ts0", "milli"), ("ltz0", "milli"), ("ts3", "milli"), ("ltz3", "milli"), ("ts6", "micro"),
+                    ("ltz6", "micro"), ("arr6.list.element", "micro"), ("row.b", "milli"), ("row.c", "milli")):
+        assert layout[c][0] == "INT64" and f"timeUnit={unit}seconds" in str(layout[c][1]), c
+    meta = pq.ParquetFile(f).metadata
+    stats = {meta.row_group(0).column(i).path_in_schema: meta.row_group(0).column(i).is_stats_set
+             for i in range(meta.num_columns)}
+    assert {c for c, s in stats.items() if not s} == {"ts9", "ltz9", "row.a"}
+    assert b"ARROW:schema" not in (meta.metadata or {})  # it would call INT96 columns fixed_size_binary(12)
+    assert t.to_arrow().sort_by("id").equals(data)
+    # whole days and nanoseconds of the day from 0: pyarrow's microsecond reading, which takes the
+    # nanoseconds as unsigned, gets pre-1970 values right too
+    theirs = pq.read_table(f, columns=["ts9"], coerce_int96_timestamp_unit="us").column("ts9")
+    ours = pq.read_table(f, columns=["ts9"]).column("ts9")
+    floor_us = [None if v is None else v // 1000 for v in ours.cast(pa.int64()).to_pylist()]
+    assert theirs.cast(pa.int64()).to_pylist() == floor_us
+    assert ours.cast(pa.int64()).to_pylist() == data.column("ts9").cast(pa.int64()).to_pylist()  # pyarrow: exact
+    t.write(timestamp_rows(list(range(30, 90))))
+    t.compact(full=True)
+    want = pa.concat_tables([data.slice(0, 30), timestamp_rows(list(range(30, 90)))]) if primary_key else \
+        pa.concat_tables([data, timestamp_rows(list(range(30, 90)))])
+    assert t.to_arrow().sort_by("id").equals(want.sort_by("id"))
+
+
+def test_files_without_nanoseconds_keep_annotated_int64(tmp_path: Any) -> None:
+    schema = pa.schema([f for f in TIMESTAMPS if f.name not in ("ts9", "ltz9", "row")])
+    t = lakelog.Catalog(str(tmp_path)).create_table("db.t", schema)
+    data = timestamp_rows(list(range(20))).select(schema.names)
+    t.write(data)
+    (f,) = data_files(tmp_path)
+    layout = physical(f)
+    assert layout["ts0"][0] == "INT64" and "milliseconds" in str(layout["ts0"][1])
+    assert layout["ts6"][0] == "INT64" and "microseconds" in str(layout["ts6"][1])
+    assert layout["ltz3"][0] == "INT64" and "isAdjustedToUTC=true" in str(layout["ltz3"][1])
+    assert t.to_arrow().equals(data)
+
+
+def test_old_layout_files_still_read_and_compact(tmp_path: Any, monkeypatch: Any) -> None:
+    """Files lakelog wrote before (INT64 nanoseconds, no ids, no statistics) merge with new ones."""
+    t = lakelog.Catalog(str(tmp_path)).create_table("db.t", TIMESTAMPS, primary_key=["id"], options={"bucket": "1"})
+    monkeypatch.setattr(parquet_layout, "DEFAULT_LAYOUT", OLD_LAYOUT)
+    old = timestamp_rows(list(range(0, 40)), far=False)
+    t.write(old)
+    (f,) = data_files(tmp_path)
+    assert physical(f)["ts9"] == ("INT64", "Timestamp(isAdjustedToUTC=false, timeUnit=nanoseconds, "
+                                  "is_from_converted_type=false, force_set_converted_type=false)")
+    assert not field_ids(f) and not pq.ParquetFile(f).metadata.row_group(0).column(0).is_stats_set
+    monkeypatch.undo()
+    new = timestamp_rows(list(range(20, 60)), far=False)
+    t.write(new)
+    want = pa.concat_tables([old.slice(0, 20), new])
+    assert t.to_arrow().sort_by("id").equals(want)  # a merge of old and new files
+    t.compact(full=True)
+    assert t.to_arrow().sort_by("id").equals(want)
+    assert {physical(p)["ts9"] for p in data_files(tmp_path) if os.path.basename(p) in live_files(t)} == \
+        {("INT96", None)}
+
+
+def live_files(t: Any) -> set[str]:
+    store = t._store
+    return {e.file.file_name for e in store.live_entries(store.snapshot_manager.latest())}
+
+
+def test_a_writer_without_file_schema_writes_int96_too(tmp_path: Any) -> None:
+    w = DataFileWriter(str(tmp_path), 0, [], [], ["c"], [DataType("TIMESTAMP", precision=9)])
+    (m,) = w.write(pa.table({"c": pa.array([1, 2], ts("ns"))}), level=0)
+    assert physical(str(tmp_path / m.file_name))["c"] == ("INT96", None)
+
+
+def test_lakelog_int96_files_are_marked_and_read_directly(tmp_path: Any, monkeypatch: Any) -> None:
+    """lakelog writes INT96 from nanosecond timestamps only, which pyarrow reads exactly: its files say
+    so and skip the byte-level reading; INT96 files of other writers do not."""
+    t = lakelog.Catalog(str(tmp_path / "wh")).create_table("db.t", TIMESTAMPS)
+    data = timestamp_rows(list(range(30)))
+    t.write(data)
+    (ours,) = data_files(tmp_path / "wh")
+    assert parquet_footer.int96_from_lakelog(pq.ParquetFile(ours))
+    theirs = str(tmp_path / "pyarrow.parquet")
+    write_int96(theirs, pa.table({"ts9": pa.array([1, None], ts("ns"))}))
+    assert not parquet_footer.int96_from_lakelog(pq.ParquetFile(theirs))
+
+    opened: list[str] = []
+    real = parquet_footer.binary_view
+
+    def spy(path: str) -> Any:
+        opened.append(path)
+        return real(path)
+
+    monkeypatch.setattr(parquet_footer, "binary_view", spy)
+    assert t.to_arrow().equals(data)
+    assert read_data_file(theirs, schema=pa.schema([("ts9", ts("ns"))])).num_rows == 2
+    assert opened == [theirs]
+
+
+def test_declaring_int96_checks_what_it_declares(tmp_path: Any) -> None:
+    path = str(tmp_path / "f.parquet")
+    pq.write_table(pa.table({"a": pa.array([b"x" * 12], pa.binary(12)), "d": pa.array([Decimal(1)],
+                                                                                       pa.decimal128(27, 0))}), path)
+    with pytest.raises(CorruptFileError, match="leaf 1"):
+        parquet_footer.declare_int96(path, [1])  # a decimal is a FIXED_LEN_BYTE_ARRAY(12) too
+    parquet_footer.declare_int96(path, [0])
+    assert physical(path)["a"] == ("INT96", None) and physical(path)["d"][0] == "FIXED_LEN_BYTE_ARRAY"

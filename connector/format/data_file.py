@@ -247,7 +247,7 @@ class RollingFileWriter:
                 use_dictionary=_dictionary_columns(chunk.schema, spec.key_columns),
                 **physical.options,
             )
-        self._writer.write_table(chunk, row_group_size=max(n, 1))
+        self._writer.write_table(physical.to_physical(chunk), row_group_size=max(n, 1))
         self._rows += n
         if spec.key_columns:
             if self._first_key is None:
@@ -271,6 +271,8 @@ class RollingFileWriter:
         self._sink.close()
         spec = self.spec
         path = os.path.join(spec.bucket_dir, self._name)
+        assert self._physical is not None
+        self._physical.finish(path)
         if spec.key_columns:
             assert self._first_key is not None and self._last_key is not None
             min_key = serialize_row(self._first_key, spec.key_types)

@@ -3,7 +3,8 @@
 INT96 holds 8 bytes of nanoseconds within the day, then a 4-byte Julian day, both little-endian.
 Paimon writes TIMESTAMP(7..9) and TIMESTAMP_LTZ(7..9) so. Paimon and pyarrow split a value before
 1970 by truncating towards zero, so its nanoseconds of the day are negative; readers add the two parts
-as signed numbers.
+as signed numbers. lakelog writes whole days and nanoseconds of the day from 0 (:func:`encode`), which
+every reader decodes alike.
 
 pyarrow cannot be trusted with reading them. Its default reading (nanoseconds) wraps around outside
 1677-09-21 .. 2262-04-11, and its ``coerce_int96_timestamp_unit`` reading takes the nanoseconds of
@@ -22,11 +23,12 @@ from typing import Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakelog.connector.errors import UnrepresentableValueError
 
-__all__ = ["int96_columns", "timestamps", "JULIAN_EPOCH_DAY"]
+__all__ = ["int96_columns", "timestamps", "encode", "JULIAN_EPOCH_DAY"]
 
 JULIAN_EPOCH_DAY = 2440588  # the Julian day of 1970-01-01
 _NS_PER_DAY = 86_400 * 10**9
@@ -89,3 +91,18 @@ def timestamps(arr: pa.Array, target: pa.TimestampType, where: str) -> pa.Array:
             f"finer than its Arrow type {target}"
         )
     return pa.array(values, pa.int64(), mask=nulls).view(target)
+
+
+# ---- writing ---------------------------------------------------------------------------------------------
+def encode(arr: pa.Array) -> pa.Array:
+    """A ``timestamp[ns]`` array as the INT96 bytes of each value, typed ``fixed_size_binary(12)``."""
+    n = len(arr)
+    ns = arr.fill_null(0).view(pa.int64()).to_numpy() if arr.null_count else arr.view(pa.int64()).to_numpy()
+    days, nanos = np.divmod(ns, _NS_PER_DAY)
+    out = np.empty(n, dtype=_INT96_RECORD)
+    out["nanos"] = nanos
+    out["day"] = days + JULIAN_EPOCH_DAY
+    validity = pc.is_valid(arr).buffers()[1] if arr.null_count else None
+    return pa.Array.from_buffers(pa.binary(12), n, [validity, pa.py_buffer(out)], arr.null_count)
+
+

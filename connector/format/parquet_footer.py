@@ -1,9 +1,14 @@
-"""Editing the footer of a Parquet data file, to read INT96 columns as pyarrow cannot.
+"""Editing the footer of a Parquet data file, to write and read INT96 columns pyarrow cannot.
 
-pyarrow reads INT96 only through conversions that can be wrong (:mod:`~lakelog.connector.format.int96`).
-FIXED_LEN_BYTE_ARRAY(12) has data pages holding the same bytes as INT96's: :func:`binary_view` opens a
-file through a copy of its footer declaring its INT96 columns FIXED_LEN_BYTE_ARRAY(12), so that
-pyarrow hands over the bytes.
+pyarrow 16 writes INT96 only for every timestamp column of a file at once, and reads INT96 only
+through conversions that can be wrong (:mod:`~lakelog.connector.format.int96`). Both ends meet in
+FIXED_LEN_BYTE_ARRAY(12), whose data pages hold the same bytes as INT96's:
+
+* :func:`declare_int96`: a file written with the 12 bytes of each TIMESTAMP(7..9) value as
+  FIXED_LEN_BYTE_ARRAY(12) gets a footer declaring those columns INT96 (and marking the file as
+  lakelog's, :data:`LAKELOG_INT96`).
+* :func:`binary_view`: a file opened through a copy of its footer declaring its INT96 columns
+  FIXED_LEN_BYTE_ARRAY(12), so that pyarrow hands over the bytes.
 
 The footer is Thrift (compact protocol): :mod:`~lakelog.connector.format.thrift_compact`.
 """
@@ -13,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -21,9 +26,19 @@ import pyarrow.parquet as pq
 from lakelog.connector.errors import CorruptFileError
 from lakelog.connector.format import thrift_compact as tc
 
-__all__ = ["read_footer", "binary_view"]
+__all__ = ["read_footer", "binary_view", "declare_int96", "int96_from_lakelog", "LAKELOG_INT96"]
+
+LAKELOG_INT96 = (b"lakelog.int96", b"timestamp[ns]")
+"""Key-value metadata of files whose INT96 columns lakelog wrote from Arrow ``timestamp[ns]`` values:
+every one inside 1677-09-21 .. 2262-04-11, so that pyarrow's own reading of them is exact."""
 
 _INT96, _FIXED_LEN_BYTE_ARRAY = 3, 7  # parquet.thrift Type
+
+
+def int96_from_lakelog(f: pq.ParquetFile) -> bool:
+    """Whether ``f``'s INT96 columns were written by lakelog from nanosecond timestamps."""
+    kv = f.metadata.metadata or {}
+    return kv.get(LAKELOG_INT96[0]) == LAKELOG_INT96[1]
 
 
 # ---- reading -------------------------------------------------------------------------------------
@@ -131,3 +146,57 @@ def binary_view(path: str) -> Iterator[pq.ParquetFile]:
             yield f
         finally:
             f.close()
+
+
+# ---- writing ---------------------------------------------------------------------------------------------
+def _leaf_elements(schema: list[tc.TField]) -> list[list[tc.TField]]:
+    """The SchemaElements of the leaves, in column order (elements are stored depth first; a group has
+    ``num_children``, field 5)."""
+    return [e for e in schema if tc.field(e, 5) is None]
+
+
+def declare_int96(path: str, leaves: Sequence[int]) -> None:
+    """Rewrite the footer of the Parquet file ``path`` so that leaf columns ``leaves`` (indices in
+    column order), written as FIXED_LEN_BYTE_ARRAY(12) by :func:`~lakelog.connector.format.int96.encode`,
+    are INT96 columns, without statistics (INT96 has no defined order), and mark the file as lakelog's."""
+    cut, footer = read_footer(path)
+    meta = tc.read_struct(footer)
+    schema = tc.field(meta, 2)
+    groups = tc.field(meta, 4)
+    assert schema is not None and groups is not None
+    elements = _leaf_elements(schema.value.items[1:])
+    for i in leaves:
+        element = elements[i]
+        t, length = tc.field(element, 1), tc.field(element, 2)
+        annotated = [x for x in element if x.id in (6, 10)]  # converted_type, logicalType
+        if t is None or t.value != _FIXED_LEN_BYTE_ARRAY or length is None or length.value != 12 or annotated:
+            raise CorruptFileError(f"data file {path}: leaf {i} was not written as FIXED_LEN_BYTE_ARRAY(12)")
+        t.value = _INT96
+        element.remove(length)
+    for group in groups.value.items:
+        chunks = tc.field(group, 1)
+        assert chunks is not None
+        for i in leaves:
+            md = tc.field(chunks.value.items[i], 3)
+            assert md is not None
+            t = tc.field(md.value, 1)
+            assert t is not None and t.value == _FIXED_LEN_BYTE_ARRAY
+            t.value = _INT96
+            md.value[:] = [x for x in md.value if x.id != 12]  # statistics
+    _add_marker(meta)
+    patched = tc.write_struct(meta)
+    with open(path, "r+b") as fh:
+        fh.truncate(cut)
+        fh.seek(cut)
+        fh.write(patched + len(patched).to_bytes(4, "little") + b"PAR1")
+
+
+def _add_marker(meta: list[tc.TField]) -> None:
+    """Add :data:`LAKELOG_INT96` to FileMetaData's key_value_metadata (field 5)."""
+    entry = [tc.TField(1, tc.BINARY, LAKELOG_INT96[0]), tc.TField(2, tc.BINARY, LAKELOG_INT96[1])]
+    kv = tc.field(meta, 5)
+    if kv is None:
+        kv = tc.TField(5, tc.LIST, tc.TList(tc.STRUCT, []))
+        after = [i for i, f in enumerate(meta) if f.id < 5]
+        meta.insert(after[-1] + 1 if after else 0, kv)
+    kv.value.items.append(entry)

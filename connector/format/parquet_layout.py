@@ -5,6 +5,13 @@
   2147483645; an array element or map value takes ``536870911 + 1024 * id + depth`` and a map key
   ``536870911 - 1024 * id - depth``, where ``id`` is the nearest enclosing named field's and ``depth``
   counts array and map levels below it from 1.
+* **TIMESTAMP(7..9) as INT96**, the only layout Paimon's reader takes for them (an INT64 of
+  nanoseconds is read as milliseconds, or fails). pyarrow 16 can switch INT96 on only for every
+  timestamp of a file at once, which would cost TIMESTAMP(0..6) their statistics, their range in
+  pyarrow-based readers, and 12-18 % of the write time; so these columns are written as the 12
+  bytes of their INT96 form and declared INT96 in the footer when the file is complete
+  (:mod:`~lakelog.connector.format.parquet_footer`). Such files carry no ``ARROW:schema``; the
+  other timestamps keep their INT64 layout, as in Paimon's files.
 * **Column statistics** (min, max, null count) for every column, as Paimon writes them (pyarrow, like
   parquet-mr, writes none for INT96).
 * **DECIMAL(p <= 18) as INT32/INT64** when pyarrow can (``store_decimal_as_integer``, pyarrow 17);
@@ -21,6 +28,8 @@ from typing import Any, Literal, Optional, Union
 
 import pyarrow as pa
 
+from lakelog.connector.format import int96, parquet_footer
+from lakelog.connector.format.arrow_leaves import map_leaves
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.types import DataField, DataType, to_arrow_type
 
@@ -56,13 +65,15 @@ class WriteLayout:
     can be measured alone).
 
     ``field_ids``: Paimon's field ids (from the file schema's field metadata). ``statistics``:
-    ``"all"`` columns, only the ``"keys"`` (``_KEY_*`` and system columns), or ``"none"``.
-    ``decimal_as_integer``: DECIMAL(p <= 18) as INT32/INT64, None for "when pyarrow can".
-    ``WriteLayout(False, "none", False)`` is the layout lakelog wrote before it wrote Paimon's.
+    ``"all"`` columns, only the ``"keys"`` (``_KEY_*`` and system columns), or ``"none"``. ``int96``:
+    TIMESTAMP(7..9) as INT96 (see the module doc). ``decimal_as_integer``: DECIMAL(p <= 18) as
+    INT32/INT64, None for "when pyarrow can". ``WriteLayout(False, "none", False, False)`` is the
+    layout lakelog wrote before it wrote Paimon's.
     """
 
     field_ids: bool = True
     statistics: Literal["all", "keys", "none"] = "all"
+    int96: bool = True
     decimal_as_integer: Optional[bool] = None
 
 
@@ -135,7 +146,40 @@ def data_file_schema(
     return pa.schema(out)
 
 
-# ---- the writer's schema and options ---------------------------------------------------------------
+# ---- INT96 for nanosecond timestamps ---------------------------------------------------------------------
+def _leaves(t: pa.DataType) -> list[pa.DataType]:
+    """The leaf types of ``t`` in Parquet's column order."""
+    if pa.types.is_list(t):
+        return _leaves(t.value_type)
+    if pa.types.is_map(t):
+        return _leaves(t.key_type) + _leaves(t.item_type)
+    if pa.types.is_struct(t):
+        return [x for f in t for x in _leaves(f.type)]
+    return [t]
+
+
+def _is_nanos(t: pa.DataType) -> bool:
+    return pa.types.is_timestamp(t) and t.unit == "ns"
+
+
+def _field_like(f: pa.Field, t: pa.DataType) -> pa.Field:
+    return pa.field(f.name, t, f.nullable, metadata=f.metadata)
+
+
+def _stored(t: pa.DataType) -> pa.DataType:
+    """``t`` with nanosecond timestamps as the 12 bytes of their INT96 form."""
+    if _is_nanos(t):
+        return pa.binary(12)
+    if pa.types.is_list(t):
+        return pa.list_(_field_like(t.value_field, _stored(t.value_type)))
+    if pa.types.is_map(t):
+        kf, vf = t.key_field, t.item_field
+        return pa.map_(_field_like(kf, _stored(kf.type)), _field_like(vf, _stored(vf.type)))
+    if pa.types.is_struct(t):
+        return pa.struct([_field_like(f, _stored(f.type)) for f in t])
+    return t
+
+
 def _without_ids(t: pa.DataType) -> pa.DataType:
     if pa.types.is_list(t):
         return pa.list_(pa.field(t.value_field.name, _without_ids(t.value_type), t.value_field.nullable))
@@ -148,9 +192,13 @@ def _without_ids(t: pa.DataType) -> pa.DataType:
     return t
 
 
+def _to_stored(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    return int96.encode(arr) if _is_nanos(arr.type) else arr.cast(target)
+
+
 class PhysicalLayout:
-    """How the chunks of one file schema are written: the schema handed to ``pq.ParquetWriter`` and
-    the writer's options."""
+    """How the chunks of one file schema are written: the schema handed to ``pq.ParquetWriter``, the
+    conversion of each chunk to it, the writer's options, and :meth:`finish` for the written file."""
 
     def __init__(
         self, schema: pa.Schema, key_columns: Sequence[str], layout: WriteLayout = DEFAULT_LAYOUT
@@ -159,7 +207,12 @@ class PhysicalLayout:
         fields = list(schema)
         if not layout.field_ids:
             fields = [pa.field(f.name, _without_ids(f.type), f.nullable) for f in fields]
+        leaves = [x for f in fields for x in _leaves(f.type)]
+        self.int96_leaves = [i for i, t in enumerate(leaves) if _is_nanos(t)] if layout.int96 else []
+        if self.int96_leaves:
+            fields = [_field_like(f, _stored(f.type)) for f in fields]
         self.schema = pa.schema(fields, metadata=schema.metadata if layout.field_ids else None)
+        self._converted = [i for i, f in enumerate(schema) if not fields[i].type.equals(f.type)]
         self.options = self._options(key_columns, layout)
 
     def _options(self, key_columns: Sequence[str], layout: WriteLayout) -> dict[str, Any]:
@@ -171,9 +224,27 @@ class PhysicalLayout:
         else:
             stats = False
         opts: dict[str, Any] = {"write_statistics": stats or False}
+        if self.int96_leaves:
+            opts["store_schema"] = False  # its Arrow types would say fixed_size_binary(12)
         as_integer = layout.decimal_as_integer
         if as_integer is None:
             as_integer = decimal_as_integer_supported()
         if as_integer:
             opts["store_decimal_as_integer"] = True
         return opts
+
+    def to_physical(self, chunk: pa.Table) -> pa.Table:
+        """``chunk`` (in the logical schema) as the physical schema's columns."""
+        if not self._converted:
+            return chunk
+        columns = chunk.columns
+        for i in self._converted:
+            target = self.schema.field(i).type
+            chunks = [map_leaves(c, target, _to_stored) for c in columns[i].chunks]
+            columns[i] = pa.chunked_array(chunks, target)
+        return pa.Table.from_arrays(columns, schema=self.schema)
+
+    def finish(self, path: str) -> None:
+        """Complete the file ``path`` once its writer is closed: declare the INT96 columns."""
+        if self.int96_leaves:
+            parquet_footer.declare_int96(path, self.int96_leaves)

@@ -2,7 +2,7 @@
 
 Layouts met in Paimon tables, and what a column becomes:
 
-* INT96 (TIMESTAMP(7..9) written by Paimon): read from the 12 stored bytes, exact
+* INT96 (TIMESTAMP(7..9) written by Paimon, and by lakelog now): read from the 12 stored bytes, exact
   to the nanosecond over the whole range of the column's Arrow type, an error outside it
   (:mod:`~lakelog.connector.format.int96`).
 * a plain INT64 where the column is a timestamp: the value in Paimon's unit for the precision,
@@ -90,9 +90,10 @@ def conform(table: pa.Table, schema: Optional[pa.Schema], path: str) -> pa.Table
 
 @contextlib.contextmanager
 def readable(f: pq.ParquetFile, path: str, columns: Optional[Sequence[str]]) -> Iterator[pq.ParquetFile]:
-    """``f``, or, when the columns to read hold INT96 values, ``path`` opened with those read as
-    their 12 bytes."""
-    if not int96.int96_columns(f, columns):
+    """``f``, or, when the columns to read hold INT96 values that lakelog did not write, ``path``
+    opened with those read as their 12 bytes. (lakelog writes INT96 from nanosecond timestamps only,
+    which pyarrow reads exactly.)"""
+    if parquet_footer.int96_from_lakelog(f) or not int96.int96_columns(f, columns):
         yield f
         return
     with parquet_footer.binary_view(path) as view:
