@@ -97,6 +97,29 @@ def test_footer_decodes_and_encodes_to_the_same_bytes(tmp_path: Any, int96: bool
     assert tc.write_struct(tc.read_struct(footer)) == footer
 
 
+def test_footer_edits_equal_encoding_the_edited_structure(tmp_path: Any) -> None:
+    """Removing, adding and re-encoding fields in place gives the bytes of the edited structure encoded
+    whole (headers count from the previous field's id, so the next header changes too)."""
+    path = str(tmp_path / "f.parquet")
+    pq.write_table(pa.table({"a": [1, 2], "s": ["x", None]}), path, store_schema=False)
+    _, footer = read_footer(path)
+    meta = tc.read_struct(footer)
+    first_column = tc.field(tc.field(meta, 4).value.items[0], 1).value.items[0]  # RowGroup 0, ColumnChunk 0
+    md = tc.field(first_column, 3).value
+    kept_md = [f for f in md if f.id != 12]  # without statistics
+    new = tc.TField(5, tc.LIST, tc.TList(tc.STRUCT, [[tc.TField(1, tc.BINARY, b"k"), tc.TField(2, tc.BINARY, b"v")]]))
+    edits = [tc.without_field(footer, md, [f.id for f in md].index(12)), tc.with_field(footer, meta, new, len(footer) - 1)]
+    edited = tc.apply_edits(footer, edits)
+    md[:] = kept_md
+    meta.insert([f.id for f in meta].index(6), new)
+    assert edited == tc.write_struct(meta)
+    assert tc.write_struct(tc.read_struct(edited)) == edited
+    meta = tc.read_struct(edited)
+    kv = tc.field(meta, 5)
+    kv.value.items.append([tc.TField(1, tc.BINARY, b"k2")])
+    assert tc.apply_edits(edited, [tc.replaced_field(meta, meta.index(kv))]) == tc.write_struct(meta)
+
+
 # ---- INT96, read exactly ------------------------------------------------------------------------------
 FAR = [
     dt.datetime(1, 1, 1, 0, 0, 1),

@@ -97,7 +97,7 @@ def timestamps(arr: pa.Array, target: pa.TimestampType, where: str) -> pa.Array:
 def encode(arr: pa.Array) -> pa.Array:
     """A ``timestamp[ns]`` array as the INT96 bytes of each value, typed ``fixed_size_binary(12)``."""
     n = len(arr)
-    ns = arr.fill_null(0).view(pa.int64()).to_numpy() if arr.null_count else arr.view(pa.int64()).to_numpy()
+    ns = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=n, offset=arr.offset * 8)  # nulls: any value
     days, nanos = np.divmod(ns, _NS_PER_DAY)
     out = np.empty(n, dtype=_INT96_RECORD)
     out["nanos"] = nanos

@@ -158,12 +158,15 @@ def _leaf_elements(schema: list[tc.TField]) -> list[list[tc.TField]]:
 def declare_int96(path: str, leaves: Sequence[int]) -> None:
     """Rewrite the footer of the Parquet file ``path`` so that leaf columns ``leaves`` (indices in
     column order), written as FIXED_LEN_BYTE_ARRAY(12) by :func:`~lakelog.connector.format.int96.encode`,
-    are INT96 columns, without statistics (INT96 has no defined order), and mark the file as lakelog's."""
+    are INT96 columns, without statistics (INT96 has no defined order), and mark the file as lakelog's.
+
+    Only those bytes change (the rest of the footer is not encoded again: this runs for every file)."""
     cut, footer = read_footer(path)
     meta = tc.read_struct(footer)
-    schema = tc.field(meta, 2)
-    groups = tc.field(meta, 4)
-    assert schema is not None and groups is not None
+    schema, groups, kv = tc.field(meta, 2), tc.field(meta, 4), tc.field(meta, 5)
+    if schema is None or groups is None:
+        raise CorruptFileError(f"data file {path}: its footer has no schema or no row groups")
+    edits: list[tc.Edit] = []
     elements = _leaf_elements(schema.value.items[1:])
     for i in leaves:
         element = elements[i]
@@ -171,32 +174,36 @@ def declare_int96(path: str, leaves: Sequence[int]) -> None:
         annotated = [x for x in element if x.id in (6, 10)]  # converted_type, logicalType
         if t is None or t.value != _FIXED_LEN_BYTE_ARRAY or length is None or length.value != 12 or annotated:
             raise CorruptFileError(f"data file {path}: leaf {i} was not written as FIXED_LEN_BYTE_ARRAY(12)")
-        t.value = _INT96
-        element.remove(length)
+        edits.append(_as_int96(footer, t))
+        edits.append(tc.without_field(footer, element, element.index(length)))  # type_length
     for group in groups.value.items:
         chunks = tc.field(group, 1)
         assert chunks is not None
         for i in leaves:
-            md = tc.field(chunks.value.items[i], 3)
-            assert md is not None
-            t = tc.field(md.value, 1)
-            assert t is not None and t.value == _FIXED_LEN_BYTE_ARRAY
-            t.value = _INT96
-            md.value[:] = [x for x in md.value if x.id != 12]  # statistics
-    _add_marker(meta)
-    patched = tc.write_struct(meta)
+            md = tc.field(chunks.value.items[i], 3)  # ColumnMetaData
+            t = tc.field(md.value, 1) if md is not None else None
+            if md is None or t is None or t.value != _FIXED_LEN_BYTE_ARRAY:
+                raise CorruptFileError(f"data file {path}: a chunk of leaf {i} is no FIXED_LEN_BYTE_ARRAY")
+            edits.append(_as_int96(footer, t))
+            stats = tc.field(md.value, 12)
+            if stats is not None:
+                edits.append(tc.without_field(footer, md.value, md.value.index(stats)))
+    marker = [tc.TField(1, tc.BINARY, LAKELOG_INT96[0]), tc.TField(2, tc.BINARY, LAKELOG_INT96[1])]
+    if kv is None:  # key_value_metadata
+        new = tc.TField(5, tc.LIST, tc.TList(tc.STRUCT, [marker]))
+        edits.append(tc.with_field(footer, meta, new, len(footer) - 1))
+    else:
+        kv.value.items.append(marker)
+        edits.append(tc.replaced_field(meta, meta.index(kv)))
+    patched = tc.apply_edits(footer, edits)
     with open(path, "r+b") as fh:
         fh.truncate(cut)
         fh.seek(cut)
         fh.write(patched + len(patched).to_bytes(4, "little") + b"PAR1")
 
 
-def _add_marker(meta: list[tc.TField]) -> None:
-    """Add :data:`LAKELOG_INT96` to FileMetaData's key_value_metadata (field 5)."""
-    entry = [tc.TField(1, tc.BINARY, LAKELOG_INT96[0]), tc.TField(2, tc.BINARY, LAKELOG_INT96[1])]
-    kv = tc.field(meta, 5)
-    if kv is None:
-        kv = tc.TField(5, tc.LIST, tc.TList(tc.STRUCT, []))
-        after = [i for i, f in enumerate(meta) if f.id < 5]
-        meta.insert(after[-1] + 1 if after else 0, kv)
-    kv.value.items.append(entry)
+def _as_int96(footer: bytes, t: tc.TField) -> tc.Edit:
+    """The edit turning a decoded Type field from FIXED_LEN_BYTE_ARRAY into INT96 (both one byte)."""
+    if t.end != t.vpos + 1:
+        raise CorruptFileError("a Parquet Type field is not one byte long")
+    return (t.vpos, t.end, bytes([_INT96 << 1]))
