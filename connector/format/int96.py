@@ -98,10 +98,10 @@ def encode(arr: pa.Array) -> pa.Array:
     """A ``timestamp[ns]`` array as the INT96 bytes of each value, typed ``fixed_size_binary(12)``."""
     n = len(arr)
     ns = np.frombuffer(arr.buffers()[1], dtype=np.int64, count=n, offset=arr.offset * 8)  # nulls: any value
-    days, nanos = np.divmod(ns, _NS_PER_DAY)
+    days = np.floor_divide(ns, _NS_PER_DAY)
     out = np.empty(n, dtype=_INT96_RECORD)
-    out["nanos"] = nanos
     out["day"] = days + JULIAN_EPOCH_DAY
+    np.subtract(ns, days * _NS_PER_DAY, out=out["nanos"])  # from 0: floor division
     validity = pc.is_valid(arr).buffers()[1] if arr.null_count else None
     return pa.Array.from_buffers(pa.binary(12), n, [validity, pa.py_buffer(out)], arr.null_count)
 

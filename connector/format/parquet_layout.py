@@ -158,6 +158,19 @@ def _leaves(t: pa.DataType) -> list[pa.DataType]:
     return [t]
 
 
+def _leaf_paths(name: str, t: pa.DataType) -> list[str]:
+    """Parquet's dotted paths of the leaves of a column, in column order (pyarrow's compliant nested
+    names: ``list.element``, ``key_value.key``, ``key_value.value``)."""
+    if pa.types.is_list(t):
+        return _leaf_paths(f"{name}.list.element", t.value_type)
+    if pa.types.is_map(t):
+        key, value = f"{name}.key_value.key", f"{name}.key_value.value"
+        return _leaf_paths(key, t.key_type) + _leaf_paths(value, t.item_type)
+    if pa.types.is_struct(t):
+        return [p for f in t for p in _leaf_paths(f"{name}.{f.name}", f.type)]
+    return [name]
+
+
 def _is_nanos(t: pa.DataType) -> bool:
     return pa.types.is_timestamp(t) and t.unit == "ns"
 
@@ -217,7 +230,10 @@ class PhysicalLayout:
 
     def _options(self, key_columns: Sequence[str], layout: WriteLayout) -> dict[str, Any]:
         stats: Union[bool, list[str]]
-        if layout.statistics == "all":
+        if layout.statistics == "all" and self.int96_leaves:  # none for INT96 (they would be dropped)
+            paths = [p for f in self.schema for p in _leaf_paths(f.name, f.type)]
+            stats = [p for i, p in enumerate(paths) if i not in set(self.int96_leaves)]
+        elif layout.statistics == "all":
             stats = True
         elif layout.statistics == "keys":
             stats = [c for c in (*key_columns, SEQUENCE_NUMBER, VALUE_KIND) if c in self.schema.names]
