@@ -2,9 +2,10 @@
 
 Layouts met in Paimon tables, and what a column becomes:
 
-* INT96 (TIMESTAMP(7..9) written by Paimon, and by lakelog now): read from the 12 stored bytes, exact
-  to the nanosecond over the whole range of the column's Arrow type, an error outside it
-  (:mod:`~lakelog.connector.format.int96`).
+* INT96 (TIMESTAMP(7..9) as Paimon writes them): read from the 12 stored bytes, exact to the
+  nanosecond over the whole range of the column's Arrow type, an error outside it
+  (:mod:`~lakelog.connector.format.int96`); lakelog's own INT96, which holds nanosecond timestamps
+  only (its files say so), as pyarrow reads it.
 * a plain INT64 where the column is a timestamp: the value in Paimon's unit for the precision,
   milliseconds for 0..3 and microseconds for 4..6, as Paimon Java reads it.
 * INT64 nanoseconds (lakelog's TIMESTAMP(7..9) before INT96), millisecond TIMESTAMP(0) (Paimon),
