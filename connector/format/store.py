@@ -28,10 +28,11 @@ from lakelog.connector.format.data_file import DataFileWriter, StatsMode
 from lakelog.connector.format.fileio import FileIO, local_path
 from lakelog.connector.format.index_file import IndexManifestEntry
 from lakelog.connector.format.index_manifest import IndexManifestFile
-from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
+from lakelog.connector.format.key_value import key_column
 from lakelog.connector.format.manifest import ManifestEntry, ManifestFileMeta, merge_entries
 from lakelog.connector.format.manifest_files import ManifestFile, ManifestList
 from lakelog.connector.format.options import CoreOptions
+from lakelog.connector.format.parquet_layout import data_file_schema
 from lakelog.connector.format.partition import partition_path
 from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.schema_manager import SchemaManager
@@ -300,11 +301,11 @@ def _key_stats_mode(table_mode: StatsMode) -> StatsMode:
     return table_mode if table_mode.min_max else StatsMode("truncate", 16)
 
 
-def file_schema(store: TableStore) -> pa.Schema:
-    """The Arrow schema of the table's data files (key-value layout for primary-key tables)."""
-    table = store.schema.arrow_schema()
-    if not store.is_primary_key_table:
-        return table
-    fields = [pa.field(key_column(k), table.field(k).type, nullable=False) for k in store.key_names]
-    fields += [pa.field(SEQUENCE_NUMBER, pa.int64(), False), pa.field(VALUE_KIND, pa.int8(), False)]
-    return pa.schema(fields + list(table))
+def file_schema(
+    store: TableStore, schema: Optional[TableSchema] = None, *, field_ids: bool = True
+) -> pa.Schema:
+    """The Arrow schema of the table's data files written under ``schema`` (default: the store's),
+    key-value layout for primary-key tables, with Paimon's Parquet field ids unless ``field_ids`` is
+    false."""
+    s = schema if schema is not None else store.schema
+    return data_file_schema(s.fields, s.trimmed_primary_keys, s.primary_keys, field_ids=field_ids)
