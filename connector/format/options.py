@@ -229,6 +229,7 @@ class IncrementalBetweenScanMode(_ValueEnum):
     AUTO = "auto"
     DELTA = "delta"
     CHANGELOG = "changelog"
+    DIFF = "diff"
 
 
 class LogSystem(_ValueEnum):
@@ -784,6 +785,11 @@ class CoreOptions:
         "fields.*.stats-mode", str, None, "Column statistics mode of one field.", _stats_mode)
     FIELD_DEFAULT_VALUE: ClassVar[PatternOption] = PatternOption(
         "fields.*.default-value", str, None, "Default value of a field.")
+    FLINK_SCHEMA: ClassVar[PatternOption] = PatternOption(
+        "schema.*", str, None,
+        "Flink's computed columns and watermark, as Paimon's Flink catalog stores them "
+        "(schema.<n>.name/data-type/expr/comment, schema.watermark.0.rowtime/strategy.expr/"
+        "strategy.data-type); the storage ignores them, Flink SQL reads them.")
 
     # ------------------------------------------------------------------------------------------------
 
