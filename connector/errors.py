@@ -15,6 +15,7 @@ __all__ = [
     "TagError",
     "CorruptFileError",
     "MissingFileError",
+    "StorageError",
     "CommitConflictError",
     "InvalidInputError",
     "PathEscapeError",
@@ -93,6 +94,18 @@ class MissingFileError(LakelogError, FileNotFoundError):
 class LogSystemError(LakelogError):
     """The table's log system (Kafka) is unreachable, misconfigured, or lost records it needs
     (names the topic, the servers and the table)."""
+class StorageError(LakelogError, OSError):
+    """The file system refused an operation (full disk, read-only file system, no permission, I/O
+    error): names the path and the reason; the original ``OSError`` is the ``__cause__`` and its
+    ``errno`` is kept, so ``except OSError`` and errno checks still work."""
+
+    def __init__(self, message: str, path: str | None = None, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno
+        self.filename = path
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
 
 
 class CommitConflictError(LakelogError):

@@ -283,7 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--retain-max", type=int, help="alone, it also caps the minimum kept")
     s.add_argument("--older-than-seconds", type=float)
     s.add_argument("--orphans", action="store_true", help="also remove orphan files")
-    s.add_argument("--orphan-age-seconds", type=float, default=86400.0)
+    s.add_argument(
+        "--orphan-age-seconds", type=float, help="default: the table's orphan-clean.older-than (1 day)"
+    )
     s.set_defaults(func=cmd_expire)
     s = sub.add_parser("rollback", help="roll back to a snapshot or tag (stop the writers first)")
     with_table(s)

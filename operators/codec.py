@@ -41,6 +41,7 @@ class Committable:
     key: str
     messages: list[CommitMessage]
     properties: Optional[dict[str, str]] = None
+    log_offsets: Optional[dict[int, int]] = None  # eventual logs: the offset after the writer's records
 
 
 def _b64(data: Optional[bytes]) -> Optional[str]:
@@ -176,6 +177,7 @@ def encode_committable(c: Committable) -> str:
             "key": c.key,
             "properties": c.properties,
             "messages": [message_to_dict(m) for m in c.messages],
+            "log_offsets": None if c.log_offsets is None else {str(p): o for p, o in c.log_offsets.items()},
         },
         separators=(",", ":"),
     )
@@ -197,12 +199,27 @@ def decode_committable(line: str) -> Committable:
         isinstance(props, dict) and all(isinstance(v, str) for v in props.values())
     ):
         raise CorruptFileError("committable 'properties' must map strings to strings")
+    offsets = d.get("log_offsets")
+    if offsets is not None and not (
+        isinstance(offsets, dict) and all(str(p).isdigit() and isinstance(o, int) for p, o in offsets.items())
+    ):
+        raise CorruptFileError("committable 'log_offsets' must map partitions to offsets")
     return Committable(
         id=d["id"],
         key=str(d.get("key", "")),
         messages=[message_from_dict(m) for m in d["messages"]],
         properties=props,
+        log_offsets=None if offsets is None else {int(p): int(o) for p, o in offsets.items()},
     )
+
+
+def merge_log_offsets(committables: Sequence[Committable]) -> Optional[dict[int, int]]:
+    """The eventual log's offsets after every writer's records (per partition, the largest)."""
+    out: dict[int, int] = {}
+    for c in committables:
+        for p, o in (c.log_offsets or {}).items():
+            out[p] = max(out.get(p, 0), o)
+    return out or None
 
 
 def merge_properties(committables: Sequence[Committable]) -> Optional[dict[str, str]]:

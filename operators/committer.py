@@ -25,7 +25,8 @@ from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.commit import TableCommit
-from lakelog.operators.codec import Committable, decode_committable, merge_properties
+from lakelog.connector.table.partition_expire import maybe_expire_partitions
+from lakelog.operators.codec import Committable, decode_committable, merge_log_offsets, merge_properties
 
 __all__ = [
     "Committer",
@@ -160,8 +161,11 @@ class SinkCommitter:
             if final:
                 props[END_OF_INPUT_PROPERTY] = self.run_token
             identifier = max(int(next_identifier), self.last_identifier + 1)
+            offsets = merge_log_offsets(todo)
             try:
-                sid = self.table_commit.commit(messages, identifier, properties=props, guard=self._guard)
+                sid = self.table_commit.commit(
+                    messages, identifier, properties=props, guard=self._guard, log_offsets=offsets
+                )
             except _Superseded:
                 continue  # the same commit user committed meanwhile: look again
             if sid is None:
@@ -169,6 +173,7 @@ class SinkCommitter:
             self.committed.update(c.id for c in todo)
             self.last_identifier = identifier
             self.finished = final
+            maybe_expire_partitions(self.store)
             log.info("committed %d committables as identifier %d (snapshot %s)", len(todo), identifier, sid)
             return identifier
         raise CommitConflictError(

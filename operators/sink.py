@@ -45,6 +45,8 @@ from pyflink.table.udf import udf
 from lakelog.connector.errors import CommitConflictError, InvalidInputError, SchemaError
 from lakelog.connector.format.options import ChangelogProducer, Duration, MergeEngine
 from lakelog.connector.format.store import TableStore
+from lakelog.connector.log.eventual import EventualLogWriter
+from lakelog.connector.table.log import log_config
 from lakelog.connector.table.write import TableWrite
 from lakelog.operators import jvm
 from lakelog.operators.channel import CommitterConfig, commit_through_channel
@@ -88,6 +90,8 @@ log = logging.getLogger(__name__)
 DEFAULT_POLL_MS = 300
 COMPACTION_POLL_MS = 500  # how often a writer looks at a running compaction without a flush interval
 DEFAULT_BATCH_MS = 1000  # how long the Java batcher holds rows without a flush interval
+# an eventual Kafka log gets rows as they reach the writers: the batcher holds them briefly
+EVENTUAL_LOG_BATCH_MS = 100
 
 
 # ---- the plan: everything decided on the client ------------------------------------------------------
@@ -254,6 +258,10 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
             ListStateDescriptor("blobs", Types.PRIMITIVE_ARRAY(Types.BYTE()))
         )
         self.last_id = runtime_context.get_state(ValueStateDescriptor("last_id", Types.STRING()))
+        self.log: Optional[EventualLogWriter] = None  # eventual logs get each blob as it arrives
+        config = log_config(self.store)
+        if config is not None and not config.transactional and not self.config.batch:
+            self.log = EventualLogWriter(config, self.config.commit_user)
 
     def close(self) -> None:
         for w in getattr(self, "writes", {}).values():
@@ -273,6 +281,8 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
         if batch:
             self._write(key, [blob])
             return None
+        if self.log is not None:
+            self._send_to_log(key, blob)
         self.buf.add(blob)
         size = self.sizes.get(key, 0) + len(blob)
         self.sizes[key] = size
@@ -365,10 +375,18 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
             w.write(table)
         return w
 
+    def _send_to_log(self, key: str, blob: bytes) -> None:
+        assert self.log is not None
+        table, kinds = decode_blob(blob)
+        codes = np.zeros(table.num_rows, dtype=np.int8) if kinds is None else kinds
+        w = self._writer(key)
+        self.log.send(w.conformed(table), codes, w.row_buckets(table), w.schema.id)
+
     def _emit(self, key: str, msgs: list[Any]) -> Iterator[str]:
         if not msgs:
             return
-        c = Committable(uuid.uuid4().hex, key, msgs, self.writes[key].commit_properties())
+        offsets = self.log.flush() if self.log is not None else None
+        c = Committable(uuid.uuid4().hex, key, msgs, self.writes[key].commit_properties(), offsets)
         if not self.config.batch:
             self.last_id.update(c.id)
         yield encode_committable(c)
@@ -597,6 +615,11 @@ def _flush_ms(store: TableStore, flush_interval: Optional[Any]) -> Optional[int]
     return max(1, int(Duration.parse(str(flush_interval)).nanos // 1_000_000))
 
 
+def _eventual_log(store: TableStore) -> bool:
+    config = log_config(store)
+    return config is not None and not config.transactional
+
+
 def _java_available() -> bool:
     """Whether lakelog's Java operators can be used: a cached jar, or a JDK to compile it. Without a
     JDK the sink warns and takes the Python-only path; a JDK whose ``javac`` fails raises
@@ -695,7 +718,8 @@ def sink_to_lakelog(
         # every row that reaches the sink before a barrier is published by that checkpoint, with
         # one file per bucket and upstream subtask; a flush interval adds timed flushes
         writer_flush: Optional[int] = asked
-        batch_ms: Optional[int] = asked or DEFAULT_BATCH_MS
+        default_ms = EVENTUAL_LOG_BATCH_MS if _eventual_log(store) else DEFAULT_BATCH_MS
+        batch_ms: Optional[int] = asked or default_ms
     else:
         batch_ms = asked
         if asked is None:

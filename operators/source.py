@@ -28,6 +28,7 @@ This module imports pyflink; the Flink-free plan is :mod:`.source_plan`.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,12 +50,14 @@ from pyflink.table import DataTypes, Schema
 from pyflink.table import Table as FlinkTable
 
 from lakelog.connector.errors import OptionError
-from lakelog.connector.format.options import CoreOptions
+from lakelog.connector.format.options import CoreOptions, LogSystem, StartupMode
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.types import with_nullable
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
 from lakelog.connector.table.scan_start import ScanStart, resolve_start
+from lakelog.connector.table.subscribe import Subscription
+from lakelog.connector.table.table import Table
 from lakelog.operators.channel import constant_key
 from lakelog.operators.flink_types import column_data_type, row_type_of
 from lakelog.operators.source_plan import KIND_CODES, ReadPlan, plan_batch, table_rows
@@ -69,7 +72,12 @@ __all__ = [
     "SplitReader",
     "FollowerConfig",
     "SnapshotFollower",
+    "LogFollower",
+    "follow_settings",
+    "follow_start",
 ]
+
+LOG_TICK_S = 0.05  # how often the log follower looks for new records
 
 _ROW_KINDS = {0: RowKind.INSERT, 1: RowKind.UPDATE_BEFORE, 2: RowKind.UPDATE_AFTER, 3: RowKind.DELETE}
 
@@ -111,6 +119,29 @@ def _emit(plan: ReadPlan, audit: pa.Table, *, streaming: bool, adds_only: bool =
 class SplitReaderConfig:
     plan: ReadPlan
     start: ScanStart
+
+
+def follow_settings(plan: ReadPlan) -> tuple[float, Optional[str], bool]:
+    """(snapshot polling interval in seconds, consumer id, ignore the recorded progress) of a
+    streaming read: ``continuous.discovery-interval``, ``consumer-id``,
+    ``consumer.ignore-progress`` (the table's options, overridden by the read's)."""
+    o = plan.opts
+    return (
+        float(o.continuous_discovery_interval.seconds),
+        o.consumer_id,
+        bool(o.get(CoreOptions.CONSUMER_IGNORE_PROGRESS)),
+    )
+
+
+def follow_start(
+    plan: ReadPlan, store: TableStore, consumer_id: Optional[str], ignore_progress: bool
+) -> ScanStart:
+    """Where a fresh streaming read starts: after what consumer ``consumer_id`` recorded (unless
+    ``ignore_progress``), else by the scan mode."""
+    recorded = None
+    if consumer_id and not ignore_progress:
+        recorded = store.consumer_manager.get(consumer_id)
+    return resolve_start(store, plan.opts, streaming=True, consumer_next=recorded)
 
 
 class SplitReader(FlatMapFunction):  # type: ignore[misc]
@@ -172,10 +203,7 @@ class SnapshotFollower(KeyedProcessFunction):  # type: ignore[misc]
         self.last_poll = now
         store = self.store
         if nxt is None:  # first tick of a fresh job: resolve where to start
-            recorded = None
-            if cfg.consumer_id and not cfg.ignore_progress:
-                recorded = store.consumer_manager.get(cfg.consumer_id)
-            start = resolve_start(store, plan.opts, streaming=True, consumer_next=recorded)
+            start = follow_start(plan, store, cfg.consumer_id, cfg.ignore_progress)
             if start.full_snapshot is not None:
                 read = plan.reader(store)
                 for split in plan.splits(store, start.full_snapshot):
@@ -190,6 +218,72 @@ class SnapshotFollower(KeyedProcessFunction):  # type: ignore[misc]
                 yield from _emit(plan, t, streaming=True)
             nxt += 1
             self._save(nxt)
+
+
+_LOG_SCAN_MODES = {
+    StartupMode.LATEST_FULL: "latest-full",
+    StartupMode.DEFAULT: "latest-full",
+    StartupMode.FULL: "latest-full",
+    StartupMode.LATEST: "latest",
+    StartupMode.FROM_SNAPSHOT: "from-snapshot",
+    StartupMode.FROM_SNAPSHOT_FULL: "from-snapshot-full",
+    StartupMode.FROM_TIMESTAMP: "from-timestamp",
+}
+
+
+class LogFollower(KeyedProcessFunction):  # type: ignore[misc]
+    """Streaming reads of a table with a Kafka log, parallelism 1, driven by ticks: the start
+    snapshot's rows, then the changes from the log (see
+    :class:`~lakelog.connector.table.subscribe.Subscription`, which it drives). Keyed ValueState
+    holds the log position, so a restored job goes on exactly where its checkpoint was."""
+
+    def __init__(self, config: FollowerConfig) -> None:
+        self.config = config
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.state = runtime_context.get_state(ValueStateDescriptor("lakelog-log-position", Types.STRING()))
+        self.sub: Optional[Subscription] = None
+
+    def close(self) -> None:
+        sub = getattr(self, "sub", None)
+        if sub is not None:
+            sub.close()
+
+    def _subscription(self) -> Subscription:
+        cfg, plan = self.config, self.config.plan
+        table = Table(plan.store(), plan.table_path)
+        saved = self.state.value()
+        common: dict[str, Any] = {"columns": plan.columns, "filter": plan.expr(), "poll_interval": 0.0}
+        if saved:
+            return Subscription(table, restore=json.loads(saved), **common)
+        opts = plan.opts
+        mode = _LOG_SCAN_MODES.get(opts.startup_mode)
+        if mode is None:
+            raise OptionError(
+                f"scan.mode {opts.startup_mode.value!r} cannot read {plan.table_path} from its Kafka log; "
+                "use "
+                f"{sorted(set(_LOG_SCAN_MODES.values()))}, or 'streaming-read-mode' = 'file'"
+            )
+        consumer = None if cfg.ignore_progress else cfg.consumer_id
+        return Subscription(
+            table,
+            scan_mode=mode,
+            snapshot_id=opts.scan_snapshot_id,
+            timestamp=opts.scan_timestamp_millis,
+            consumer_id=consumer,
+            **common,
+        )
+
+    def process_element(self, value: Any, ctx: Any) -> Iterable[Any]:
+        if self.sub is None:
+            self.sub = self._subscription()
+        plan = self.config.plan
+        while True:
+            batch = self.sub.poll(0.0)
+            if batch is None:
+                break
+            yield from _emit(plan, batch, streaming=True)
+        self.state.update(json.dumps(self.sub.position()))
 
 
 # ---- public entry points ------------------------------------------------------------------------
@@ -260,10 +354,15 @@ def read_lakelog(
         if parallelism is not None:
             ds = ds.set_parallelism(max(1, min(parallelism, max(n, 1))))
         return ds
-    interval_s = float(plan.opts.continuous_discovery_interval.seconds)
-    ignore = bool(plan.opts.get(CoreOptions.CONSUMER_IGNORE_PROGRESS))
-    tick_stream, _ = ticks(env, interval_s)
-    follower = SnapshotFollower(FollowerConfig(plan, plan.opts.consumer_id, interval_s, ignore))
+    interval_s, consumer, ignore = follow_settings(plan)
+    config = FollowerConfig(plan, consumer, interval_s, ignore)
+    if _reads_log(plan):
+        # the log: ticks often (each one drains what arrived), so changes flow within milliseconds
+        tick_stream, _ = ticks(env, LOG_TICK_S)
+        follower: Any = LogFollower(config)
+    else:
+        tick_stream, _ = ticks(env, interval_s)
+        follower = SnapshotFollower(config)
     return (
         tick_stream.key_by(constant_key, key_type=Types.INT())
         .process(follower, output_type=out_type)
@@ -329,3 +428,10 @@ def _declared_schema(
     if watermark is not None:
         b = b.watermark(watermark[0], watermark[1])
     return b.build()
+
+
+def _reads_log(plan: ReadPlan) -> bool:
+    """Streaming reads of a table with a Kafka log read the log, unless ``streaming-read-mode`` is
+    ``file``."""
+    opts = plan.opts
+    return opts.log_system == LogSystem.KAFKA and opts.streaming_read_mode != "file"

@@ -7,6 +7,7 @@ a standalone cluster), ``soak`` (long randomized or fault-injection runs); every
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Optional
@@ -78,3 +79,10 @@ def rows(t: pa.Table, *keys: str) -> list[dict]:
     """Rows of ``t`` as dicts, sorted by ``keys`` (order-insensitive comparison helper)."""
     data = t.to_pylist()
     return sorted(data, key=lambda r: tuple(r[k] for k in keys))
+
+
+requires_pypaimon = pytest.mark.skipif(
+    importlib.util.find_spec("pypaimon") is None, reason="needs pypaimon (the 'test' extra)"
+)
+"""Marks a test that uses pypaimon as its oracle (per test: a module-level importorskip would also
+skip the module's pure tests)."""

@@ -27,6 +27,7 @@ __all__ = [
     "data_files",
     "keys_by_bucket",
     "bucket_of_key",
+    "pp_buckets",
     "PredicateFn",
 ]
 
@@ -180,3 +181,21 @@ def bucket_of_key(mapping: Mapping[tuple[Any, ...], set[int]]) -> dict[tuple[Any
     split = {k: b for k, b in mapping.items() if len(b) != 1}
     assert not split, f"keys found in several buckets: {dict(list(split.items())[:5])}"
     return {k: next(iter(b)) for k, b in mapping.items()}
+
+
+def pp_buckets(warehouse: str, identifier: str, keys: pa.Table) -> list[int]:
+    """The bucket pypaimon's own writer (``FixedBucketRowKeyExtractor``) gives each row of ``keys``
+    (the bucket-key columns) in the table: an oracle independent of lakelog's bucket function."""
+    from pypaimon.schema.data_types import PyarrowFieldParser
+    from pypaimon.write.row_key_extractor import FixedBucketRowKeyExtractor
+
+    schema = pp_table(warehouse, identifier).table_schema
+    arrow = PyarrowFieldParser.from_paimon_schema(schema.fields)
+    n = keys.num_rows
+    columns = [
+        keys.column(f.name).combine_chunks().cast(f.type) if f.name in keys.column_names else pa.nulls(n, f.type)
+        for f in arrow
+    ]
+    batch = pa.RecordBatch.from_arrays(columns, schema=pa.schema([f.with_nullable(True) for f in arrow]))
+    _, buckets = FixedBucketRowKeyExtractor(schema).extract_partition_bucket_batch(batch)
+    return list(buckets)

@@ -23,6 +23,8 @@ from lakelog.connector.format.binary_row import (
 )
 from lakelog.connector.format.types import DataField, DataType
 
+from .conftest import requires_pypaimon
+
 STRING = DataType("VARCHAR", length=2147483647)
 BYTES = DataType("VARBINARY", length=2147483647)
 UTC = dt.timezone.utc
@@ -256,7 +258,6 @@ def test_errors() -> None:
 # ---------------------------------------------------------------------------------------------
 # pypaimon as the oracle
 
-pypaimon = pytest.importorskip("pypaimon")
 
 
 def _catalog(tmp_path: Path) -> Any:
@@ -305,6 +306,7 @@ def _manifest_entries(tmp_path: Path, name: str) -> list[dict[str, Any]]:
     return entries
 
 
+@requires_pypaimon
 def test_unpartitioned_table_partition_is_empty_row(tmp_path: Path) -> None:
     catalog = _catalog(tmp_path)
     data = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "v": pa.array(["a", "b", "c"])})
@@ -315,6 +317,7 @@ def test_unpartitioned_table_partition_is_empty_row(tmp_path: Path) -> None:
         assert entry["_FILE"]["_VALUE_STATS"]["_MIN_VALUES"] == EMPTY_ROW
 
 
+@requires_pypaimon
 @pytest.mark.parametrize(("pt", "data_type", "arrow_type", "values"), CASES, ids=CASE_IDS)
 def test_partition_bytes_match_pypaimon(
     tmp_path: Path, pt: str, data_type: DataType, arrow_type: pa.DataType, values: list[Any]
@@ -329,6 +332,7 @@ def test_partition_bytes_match_pypaimon(
     assert sorted(deserialize_row(p, [data_type]) for p in written) == sorted((value,) for value in values)
 
 
+@requires_pypaimon
 @pytest.mark.parametrize(("pt", "data_type", "arrow_type", "values"), CASES, ids=CASE_IDS)
 def test_min_max_key_and_key_stats_match_pypaimon(
     tmp_path: Path, pt: str, data_type: DataType, arrow_type: pa.DataType, values: list[Any]
@@ -348,6 +352,7 @@ def test_min_max_key_and_key_stats_match_pypaimon(
     assert deserialize_row(meta["_MIN_KEY"], [data_type]) == (min(values),)
 
 
+@requires_pypaimon
 def test_composite_key_matches_pypaimon(tmp_path: Path) -> None:
     catalog = _catalog(tmp_path)
     data = pa.table(
@@ -367,6 +372,7 @@ def test_composite_key_matches_pypaimon(tmp_path: Path) -> None:
     assert entry["_FILE"]["_MAX_KEY"] == serialize_row(list(rows[-1]), types)
 
 
+@requires_pypaimon
 def test_value_stats_match_pypaimon(tmp_path: Path) -> None:
     """All types in one row with nulls; pypaimon's full stats mode writes min/max of every column."""
     catalog = _catalog(tmp_path)
@@ -398,6 +404,7 @@ def test_value_stats_match_pypaimon(tmp_path: Path) -> None:
     assert stats["_NULL_COUNTS"] == [4 - len(values) for values in non_null]
 
 
+@requires_pypaimon
 def test_decodes_pypaimon_null_non_compact_layout(tmp_path: Path) -> None:
     """pypaimon writes a null non-compact decimal/timestamp without reserving space (Java reserves it);
     both layouts decode to the same values."""

@@ -189,3 +189,136 @@ def test_eventual_consistency_needs_a_primary_key(tmp_path: Path, kafka_broker: 
                 "log.system": "kafka", "log.consistency": "eventual", "kafka.bootstrap.servers": kafka_broker.bootstrap_servers,
             },
         )
+
+
+def test_eventual_writes_reach_the_log_before_the_commit(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    t = make(tmp_path, kafka_broker, **{"log.consistency": "eventual"})
+    with t.stream_writer(commit_user="ev") as w:
+        w.write(rows("a", [1, 2], "x"))
+        w.delete(pa.table({"dt": ["a"], "id": [2]}))
+        deadline = time.time() + 5  # "as soon as written": the producer sends within milliseconds
+        seen: list[Any] = []
+        while len(seen) < 3 and time.time() < deadline:
+            seen = decoded(t, topic_records(t, committed=False))  # nothing committed yet
+        assert sorted(seen) == sorted([("+I", 1, "x"), ("+I", 2, "x"), ("-D", 2, None)])
+        assert t.latest_snapshot() is None
+        w.commit()
+    snap = t.latest_snapshot()
+    assert snap is not None and snap.log_offsets
+    records = topic_records(t, committed=False)
+    assert all(r["offset"] < snap.log_offsets[r["partition"]] for r in records)
+    # a hybrid read from that snapshot starts after them: only newer changes follow its rows
+    with t.stream_writer(commit_user="ev") as w:
+        w.write(rows("a", [3], "y")).commit()
+    sub = t.subscribe(scan_mode="from-snapshot-full", snapshot_id=snap.id)
+    got: list[tuple[str, int, Any]] = []
+    deadline = time.time() + 30
+    while len(got) < 2 and time.time() < deadline:
+        batch = sub.poll(0.5)
+        if batch is not None:
+            got += [(r["rowkind"], r["id"], r["v"]) for r in batch.to_pylist()]
+    sub.close()
+    assert got == [("+I", 1, "x"), ("+I", 3, "y")]
+
+
+def test_a_broker_restart_loses_nothing(tmp_path: Path) -> None:
+    """Writers and a subscription go on across a restart of the broker, without a manual step."""
+    from lakelog.jobs.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(tmp_path / "broker")
+    broker.start(timeout=180.0)
+    try:
+        t = make(tmp_path / "wh", KafkaEndpoint(broker.bootstrap_servers, broker))
+        t.write(rows("a", [1], "one"))
+        sub = t.subscribe(scan_mode="from-snapshot", snapshot_id=1)
+        broker.stop()
+        started = time.time()
+        with pytest.raises(LogSystemError):
+            t.write(rows("a", [2], "while down"))  # refused with a clear error, nothing committed
+        assert time.time() - started < 90
+        assert t.latest_snapshot().id == 1
+        broker.start(timeout=180.0)
+        t.write(rows("a", [3], "three"))
+        got: list[Any] = []
+        deadline = time.time() + 60
+        while len(got) < 2 and time.time() < deadline:
+            batch = sub.poll(0.5)
+            if batch is not None:
+                got += [(r["id"], r["v"]) for r in batch.to_pylist()]
+        sub.close()
+        assert got == [(1, "one"), (3, "three")]
+        assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == [1, 3]
+    finally:
+        broker.stop()
+
+
+def test_the_log_keeps_working_across_schema_changes(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    """Records written before an ALTER are read in the table's new schema (columns matched by
+    field id: renamed, added and dropped), and an old reader's subscription goes on."""
+    t = make(tmp_path, kafka_broker)
+    old_reader = t.subscribe(scan_mode="from-snapshot", snapshot_id=1)
+    t.write(rows("a", [1], "before"))
+    t.alter(lakelog.RenameColumn("v", "value"), lakelog.AddColumn("n", pa.int32()))
+    t = lakelog.Catalog(str(tmp_path)).get_table("db.t")
+    t.write(pa.table({"dt": ["a"], "id": [2], "value": ["after"], "n": [7]}, schema=t.schema))
+    new_reader = t.subscribe(scan_mode="from-snapshot", snapshot_id=1)
+    got: list[dict[str, Any]] = []
+    deadline = time.time() + 30
+    while len(got) < 2 and time.time() < deadline:
+        batch = new_reader.poll(0.5)
+        if batch is not None:
+            got += batch.to_pylist()
+    new_reader.close()
+    assert [(r["id"], r["value"], r["n"]) for r in got] == [(1, "before", None), (2, "after", 7)]
+    seen: list[dict[str, Any]] = []
+    deadline = time.time() + 30
+    while len(seen) < 2 and time.time() < deadline:
+        batch = old_reader.poll(0.5)
+        if batch is not None:
+            seen += batch.to_pylist()
+    old_reader.close()
+    assert [(r["id"], r["v"]) for r in seen] == [(1, "before"), (2, "after")]  # in the schema it started with
+
+
+def test_log_changelog_mode_all_keeps_update_before(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    opts = {"changelog-producer": "lookup"}
+    upsert = make(tmp_path / "u", kafka_broker, **opts)
+    everything = make(tmp_path / "a", kafka_broker, **opts, **{"log.changelog-mode": "all"})
+    for t in (upsert, everything):
+        t.write(rows("a", [1], "x"))
+        t.write(rows("a", [1], "y"))
+    assert sorted(k for k, _, _ in decoded(upsert, topic_records(upsert))) == ["+I", "+U"]
+    assert sorted(k for k, _, _ in decoded(everything, topic_records(everything))) == ["+I", "+U", "-U"]
+
+
+def test_log_ignore_delete_leaves_deletes_out(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    kept = make(tmp_path / "k", kafka_broker)
+    ignored = make(tmp_path / "i", kafka_broker, **{"log.ignore-delete": "true"})
+    for t in (kept, ignored):
+        t.write(rows("a", [1, 2], "x"))
+        t.delete(pa.table({"dt": ["a"], "id": [1]}))
+    assert sorted(k for k, _, _ in decoded(kept, topic_records(kept))) == ["+I", "+I", "-D"]
+    assert sorted(k for k, _, _ in decoded(ignored, topic_records(ignored))) == ["+I", "+I"]
+
+
+def test_the_topic_is_made_as_the_log_options_say(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    from confluent_kafka.admin import ConfigResource
+
+    t = make(tmp_path, kafka_broker, **{"log.system.partitions": "5", "log.retention": "2 h"})
+    config = log_config(t.store)
+    assert config is not None and config.topic_partitions() == 5
+    admin = config.admin()
+    (future,) = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, config.topic)]).values()
+    assert future.result(timeout=30)["retention.ms"].value == str(2 * 3600 * 1000)
+    # one broker here: a replication factor of 2 cannot be had, and the error says so
+    with pytest.raises(LogSystemError, match="cannot create topic.*replication"):
+        make(tmp_path / "r", kafka_broker, **{"log.system.replication": "2"})
+    assert not (tmp_path / "r" / "db.db" / "t").exists()
+
+
+def test_kafka_properties_reach_the_clients(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    with pytest.raises(OptionError, match="no.such.property"):
+        make(tmp_path, kafka_broker, **{"kafka.no.such.property": "1"})
+    t = make(tmp_path / "ok", kafka_broker, **{"kafka.client.id": "lakelog-test-client"})
+    t.write(rows("a", [1], "x"))
+    assert decoded(t, topic_records(t)) == [("+I", 1, "x")]

@@ -3,9 +3,6 @@ spilling write buffer and the merge-on-read pushdown rule."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 from typing import Any
 
 import numpy as np
@@ -138,35 +135,20 @@ def test_value_filter_never_skips_a_file_holding_an_older_version(catalog: lakel
     assert sum(len(s.files) for s in t.plan(filter=pc.field("id") > 1)) == 1
 
 
-MEMORY_CHILD = textwrap.dedent(
-    """
-    import sys, numpy as np, pyarrow as pa, lakelog
-    wh, spill = sys.argv[1], sys.argv[2] == "1"
-    schema = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.int64()), ("s", pa.string())])
-    t = lakelog.Catalog(wh).create_table("db.m", schema, primary_key=["id"], options={
-        "bucket": "1", "write-buffer-size": "2 mb", "write-buffer-spillable": str(spill).lower(),
+@pytest.mark.parametrize("spill", [True, False], ids=["spillable", "flushing"])
+def test_write_buffer_flushes_or_spills_when_full(catalog: lakelog.Catalog, spill: bool) -> None:
+    """A full write buffer becomes a level-0 file, or a spilled chunk merged into one level-0 run at
+    commit. (Its memory bound is a benchmark: benchmarks/bench_hot_paths.py --only buffer.)"""
+    t = catalog.create_table("db.m", SCHEMA, primary_key=["id"], options={
+        "bucket": "1", "write-buffer-size": "256 kb", "write-buffer-spillable": str(spill).lower(),
         "write-only": "true"})
     rng = np.random.default_rng(0)
-    pool = pa.default_memory_pool()
     with t.writer() as w:
-        for i in range(40):  # 40 x ~1 MiB = ~20x the write buffer, one commit
-            ids = rng.integers(0, 10**9, 20000)
-            w.write(pa.table({"id": ids, "v": ids, "s": pa.array(["x" * 30] * len(ids))}, schema=schema))
-    files = t.files().to_pylist()
-    print(pool.max_memory(), len(files), t.to_arrow().num_rows)
-    """
-)
-
-
-@pytest.mark.parametrize("spill", [True, False], ids=["spillable", "flushing"])
-def test_write_buffer_keeps_memory_bounded(warehouse: str, spill: bool) -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", MEMORY_CHILD, warehouse, "1" if spill else "0"],
-        capture_output=True, text=True, check=True,
-    ).stdout.split()
-    peak, files, rows = int(out[0]), int(out[1]), int(out[2])
-    assert rows > 790_000  # 800k random ids over 1e9: nearly all distinct, nothing lost
-    assert peak < 40 * 2**20, f"peak Arrow memory {peak / 2**20:.1f} MiB for a 2 MiB buffer and 25 MiB of input"
+        for _ in range(12):  # 12 x ~160 kb of Arrow data: most of them fill the buffer
+            ids = rng.integers(0, 10**9, 4000)
+            w.write(pa.table({"id": ids, "v": ids, "s": pa.array(["x" * 30] * len(ids))}, schema=SCHEMA))
+    files = len(t.files().to_pylist())
+    assert t.to_arrow().num_rows == len(np.unique(np.random.default_rng(0).integers(0, 10**9, 48000)))
     if spill:
         assert files == 1  # spilled sorted chunks merged into one level-0 run at commit
     else:
@@ -221,3 +203,66 @@ def test_nan_and_signed_zero_keys_merge_as_paimon_compares_them(tmp_path: Any, f
     t.compact(full=True)
     assert state() == [("-0.0", "m4"), ("0.0", "z4"), ("1.5", "o4")]
     assert t.to_arrow().num_rows == 3
+@pytest.mark.parametrize("limit", [None, "200 kb"])
+def test_write_buffer_spill_max_disk_size_flushes_once_the_spill_budget_is_used(
+    catalog: lakelog.Catalog, limit: str | None
+) -> None:
+    opts = {"bucket": "1", "write-buffer-size": "16 kb", "write-buffer-spillable": "true", "write-only": "true"}
+    if limit:
+        opts["write-buffer-spill.max-disk-size"] = limit
+    t = catalog.create_table("db.spill", SCHEMA, primary_key=["id"], options=opts)
+    rng = np.random.default_rng(3)
+    with t.writer() as w:
+        for i in range(12):  # each batch (~30 kb) fills the buffer: one spill (or flush) per batch
+            ids = rng.integers(0, 10**9, 1000)
+            w.write(pa.table({"id": ids, "v": ids, "s": [f"r{i}"] * len(ids)}, schema=SCHEMA))
+    files = len(t.files().to_pylist())
+    if limit is None:
+        assert files == 1  # everything spilled, merged into one level-0 run at commit
+    else:
+        assert 2 < files < 12  # a few batches fit the budget; the rest became level-0 files at once
+    assert t.to_arrow().num_rows == len({int(x) for x in np.random.default_rng(3).integers(0, 10**9, 12000)})
+
+
+# ---- the compaction options, through a table's store ----------------------------------------------------
+def _picked(catalog: lakelog.Catalog, options: dict[str, str], *spec: tuple[int, int]) -> list[str] | None:
+    from lakelog.connector.lsm.compaction import BucketCompactor, num_levels
+
+    t = catalog.create_table(f"db.p{len(catalog.list_tables('db')) if catalog.database_exists('db') else 0}",
+                             SCHEMA, primary_key=["id"], options={"bucket": "1", **options})
+    files = [_file(f"f{i}", level, size, seq=100 - i) for i, (level, size) in enumerate(spec)]
+    comp = BucketCompactor(t.store, b"", 0, Levels.of(files, num_levels(t.store)))
+    unit = comp.pick()
+    return None if unit is None else sorted(f.file_name for f in unit.files)
+
+
+def test_compaction_size_ratio_decides_which_newest_runs_merge(catalog: lakelog.Catalog) -> None:
+    runs = ((0, 10), (0, 12), (3, 1000))
+    three = {"num-sorted-run.compaction-trigger": "3"}  # 4 levels
+    assert _picked(catalog, three, *runs) is None  # 10 * 1.01 < 12: the runs are not alike
+    assert _picked(catalog, {**three, "compaction.size-ratio": "30"}, *runs) == ["f0", "f1"]
+
+
+def test_compaction_incremental_size_threshold_forces_a_full_compaction(catalog: lakelog.Catalog) -> None:
+    runs = ((0, 100), (5, 1000))  # two runs, far below the trigger: universal picks nothing
+    assert _picked(catalog, {}, *runs) is None
+    assert _picked(catalog, {"compaction.incremental-size-threshold": "50 b"}, *runs) == ["f0", "f1"]
+    assert _picked(catalog, {"compaction.incremental-size-threshold": "500 b"}, *runs) is None
+
+
+@pytest.mark.parametrize("levels", [None, "3"])
+def test_num_levels_sets_the_top_level_of_a_full_compaction(catalog: lakelog.Catalog, levels: str | None) -> None:
+    opts = {"bucket": "1", **({"num-levels": levels} if levels else {})}
+    t = catalog.create_table("db.t", SCHEMA, primary_key=["id"], options=opts)
+    for i in range(3):
+        t.write(pa.table({"id": [i], "v": [i], "s": ["x"]}, schema=SCHEMA))
+    t.compact(full=True)
+    top = int(levels) - 1 if levels else 5  # default: num-sorted-run.compaction-trigger + 1 levels
+    assert {f["level"] for f in t.files().to_pylist()} == {top}
+
+
+def test_compaction_max_size_amplification_percent_decides_a_full_compaction(catalog: lakelog.Catalog) -> None:
+    runs = ((0, 100), (0, 300), (3, 100))  # 400 bytes above a 100-byte oldest run: 400 % amplification
+    three = {"num-sorted-run.compaction-trigger": "3"}
+    assert _picked(catalog, three, *runs) == ["f0", "f1", "f2"]  # default 200 %: compact everything
+    assert _picked(catalog, {**three, "compaction.max-size-amplification-percent": "500"}, *runs) is None

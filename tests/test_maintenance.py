@@ -544,3 +544,67 @@ def test_cli_warehouse_from_environment(
     monkeypatch.setenv("LAKELOG_WAREHOUSE", warehouse)
     assert main(["tables"]) == 0
     assert capsys.readouterr().out.split() == ["shop.orders"]
+
+
+# ---- options of maintenance ------------------------------------------------------------------------------
+def _aged(path: Path, seconds: float) -> Path:
+    t = time.time() - seconds
+    os.utime(path, (t, t))
+    return path
+
+
+def test_orphan_clean_older_than_is_the_default_guard(catalog: lakelog.Catalog) -> None:
+    t = make(catalog, {"orphan-clean.older-than": "2 h"})
+    write_n(t, 1)
+    bucket_dir = next(Path(t.path).glob("dt=d1/bucket-*"))
+    one_hour = bucket_dir / "data-1h-0.parquet"
+    one_hour.write_bytes(b"x")
+    _aged(one_hour, 3600)
+    three_hours = bucket_dir / "data-3h-0.parquet"
+    three_hours.write_bytes(b"x")
+    _aged(three_hours, 3 * 3600)
+    assert t.remove_orphan_files(dry_run=True) == [str(three_hours)]
+    assert main(["--warehouse", catalog.warehouse, "expire", "shop.orders", "--orphans"]) == 0
+    assert one_hour.exists() and not three_hours.exists()
+    # the default (1 d) protects both ages
+    other = catalog.create_table("db.plain", ORDERS, primary_key=["dt", "id"], options={"bucket": "1"})
+    other.write(orders("d1", [1]))
+    orphan = Path(other.path) / "bucket-0" / "data-3h-0.parquet"
+    orphan.write_bytes(b"x")
+    _aged(orphan, 3 * 3600)
+    assert other.remove_orphan_files() == []
+    assert other.remove_orphan_files(older_than_seconds=3600) == [str(orphan)]  # an argument still wins
+
+
+def test_consumer_expiration_time_releases_snapshots_of_idle_consumers(catalog: lakelog.Catalog) -> None:
+    t = make(catalog, {"consumer.expiration-time": "1 h", "snapshot.num-retained.min": "1"})
+    write_n(t, 4)
+    cm = t.store.consumer_manager
+    cm.reset("idle", 1)
+    cm.reset("active", 3)
+    _aged(Path(cm.consumer_path("idle")), 2 * 3600)
+    assert t.expire_snapshots(older_than_millis=now_millis()) == [1, 2]  # 'active' still needs 3
+    assert cm.list() == {"active": 3}
+    # without the option an idle consumer pins its snapshots forever
+    keep = catalog.create_table("db.keep", ORDERS, primary_key=["dt", "id"],
+                                options={"bucket": "1", "write-only": "true", "snapshot.num-retained.min": "1"})
+    write_n(keep, 3)
+    keep.store.consumer_manager.reset("idle", 1)
+    _aged(Path(keep.store.consumer_manager.consumer_path("idle")), 30 * 86400)
+    assert keep.expire_snapshots(older_than_millis=now_millis()) == []
+    assert keep.store.consumer_manager.list() == {"idle": 1}
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_snapshot_clean_empty_directories(catalog: lakelog.Catalog, clean: bool) -> None:
+    t = make(catalog, {"snapshot.clean-empty-directories": str(clean).lower(), "snapshot.num-retained.min": "1"})
+    t.write(orders("d1", [1, 2]))
+    t.write(orders("d2", [3]))
+    t.delete(orders("d1", [1, 2]))
+    t.compact(full=True)  # partition d1 now has no live file
+    t.expire_snapshots(older_than_millis=now_millis())
+    root = Path(t.path)
+    assert not list(root.glob("dt=d1/bucket-*/*.parquet"))
+    assert (root / "dt=d1").exists() is not clean
+    assert list(root.glob("dt=d2/bucket-*/*.parquet"))  # live partitions keep their directories
+    assert rows(t.to_arrow(), "id") == rows(orders("d2", [3]), "id")

@@ -146,14 +146,6 @@ def _pp_stats_of(pp_table: Any) -> Any:
     return fn
 
 
-def _binary_row_available() -> bool:
-    try:
-        import lakelog.connector.format.binary_row  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def _file_meta(name: str, **kw: Any) -> DataFileMeta:
     base: dict[str, Any] = dict(
         file_name=name,
@@ -325,8 +317,6 @@ def test_pypaimon_reads_our_manifests_and_lists(oracle: dict[str, Any], table: s
     from pypaimon.manifest.manifest_file_manager import ManifestFileManager
     from pypaimon.manifest.manifest_list_manager import ManifestListManager
 
-    if stats == "binary_row" and not _binary_row_available():
-        pytest.skip("lakelog.connector.format.binary_row not available")
     pp = oracle[table]
     mdir = _manifest_dir(oracle, table)
     fn = _pp_stats_of(pp) if stats == "pypaimon-row-codec" else compute_partition_stats
@@ -477,7 +467,6 @@ def test_meta_summarizes_entries(tmp_path: Path) -> None:
     assert (m2.min_row_id, m2.max_row_id) == (None, None)
 
 
-@pytest.mark.skipif(not _binary_row_available(), reason="binary_row not available")
 def test_partition_stats_count_nulls_per_entry() -> None:
     from lakelog.connector.format.binary_row import deserialize_row, serialize_row
 
@@ -563,25 +552,19 @@ def test_older_writer_schema_goes_through_fastavro(tmp_path: Path) -> None:
     assert got == [dataclasses.replace(e, file=expect)] * 2
 
 
-def test_performance_100k_entries(tmp_path: Path) -> None:
+def test_a_manifest_of_many_entries_round_trips(tmp_path: Path) -> None:
+    # how fast 100k entries go is a benchmark (benchmarks/bench_hot_paths.py --only manifest)
     mf = ManifestFile(FileIO(), str(tmp_path))
     proto = _rich_entry(2)
     entries = [
         dataclasses.replace(
             proto, bucket=i % 16, file=dataclasses.replace(proto.file, file_name=f"data-{i:032d}.parquet")
         )
-        for i in range(100_000)
+        for i in range(20_000)
     ]
-    t0 = time.perf_counter()
     metas = mf.write(entries, [])
-    t1 = time.perf_counter()
     back = [e for m in metas for e in mf.read(m.file_name)]
-    t2 = time.perf_counter()
     assert back == entries
-    print(f"100k manifest entries: write {t1 - t0:.2f}s, read {t2 - t1:.2f}s")
-    # generous bounds for slow shared CI machines; typically ~1 s each
-    assert t1 - t0 < 10
-    assert t2 - t1 < 10
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ row-at-a-time reference of Paimon's merge functions (tests/merge_reference.py)."
 from __future__ import annotations
 
 import math
-import time
 import zlib
 from decimal import Decimal
 from typing import Any, Optional
@@ -748,10 +747,11 @@ def test_partial_update_not_null_fields_and_first_retract(mode: str) -> None:
 
 
 @pytest.mark.parametrize("func", ["sum", "last_non_null_value"])
-def test_performance_1m_rows_300k_keys(func: str) -> None:
+def test_many_rows_merge_to_one_row_per_key(func: str) -> None:
+    # the CPU time of 1M rows is a benchmark (benchmarks/bench_hot_paths.py --only merge)
     rng = np.random.default_rng(0)
-    n = 1_000_000
-    keys = np.sort(rng.integers(0, 300_000, size=n))
+    n = 200_000
+    keys = np.sort(rng.integers(0, 60_000, size=n))
     vals = rng.integers(0, 1000, size=n).astype(np.int64)
     mask = rng.random(n) < 0.1
     table = pa.table({
@@ -760,11 +760,19 @@ def test_performance_1m_rows_300k_keys(func: str) -> None:
         "v": pa.array(vals, mask=mask), "d": pa.array(vals.astype(np.float64), mask=mask)})
     cols: Cols = [("k", "BIGINT NOT NULL"), ("v", "BIGINT"), ("d", "DOUBLE")]
     opts = {"merge-engine": "aggregation", "fields.default-aggregate-function": func}
-    mf = merge_function(make_schema(cols, opts), CoreOptions(opts))
-    mf.merge(table.slice(0, 1000), [KEY])
-    # CPU time of this process: robust against other work on a shared machine
-    start = time.process_time()
-    out = mf.merge(table, [KEY])
-    elapsed = time.process_time() - start
-    assert out.num_rows == len(np.unique(keys))
-    assert elapsed < 1.0, elapsed
+    out = merge_function(make_schema(cols, opts), CoreOptions(opts)).merge(table, [KEY])
+    uniq, first = np.unique(keys, return_index=True)
+    assert out.column("k").to_numpy().tolist() == uniq.tolist()
+    valid = ~mask
+    if func == "sum":
+        idx = np.searchsorted(uniq, keys)
+        sums = np.bincount(idx[valid], weights=vals[valid], minlength=len(uniq)).astype(np.int64)
+        has = np.bincount(idx[valid], minlength=len(uniq)) > 0
+        expected = [int(s) if h else None for s, h in zip(sums, has)]
+    else:
+        last: dict[int, int] = {}
+        for k, v, ok in zip(keys.tolist(), vals.tolist(), valid.tolist()):
+            if ok:
+                last[k] = v
+        expected = [last.get(k) for k in uniq.tolist()]
+    assert out.column("v").to_pylist() == expected

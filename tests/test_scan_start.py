@@ -77,3 +77,33 @@ def test_plan_batch_prunes_partitions(history: lakelog.Table) -> None:
     _, some = plan_batch(t.path, filter="dt = 'b'")
     assert len(some) < len(all_splits)
     assert all(t.store.partition_values(s.partition) == ("b",) for s in some)
+
+
+def test_timestamp_spellings_of_start_and_range(make_table: MakeTable) -> None:
+    import datetime
+    import time
+
+    t = make_table(schema=SCHEMA)
+    for i in range(3):  # snapshots 1..3, at distinct milliseconds
+        t.write(pa.table({"dt": ["a"], "id": [i], "v": ["x"]}, schema=SCHEMA))
+        time.sleep(0.01)
+    store = t.store
+
+    def start(streaming: bool, **opts: str) -> tuple:
+        s = resolve_start(store, scan_options(store, opts), streaming=streaming)
+        return s.full_snapshot, s.next_snapshot, s.incremental
+
+    # scan.timestamp: local time, as Paimon reads it (the last snapshot at or before it)
+    local = datetime.datetime.fromtimestamp(t.snapshot(2).time_millis / 1000 + 0.0005)
+    text = local.isoformat(sep=" ", timespec="milliseconds")
+    assert start(False, **{"scan.mode": "from-timestamp", "scan.timestamp": text}) == (2, None, None)
+    assert start(False, **{"scan.timestamp": text}) == (2, None, None)  # the mode follows from the option
+    assert start(True, **{"scan.timestamp": text}) == (None, 3, None)
+    with pytest.raises(OptionError, match="'scan.timestamp'"):
+        start(False, **{"scan.timestamp": "yesterday"})
+    # incremental-between-timestamp: the snapshots after t1 up to t2
+    t1, t3 = t.snapshot(1).time_millis, t.snapshot(3).time_millis
+    assert start(False, **{"incremental-between-timestamp": f"{t1},{t3}"}) == (None, None, (1, 3))
+    assert start(False, **{"incremental-between-timestamp": f"0,{t1}"}) == (None, None, (0, 1))
+    with pytest.raises(OptionError, match="epoch milliseconds"):
+        start(False, **{"incremental-between-timestamp": "a,b"})

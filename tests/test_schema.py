@@ -37,6 +37,8 @@ from lakelog.connector.format.schema_evolution import evolve_table, physical_nam
 from lakelog.connector.format.schema_manager import SchemaManager
 from lakelog.connector.format.types import DataType, parse_type
 
+from .conftest import requires_pypaimon
+
 ORDERS = pa.schema(
     [
         pa.field("dt", pa.string()),
@@ -575,7 +577,6 @@ def test_evolve_table_empty_input() -> None:
 
 # ---- pypaimon as an oracle -------------------------------------------------------------------------
 
-pypaimon = pytest.importorskip("pypaimon")
 
 ORACLE = pa.schema(
     [
@@ -602,6 +603,7 @@ def _catalog(wh: Path) -> object:
     return CatalogFactory.create({"warehouse": str(wh)})
 
 
+@requires_pypaimon
 def test_pypaimon_schema_file_parses_and_reprints(tmp_path: Path) -> None:
     from pypaimon import Schema
 
@@ -626,6 +628,7 @@ def test_pypaimon_schema_file_parses_and_reprints(tmp_path: Path) -> None:
     assert mine.fields == ours.fields and mine.highest_field_id == ours.highest_field_id
 
 
+@requires_pypaimon
 def test_pypaimon_opens_a_table_lakelog_created(tmp_path: Path) -> None:
     wh = tmp_path / "wh"
     table_path = wh / "db.db" / "t"
@@ -647,6 +650,7 @@ def test_pypaimon_opens_a_table_lakelog_created(tmp_path: Path) -> None:
     assert PyarrowFieldParser.from_paimon_schema(ts.fields) == ours.arrow_schema()
 
 
+@requires_pypaimon
 def test_pypaimon_reads_an_evolved_schema(tmp_path: Path) -> None:
     wh = tmp_path / "wh"
     table_path = wh / "db.db" / "t"

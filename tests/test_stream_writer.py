@@ -249,3 +249,25 @@ def test_a_writer_restarted_under_the_same_commit_user_loses_nothing(tmp_path: P
     idents = sorted({s.commit_identifier for s in t.snapshots() if s.commit_user == "job-1"})
     assert idents == [1, 2, 3, 4, 5, 6]  # an APPEND and its COMPACT share one identifier
     assert t.remove_orphan_files(older_than_seconds=0, dry_run=True) == []
+@pytest.mark.parametrize("producer", ["lookup", "full-compaction"])
+@pytest.mark.parametrize("ignore", [True, False])
+def test_row_deduplicate_ignore_fields_leave_columns_out_of_the_comparison(
+    catalog: lakelog.Catalog, producer: str, ignore: bool
+) -> None:
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string()), ("ts", pa.int64())])
+    opts = {"bucket": "1", "changelog-producer": producer, "changelog-producer.row-deduplicate": "true"}
+    if ignore:
+        opts["changelog-producer.row-deduplicate-ignore-fields"] = "ts"
+    t = catalog.create_table("db.t", schema, primary_key=["id"], options=opts)
+
+    def step(v: str, ts: int) -> list[str]:
+        sid = t.write(pa.table({"id": [1], "v": [v], "ts": [ts]}, schema=schema))
+        if producer == "full-compaction":
+            sid = t.compact(full=True) or sid
+        return t.changes(sid - 1, sid).column("rowkind").to_pylist() if sid else []
+
+    assert step("a", 1) == ["+I"]
+    assert step("a", 2) == ([] if ignore else ["-U", "+U"])  # only an ignored field changed
+    assert step("b", 3) == ["-U", "+U"]
+    with pytest.raises(lakelog.connector.errors.OptionError, match="unknown column"):
+        t.alter(lakelog.SetOption("changelog-producer.row-deduplicate-ignore-fields", "nope"))

@@ -178,3 +178,87 @@ def test_string_filters_name_what_they_cannot_parse(pk_table: lakelog.Table) -> 
         pk_table.to_arrow(filter="id = = 1")
     with pytest.raises(TypeError):
         pk_table.to_arrow(["id"])  # type: ignore[misc]  # keyword-only
+
+
+@pytest.mark.parametrize("retries,attempts", [("0", 1), ("2", 3), (None, 11)])
+def test_commit_max_retries_bounds_the_attempts_of_a_commit_that_keeps_losing(
+    make_table: MakeTable, monkeypatch: pytest.MonkeyPatch, retries: str | None, attempts: int
+) -> None:
+    from lakelog.connector.errors import CommitConflictError
+    from lakelog.connector.format.snapshot import SnapshotManager
+    from lakelog.connector.table import commit
+
+    t = make_table(options={"commit.max-retries": retries} if retries is not None else None)
+    tries: list[int] = []
+    monkeypatch.setattr(SnapshotManager, "try_commit", lambda self, s: tries.append(s.id) or False)
+    monkeypatch.setattr(commit.time, "sleep", lambda s: None)
+    with pytest.raises(CommitConflictError, match=rf"after {attempts} attempts \(option 'commit.max-retries'\)"):
+        t.write(pa.table({"dt": ["a"], "id": [1], "name": ["x"], "amount": [1.0]}, schema=ORDERS))
+    assert len(tries) == attempts  # Paimon's default is 10 retries after the first attempt
+
+
+def test_default_values_fill_nulls_and_missing_columns_on_write(catalog: lakelog.Catalog) -> None:
+    schema = ORDERS.append(pa.field("qty", pa.int32(), nullable=False)).append(pa.field("day", pa.date32()))
+    t = catalog.create_table(
+        "db.t", schema, primary_key=["dt", "id"],
+        options={"bucket": "1", "fields.name.default-value": "unknown", "fields.amount.default-value": "0.5",
+                 "fields.qty.default-value": "1", "fields.day.default-value": "2024-06-01"},
+    )
+    t.write(pa.table({"dt": ["a", "a"], "id": [1, 2], "name": [None, "bob"], "amount": [None, 2.0]}))
+    got = rows(t.to_arrow(), "id")
+    assert [(r["name"], r["amount"], r["qty"]) for r in got] == [("unknown", 0.5, 1), ("bob", 2.0, 1)]
+    assert {r["day"].isoformat() for r in got} == {"2024-06-01"}
+    # a default set later applies to later writes; rows already written keep their nulls
+    t2 = catalog.create_table("db.t2", ORDERS, primary_key=["dt", "id"], options={"bucket": "1"})
+    t2.write(pa.table({"dt": ["a"], "id": [1], "name": [None], "amount": [1.0]}, schema=ORDERS))
+    t2.alter(lakelog.SetOption("fields.name.default-value", "n/a"))
+    t2.write(pa.table({"dt": ["a"], "id": [2], "name": [None], "amount": [1.0]}, schema=ORDERS))
+    assert [r["name"] for r in rows(t2.to_arrow(), "id")] == [None, "n/a"]
+
+
+@pytest.mark.parametrize(
+    "key,value,fragment",
+    [
+        ("fields.amount.default-value", "lots", "not a value of type DOUBLE"),
+        ("fields.name.default-value", "x", "partial-update"),
+        ("fields.id.default-value", "1", "key column 'id'"),
+    ],
+)
+def test_bad_default_values_are_refused_by_name(
+    catalog: lakelog.Catalog, key: str, value: str, fragment: str
+) -> None:
+    opts = {"bucket": "1", key: value}
+    if "partial-update" in fragment:
+        opts["merge-engine"] = "partial-update"
+    with pytest.raises(lakelog.connector.errors.OptionError, match=fragment) as e:
+        catalog.create_table("db.t", ORDERS, primary_key=["dt", "id"], options=opts)
+    assert repr(key) in str(e.value) or "'id'" in str(e.value)
+    t = catalog.create_table("db.ok", ORDERS, primary_key=["dt", "id"], options={"bucket": "1"})
+    if "partial-update" not in fragment:
+        with pytest.raises(lakelog.connector.errors.OptionError, match=fragment):
+            t.alter(lakelog.SetOption(key, value))
+
+
+def test_file_name_options_name_data_and_changelog_files(catalog: lakelog.Catalog) -> None:
+    import os
+
+    t = catalog.create_table(
+        "db.t", ORDERS, primary_key=["dt", "id"],
+        options={"bucket": "1", "data-file.prefix": "part-", "changelog-file.prefix": "cl-",
+                 "file.suffix.include.compression": "true", "file.compression": "snappy",
+                 "changelog-producer": "input"},
+    )
+    t.write(pa.table({"dt": ["a"], "id": [1], "name": ["x"], "amount": [1.0]}, schema=ORDERS))
+    names = sorted(f for _, _, fs in os.walk(t.path) for f in fs if "parquet" in f)
+    assert len(names) == 2
+    assert names[0].startswith("cl-") and names[0].endswith("-0.snappy.parquet")
+    assert names[1].startswith("part-") and names[1].endswith("-0.snappy.parquet")
+    entries = t.store.live_entries(t.latest_snapshot())
+    assert [e.file.file_name for e in entries] == [names[1]]
+    assert t.changes(0).column("id").to_pylist() == [1]
+    with pytest.raises(lakelog.connector.errors.OptionError, match="'data-file.prefix'"):
+        t.alter(lakelog.SetOption("data-file.prefix", "../x-"))
+    pytest.importorskip("pypaimon")
+    from .interop_util import pp_read
+
+    assert pp_read(catalog.warehouse, "db.t").column("id").to_pylist() == [1]  # Paimon reads names from manifests

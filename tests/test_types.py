@@ -28,6 +28,8 @@ from lakelog.connector.format.types import (
     type_to_string,
 )
 
+from .conftest import requires_pypaimon
+
 ATOMIC_STRINGS = [
     "BOOLEAN",
     "TINYINT",
@@ -300,7 +302,6 @@ def test_arrow_values_survive_the_mapping() -> None:
 
 # ---- pypaimon as an oracle -------------------------------------------------------------------------
 
-pypaimon = pytest.importorskip("pypaimon")
 
 ORACLE_SCHEMA = pa.schema(
     [
@@ -358,6 +359,7 @@ def _canonical(type_json: object) -> object:
     return json.loads(re.sub(r"TIMESTAMP_LTZ\((\d)\)", r"TIMESTAMP(\1) WITH LOCAL TIME ZONE", text))
 
 
+@requires_pypaimon
 def test_pypaimon_field_types_round_trip(tmp_path: Path) -> None:
     doc = json.loads(Path(_pypaimon_schema_file(tmp_path)).read_text())
     for raw in doc["fields"]:
@@ -365,6 +367,7 @@ def test_pypaimon_field_types_round_trip(tmp_path: Path) -> None:
         assert field_to_json(f) == _canonical(raw), raw["name"]
 
 
+@requires_pypaimon
 def test_arrow_mapping_matches_pypaimon(tmp_path: Path) -> None:
     doc = json.loads(Path(_pypaimon_schema_file(tmp_path)).read_text())
     theirs = [field_from_json(f) for f in doc["fields"]]

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from lakelog.connector.errors import CorruptFileError, MissingFileError
 from lakelog.connector.format.binary_row import serialize_row
+from lakelog.connector.format.fileio import os_error_code, storage_errors
 from lakelog.connector.format.manifest import DataFileMeta, SimpleStats, local_now_millis
 from lakelog.connector.format.types import NESTED_ROOTS, DataType
 
@@ -25,32 +26,35 @@ __all__ = [
     "iter_data_file",
     "new_data_file_name",
     "STRING_STATS_TRUNCATE",
+    "StatsMode",
 ]
 
 STRING_STATS_TRUNCATE = 16  # Paimon's default metadata.stats-mode is truncate(16)
 
 
-def new_data_file_name(prefix: str = "data-") -> str:
-    return f"{prefix}{uuid.uuid4()}-0.parquet"
+def new_data_file_name(prefix: str = "data-", suffix: str = ".parquet") -> str:
+    return f"{prefix}{uuid.uuid4()}-0{suffix}"
 
 
-def _truncate_min(v: Any) -> Any:
-    if isinstance(v, (str, bytes)) and len(v) > STRING_STATS_TRUNCATE:
-        return v[:STRING_STATS_TRUNCATE]
+def _truncate_min(v: Any, length: Optional[int]) -> Any:
+    if length is not None and isinstance(v, (str, bytes)) and len(v) > length:
+        return v[:length]
     return v
 
 
-def _truncate_max(v: Any) -> Any:
-    """An upper bound no longer than the truncation length, or None when none can be made."""
-    if isinstance(v, str) and len(v) > STRING_STATS_TRUNCATE:
-        head = v[:STRING_STATS_TRUNCATE]
+def _truncate_max(v: Any, length: Optional[int]) -> Any:
+    """An upper bound no longer than ``length``, or None when none can be made."""
+    if length is None:
+        return v
+    if isinstance(v, str) and len(v) > length:
+        head = v[:length]
         for i in range(len(head) - 1, -1, -1):
             c = ord(head[i])
             if c < 0x10FFFF and not (0xD7FF <= c < 0xE000):
                 return head[:i] + chr(c + 1)
         return None
-    if isinstance(v, bytes) and len(v) > STRING_STATS_TRUNCATE:
-        raw = bytearray(v[:STRING_STATS_TRUNCATE])
+    if isinstance(v, bytes) and len(v) > length:
+        raw = bytearray(v[:length])
         for j in range(len(raw) - 1, -1, -1):
             if raw[j] < 0xFF:
                 raw[j] += 1
@@ -59,16 +63,44 @@ def _truncate_max(v: Any) -> Any:
     return v
 
 
-class _ColumnStats:
-    """Min, max and null count of columns, accumulated chunk by chunk."""
+@dataclass(frozen=True)
+class StatsMode:
+    """One column's ``metadata.stats-mode``: ``none`` (no statistics), ``counts`` (null counts only),
+    ``truncate(n)`` (min/max with strings and bytes cut to n) or ``full``."""
 
-    def __init__(self, types: Sequence[DataType]) -> None:
+    kind: str
+    length: Optional[int] = None
+
+    @staticmethod
+    def parse(text: str) -> StatsMode:
+        t = text.strip().lower()
+        if t.startswith("truncate(") and t.endswith(")"):
+            return StatsMode("truncate", int(t[len("truncate(") : -1]))
+        if t in ("none", "counts", "full"):
+            return StatsMode(t)
+        raise ValueError(f"unknown statistics mode {text!r}")
+
+    @property
+    def min_max(self) -> bool:
+        return self.kind in ("truncate", "full")
+
+
+DEFAULT_STATS_MODE = StatsMode("truncate", STRING_STATS_TRUNCATE)
+
+
+class _ColumnStats:
+    """Min, max and null count of columns, accumulated chunk by chunk, as each column's
+    :class:`StatsMode` asks (min/max are not even computed for ``none`` and ``counts``)."""
+
+    def __init__(self, types: Sequence[DataType], modes: Optional[Sequence[StatsMode]] = None) -> None:
         self.types = list(types)
         n = len(self.types)
+        self.modes = list(modes) if modes is not None else [DEFAULT_STATS_MODE] * n
         self.lo: list[Any] = [None] * n
         self.hi: list[Any] = [None] * n
         self.nulls = [0] * n
-        self.unknown = [t.root in NESTED_ROOTS for t in self.types]
+        self.unknown = [t.root in NESTED_ROOTS or not m.min_max for t, m in zip(self.types, self.modes)]
+        self.kept = [m.kind != "none" for m in self.modes]
 
     def update(self, columns: Sequence[pa.ChunkedArray | pa.Array]) -> None:
         for i, col in enumerate(columns):
@@ -86,11 +118,19 @@ class _ColumnStats:
             if self.hi[i] is None or hi > self.hi[i]:
                 self.hi[i] = hi
 
+    @property
+    def all_kept(self) -> bool:
+        return all(self.kept)
+
     def to_stats(self) -> SimpleStats:
-        mins = [None if u else _truncate_min(v) for v, u in zip(self.lo, self.unknown)]
-        maxs = [None if u else _truncate_max(v) for v, u in zip(self.hi, self.unknown)]
-        nulls: list[Optional[int]] = list(self.nulls)
-        return SimpleStats(serialize_row(mins, self.types), serialize_row(maxs, self.types), nulls)
+        """Statistics of the kept columns (all but those of mode ``none``, which Paimon's dense
+        statistics leave out; the file's ``_VALUE_STATS_COLS`` then names the kept ones)."""
+        idx = [i for i, k in enumerate(self.kept) if k]
+        mins = [None if self.unknown[i] else _truncate_min(self.lo[i], self.modes[i].length) for i in idx]
+        maxs = [None if self.unknown[i] else _truncate_max(self.hi[i], self.modes[i].length) for i in idx]
+        nulls: list[Optional[int]] = [self.nulls[i] for i in idx]
+        types = [self.types[i] for i in idx]
+        return SimpleStats(serialize_row(mins, types), serialize_row(maxs, types), nulls)
 
 
 @dataclass
@@ -111,6 +151,9 @@ class DataFileWriter:
     compression_level: Optional[int] = 1
     target_file_size: int = 128 * 1024 * 1024
     file_prefix: str = "data-"
+    file_suffix: str = ".parquet"
+    value_stats_modes: Optional[Sequence[StatsMode]] = None  # per value column; default truncate(16)
+    key_stats_mode: StatsMode = DEFAULT_STATS_MODE
     file_schema: Optional[pa.Schema] = None  # every chunk is cast to it (nullability differences)
 
     def rolling(self, *, level: int, file_source: int = 0) -> RollingFileWriter:
@@ -165,8 +208,9 @@ class RollingFileWriter:
         self._min_seq: Optional[int] = None
         self._max_seq: Optional[int] = None
         self._deletes = 0
-        self._key_stats = _ColumnStats(self.spec.key_types)
-        self._value_stats = _ColumnStats(self.spec.value_types)
+        spec = self.spec
+        self._key_stats = _ColumnStats(spec.key_types, [spec.key_stats_mode] * len(spec.key_types))
+        self._value_stats = _ColumnStats(spec.value_types, spec.value_stats_modes)
 
     def write(self, table: pa.Table) -> None:
         for start in range(0, table.num_rows, self._CHUNK_ROWS):
@@ -180,20 +224,23 @@ class RollingFileWriter:
         if spec.file_schema is not None and chunk.schema != spec.file_schema:
             chunk = chunk.select(spec.file_schema.names).cast(spec.file_schema)
         if self._writer is None:
-            os.makedirs(spec.bucket_dir, exist_ok=True)
-            self._name = new_data_file_name(spec.file_prefix)
+            self._name = new_data_file_name(spec.file_prefix, spec.file_suffix)
             path = os.path.join(spec.bucket_dir, self._name)
+            with storage_errors("create the directory", spec.bucket_dir):
+                os.makedirs(spec.bucket_dir, exist_ok=True)
             self.paths.append(path)
-            self._sink = pa.OSFile(path, "wb")
-            self._writer = pq.ParquetWriter(
-                self._sink,
-                chunk.schema,
-                compression=spec.compression,
-                compression_level=spec.compression_level,
-                use_dictionary=_dictionary_columns(chunk.schema, spec.key_columns),
-                write_statistics=False,
-            )
-        self._writer.write_table(chunk, row_group_size=max(n, 1))
+            with storage_errors("write the data file", path):
+                self._sink = pa.OSFile(path, "wb")
+                self._writer = pq.ParquetWriter(
+                    self._sink,
+                    chunk.schema,
+                    compression=spec.compression,
+                    compression_level=spec.compression_level,
+                    use_dictionary=_dictionary_columns(chunk.schema, spec.key_columns),
+                    write_statistics=False,
+                )
+        with storage_errors("write the data file", os.path.join(spec.bucket_dir, self._name)):
+            self._writer.write_table(chunk, row_group_size=max(n, 1))
         self._rows += n
         if spec.key_columns:
             if self._first_key is None:
@@ -213,10 +260,11 @@ class RollingFileWriter:
     def _finish_file(self) -> None:
         if self._writer is None:
             return
-        self._writer.close()
-        self._sink.close()
         spec = self.spec
         path = os.path.join(spec.bucket_dir, self._name)
+        with storage_errors("write the data file", path):
+            self._writer.close()
+            self._sink.close()
         if spec.key_columns:
             assert self._first_key is not None and self._last_key is not None
             min_key = serialize_row(self._first_key, spec.key_types)
@@ -245,7 +293,9 @@ class RollingFileWriter:
                 delete_row_count=self._deletes,
                 embedded_file_index=None,
                 file_source=self.file_source,
-                value_stats_cols=None,
+                value_stats_cols=None
+                if self._value_stats.all_kept
+                else [c for c, k in zip(spec.value_columns, self._value_stats.kept) if k],
                 external_path=None,
                 first_row_id=None,
                 write_cols=None,
@@ -283,6 +333,9 @@ def _named_errors(path: str) -> Iterator[None]:
     except (pa.ArrowInvalid, OSError) as e:
         if not os.path.exists(path):
             raise MissingFileError(f"data file referenced by the snapshot is missing: {path}") from None
+        if isinstance(e, OSError) and os_error_code(e) is not None:  # the file system's, not the file's
+            with storage_errors("read the data file", path):
+                raise
         raise CorruptFileError(f"cannot read data file {path}: {e}") from e
 
 

@@ -2,18 +2,33 @@
 and errors that name the file.
 
 Paths are plain strings; ``file://`` URIs are accepted wherever a path is.
+
+Errors: a file that is not there is a :class:`~lakelog.connector.errors.MissingFileError` on read
+(a ``FileNotFoundError``) and otherwise the plain ``FileNotFoundError`` / ``FileExistsError``
+callers test for; every other ``OSError`` (a full disk, a read-only file system, no permission, an
+I/O error) becomes a :class:`~lakelog.connector.errors.StorageError` naming the operation and the
+path, with the original error as its ``__cause__``. :func:`storage_errors` applies the same rule to
+files written outside this class (Parquet data files, spills).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno as _errno
 import os
 import re
 import uuid
 from collections.abc import Iterator
 
-from lakelog.connector.errors import MissingFileError, OptionError, PathEscapeError
+from lakelog.connector.errors import (
+    LakelogError,
+    MissingFileError,
+    OptionError,
+    PathEscapeError,
+    StorageError,
+)
 
-__all__ = ["FileIO", "local_path", "ensure_inside"]
+__all__ = ["FileIO", "local_path", "ensure_inside", "storage_errors", "os_error_code"]
 
 
 def local_path(path_or_uri: str) -> str:
@@ -49,12 +64,49 @@ def ensure_inside(root: str, path: str) -> str:
     return real
 
 
+def os_error_code(e: OSError) -> int | None:
+    """The errno of ``e``; pyarrow's IO errors carry it only in their text (``[errno 28] ...``).
+    None for errors that are not the file system's (pyarrow reports undecodable files as
+    ``OSError`` too)."""
+    if e.errno is not None:
+        return int(e.errno)
+    m = re.search(r"\berrno (\d+)", str(e), re.I)
+    return int(m.group(1)) if m is not None else None
+
+
+_HINTS = {
+    _errno.ENOSPC: "; free space on the device and retry (this call committed nothing)",
+    _errno.EDQUOT: "; the disk quota is exhausted",
+    _errno.EROFS: "; the table's file system is mounted read-only",
+    _errno.EACCES: "; check the permissions of the table directory",
+    _errno.EPERM: "; check the permissions of the table directory",
+}
+
+
+@contextlib.contextmanager
+def storage_errors(action: str, path: str) -> Iterator[None]:
+    """Turn an ``OSError`` raised inside the block into a :class:`StorageError` naming ``action``
+    (``"write"``, ``"create the directory"``, ...) and ``path``. ``FileNotFoundError`` and
+    ``FileExistsError`` pass unchanged (callers test for them), as do lakelog's own errors."""
+    try:
+        yield
+    except (FileNotFoundError, FileExistsError, LakelogError):
+        raise
+    except OSError as e:
+        code = os_error_code(e)
+        reason = e.strerror or (os.strerror(code) if code is not None else str(e))
+        name = _errno.errorcode.get(code) if code is not None else None
+        label = f" ({name})" if name else ""
+        hint = _HINTS.get(code, "") if code is not None else ""
+        raise StorageError(f"cannot {action} {path}: {reason}{label}{hint}", path, code) from e
+
+
 class FileIO:
     """File operations on the local file system. Stateless, so it pickles trivially."""
 
     def read_bytes(self, path: str) -> bytes:
         try:
-            with open(path, "rb") as f:
+            with storage_errors("read", path), open(path, "rb") as f:
                 return f.read()
         except FileNotFoundError:
             raise MissingFileError(f"file not found: {path}") from None
@@ -63,23 +115,31 @@ class FileIO:
         return os.path.exists(path)
 
     def mkdirs(self, path: str) -> None:
-        os.makedirs(path, exist_ok=True)
+        with storage_errors("create the directory", path):
+            os.makedirs(path, exist_ok=True)
 
     def list_dir(self, path: str) -> list[str]:
         """Names in a directory; an absent directory lists as empty."""
         try:
-            return sorted(os.listdir(path))
+            with storage_errors("list the directory", path):
+                return sorted(os.listdir(path))
         except FileNotFoundError:
             return []
 
     def walk_files(self, path: str) -> Iterator[str]:
-        for dirpath, _dirs, files in os.walk(path):
+        def fail(e: OSError) -> None:
+            if not isinstance(e, FileNotFoundError):  # a directory removed while walking is fine
+                with storage_errors("list the directory", e.filename or path):
+                    raise e
+
+        for dirpath, _dirs, files in os.walk(path, onerror=fail):
             for name in files:
                 yield os.path.join(dirpath, name)
 
     def delete(self, path: str) -> bool:
         try:
-            os.remove(path)
+            with storage_errors("delete", path):
+                os.remove(path)
             return True
         except FileNotFoundError:
             return False
@@ -89,33 +149,50 @@ class FileIO:
 
         shutil.rmtree(path, ignore_errors=True)
 
+    def delete_empty_dir(self, path: str) -> bool:
+        """Remove ``path`` if it is an empty directory; False when it is absent or not empty."""
+        try:
+            os.rmdir(path)
+            return True
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            if e.errno in (_errno.ENOTEMPTY, _errno.EEXIST):
+                return False
+            with storage_errors("delete the directory", path):
+                raise
+
     def rename_dir(self, src: str, dst: str) -> None:
         if os.path.exists(dst):
             raise FileExistsError(dst)
-        os.rename(src, dst)
+        with storage_errors(f"rename {src} to", dst):
+            os.rename(src, dst)
 
     def file_size(self, path: str) -> int:
-        return os.path.getsize(path)
+        with storage_errors("read the size of", path):
+            return os.path.getsize(path)
 
     def mtime(self, path: str) -> float:
-        return os.path.getmtime(path)
+        with storage_errors("read the modification time of", path):
+            return os.path.getmtime(path)
 
     def temp_path(self, path: str) -> str:
         d, name = os.path.split(path)
         return os.path.join(d, f".{name}.{uuid.uuid4().hex}.tmp")
 
     def _write_temp(self, path: str, data: bytes) -> str:
-        """Write ``data`` to a new temp file beside ``path`` and fsync it; return the temp path.
-        A failed write (a full disk, say) removes its temp file before raising."""
+        """``data`` in a new fsynced temp file next to ``path``; the temp file is removed again when
+        writing fails (a full disk leaves no ``.tmp`` behind)."""
         self.mkdirs(os.path.dirname(path))
         tmp = self.temp_path(path)
         try:
-            with open(tmp, "wb") as f:
+            with storage_errors("write", path), open(tmp, "wb") as f:
                 f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
         except BaseException:
-            self.delete(tmp)
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
             raise
         return tmp
 
@@ -123,9 +200,11 @@ class FileIO:
         """Write a new immutable file (data files, manifests): temp file, fsync, rename."""
         tmp = self._write_temp(path, data)
         try:
-            os.replace(tmp, path)
+            with storage_errors("write", path):
+                os.replace(tmp, path)
         except BaseException:
-            self.delete(tmp)
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
             raise
 
     def try_publish(self, path: str, data: bytes) -> bool:
@@ -136,12 +215,14 @@ class FileIO:
         """
         tmp = self._write_temp(path, data)
         try:
-            os.link(tmp, path)
+            with storage_errors("publish", path):
+                os.link(tmp, path)
             return True
         except FileExistsError:
             return False
         finally:
-            os.remove(tmp)
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
 
     def overwrite_atomic(self, path: str, data: bytes) -> None:
         """Replace a small mutable file (hints, consumers) atomically."""

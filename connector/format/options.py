@@ -7,9 +7,15 @@ so in their description.
 * :class:`ConfigOption` describes one key; :class:`CoreOptions` holds the ``ConfigOption`` constants and
   wraps a table's ``dict[str, str]`` with typed accessors.
 * Pattern keys (``fields.<name>.aggregate-function`` and friends) are described by :class:`PatternOption`.
-* ``kafka.*`` keys pass through untouched (they configure the Kafka log system).
-* :func:`validate_options` rejects unknown keys (naming the nearest valid key) and malformed values
-  (naming key, value and what is allowed); :func:`check_alter` refuses changes to immutable options.
+* Every key lakelog knows is either honoured (a test fails when it is ignored) or refused when a table
+  is created or altered: an option's ``unsupported`` field holds the reason ("not supported by
+  lakelog: ..."); :data:`NOT_YET` marks Paimon features that other work will add (dynamic buckets,
+  the Kafka log system), so lifting a refusal is deleting that field. Some options are honoured for
+  some values only; their validators refuse the others (``type``, ``branch``, ``file.format``, ...).
+  Tables written by other engines open with unsupported keys in their options (``strict=False``).
+* :func:`validate_options` rejects unknown keys (naming the nearest valid key), unsupported keys and
+  malformed values (naming key, value and what is allowed); :func:`check_alter` refuses changes to
+  immutable options.
 """
 
 from __future__ import annotations
@@ -41,9 +47,14 @@ __all__ = [
     "CoreOptions",
     "ALL_OPTIONS",
     "PATTERN_OPTIONS",
-    "PASS_THROUGH_PREFIXES",
+    "NOT_YET",
+    "unsupported_reason",
+    "check_supported",
+    "check_changelog_retention",
+    "RETENTION_KEYS",
     "IMMUTABLE_KEYS",
     "AGGREGATE_FUNCTIONS",
+    "SUPPORTED_AGGREGATE_FUNCTIONS",
     "find_option",
     "validate_options",
     "check_alter",
@@ -327,7 +338,9 @@ class ConfigOption(Generic[T]):
     ``type`` is one of ``int``, ``bool``, ``str``, ``float``, ``list`` (comma-separated names),
     :class:`MemorySize`, :class:`Duration` or a str-valued :class:`enum.Enum`. ``long`` widens the range of
     an ``int`` option to 64 bits. ``validator`` returns a description of what is allowed when a parsed
-    value is not (``None`` when fine). ``fallback_keys`` are older spellings still read.
+    value is not (``None`` when fine). ``fallback_keys`` are older spellings still read. ``unsupported``
+    says why lakelog refuses the key when a table is created or altered (None: it is honoured); with
+    ``supported_values`` it refuses only the other values.
     """
 
     key: str
@@ -338,6 +351,8 @@ class ConfigOption(Generic[T]):
     long: bool = False
     validator: Validator | None = None
     fallback_keys: tuple[str, ...] = ()
+    unsupported: str | None = None
+    supported_values: tuple[Any, ...] | None = None
 
     def parse(self, raw: str, key: str | None = None) -> T:
         """Parse a raw value; :class:`OptionError` names key, value and what is allowed."""
@@ -375,6 +390,7 @@ class PatternOption:
     description: str
     validator: Validator | None = None
     immutable: bool = False
+    unsupported: str | None = None
 
     def match(self, key: str) -> str | None:
         """The field part of ``key`` if it belongs to this family, else None."""
@@ -437,6 +453,12 @@ def _stats_mode(v: str) -> str | None:
     return "expected none, counts, full or truncate(<n>)"
 
 
+def _file_name_part(v: str) -> str | None:
+    if re.fullmatch(r"[A-Za-z0-9_.=-]*", v) and not v.startswith("."):
+        return None
+    return "expected letters, digits, '_', '-', '.' or '=' (part of a file name; not starting with '.')"
+
+
 def _must_be_false(what: str) -> Validator:
     def check(v: bool) -> str | None:
         return None if v is False else f"lakelog does not support {what}"
@@ -455,13 +477,32 @@ AGGREGATE_FUNCTIONS = frozenset(
 """Aggregate function names Paimon knows (``fields.<name>.aggregate-function``)."""
 
 
+SUPPORTED_AGGREGATE_FUNCTIONS = AGGREGATE_FUNCTIONS - {
+    "avg", "rbm32", "rbm64", "nested_update", "nested_partial_update", "merge_map_with_keytime",
+    "hll_sketch", "theta_sketch",
+}
+"""The aggregate functions lakelog's merge implements (``lsm/merge/aggregators.py`` checks it)."""
+
+
 def _aggregate_function(v: str) -> str | None:
-    if v.strip().lower() in AGGREGATE_FUNCTIONS:
+    name = v.strip().lower()
+    if name in SUPPORTED_AGGREGATE_FUNCTIONS:
         return None
-    return "expected an aggregate function, one of " + ", ".join(sorted(AGGREGATE_FUNCTIONS))
+    supported = ", ".join(sorted(SUPPORTED_AGGREGATE_FUNCTIONS))
+    if name in AGGREGATE_FUNCTIONS:
+        return f"the aggregate function {name!r} is not supported by lakelog; supported: {supported}"
+    return "expected an aggregate function, one of " + supported
 
 
 _FILE_COMPRESSIONS = ("none", "uncompressed", "snappy", "gzip", "brotli", "lz4", "lz4_raw", "zstd")
+
+NOT_YET = "not yet (planned): "
+"""The prefix of the reasons of refused keys whose Paimon feature lakelog is going to add; grep for
+it to find them all."""
+
+_DYNAMIC_BUCKETS = NOT_YET + "dynamic bucket mode ('bucket' = -1, primary key) needs Paimon's hash index"
+
+
 
 
 # --------------------------------------------------------------------------------------------------
@@ -495,19 +536,25 @@ class CoreOptions:
     PARTITION: ClassVar[ConfigOption[list[str]]] = _opt(
         "partition", list, None, "Defines the partition keys by option (instead of the schema).",
         immutable=True)
-    PATH: ClassVar[ConfigOption[str]] = _opt("path", str, None, "The table's location (informational).")
+    PATH: ClassVar[ConfigOption[str]] = _opt(
+        "path", str, None, "The table's location.",
+        unsupported="the catalog decides where a table lives (<warehouse>/<database>.db/<table>)")
     CONNECTOR: ClassVar[ConfigOption[str]] = _opt(
-        "connector", str, None, "Flink connector identifier, passed through (e.g. 'paimon').")
+        "connector", str, None, "Flink connector identifier.",
+        unsupported="a key of Flink's CREATE TABLE, read by lakelog's SQL wrapper; tables do not store it")
     TYPE: ClassVar[ConfigOption[str]] = _opt(
         "type", str, "table", "Type of the table; lakelog supports normal tables only.", immutable=True,
         validator=_one_of("table"))
-    BRANCH: ClassVar[ConfigOption[str]] = _opt("branch", str, "main", "Branch name.")
+    BRANCH: ClassVar[ConfigOption[str]] = _opt(
+        "branch", str, "main", "Branch name.",
+        unsupported="lakelog reads and writes the main branch only", supported_values=("main",))
     DYNAMIC_BUCKET_TARGET_ROW_NUM: ClassVar[ConfigOption[int]] = _opt(
         "dynamic-bucket.target-row-num", int, 2_000_000,
-        "In dynamic bucket mode, the target number of rows in one bucket.", long=True, validator=_at_least(1))
+        "In dynamic bucket mode, the target number of rows in one bucket.", long=True, validator=_at_least(1),
+        unsupported=_DYNAMIC_BUCKETS)
     DYNAMIC_BUCKET_INITIAL_BUCKETS: ClassVar[ConfigOption[int]] = _opt(
         "dynamic-bucket.initial-buckets", int, None, "Initial buckets of a partition in dynamic bucket mode.",
-        immutable=True, validator=_at_least(1))
+        immutable=True, validator=_at_least(1), unsupported=_DYNAMIC_BUCKETS)
 
     # ---- files ------------------------------------------------------------------------------------
     FILE_FORMAT: ClassVar[ConfigOption[str]] = _opt(
@@ -521,15 +568,17 @@ class CoreOptions:
         validator=lambda v: None if 1 <= v <= 22 else "expected a zstd level between 1 and 22")
     FILE_BLOCK_SIZE: ClassVar[ConfigOption[MemorySize]] = _opt(
         "file.block-size", MemorySize, None, "Parquet row group size (default 128 mb).",
-        validator=_positive_size)
+        validator=_positive_size,
+        unsupported="lakelog writes Parquet row groups of 128k rows; a size in bytes is not implemented")
     TARGET_FILE_SIZE: ClassVar[ConfigOption[MemorySize]] = _opt(
         "target-file-size", MemorySize, MemorySize.of_mebibytes(128),
         "Target size of a data file (Paimon: 128 mb for primary-key tables, 256 mb for append tables).",
         validator=_positive_size)
     DATA_FILE_PREFIX: ClassVar[ConfigOption[str]] = _opt(
-        "data-file.prefix", str, "data-", "File name prefix of data files.")
+        "data-file.prefix", str, "data-", "File name prefix of data files.", validator=_file_name_part)
     CHANGELOG_FILE_PREFIX: ClassVar[ConfigOption[str]] = _opt(
-        "changelog-file.prefix", str, "changelog-", "File name prefix of changelog files.")
+        "changelog-file.prefix", str, "changelog-", "File name prefix of changelog files.",
+        validator=_file_name_part)
     FILE_SUFFIX_INCLUDE_COMPRESSION: ClassVar[ConfigOption[bool]] = _opt(
         "file.suffix.include.compression", bool, False, "Whether data file names include the compression.")
     METADATA_STATS_MODE: ClassVar[ConfigOption[str]] = _opt(
@@ -549,7 +598,9 @@ class CoreOptions:
     MANIFEST_FULL_COMPACTION_THRESHOLD_SIZE: ClassVar[ConfigOption[MemorySize]] = _opt(
         "manifest.full-compaction-threshold-size", MemorySize, MemorySize.of_mebibytes(16),
         "Size of deleted manifest entries that triggers a full manifest compaction.",
-        validator=_positive_size)
+        validator=_positive_size,
+        unsupported="lakelog merges manifests by their number ('manifest.merge-min-count'), into one set of "
+        "live entries")
     DELETION_VECTORS_ENABLED: ClassVar[ConfigOption[bool]] = _opt(
         "deletion-vectors.enabled", bool, False, "Deletion vectors mode (not supported by lakelog).",
         validator=_must_be_false("deletion vectors"))
@@ -570,7 +621,8 @@ class CoreOptions:
         "lookup-wait", bool, True, "When lookup is needed, a commit waits for the lookup compaction.",
         fallback_keys=("changelog-producer.lookup-wait",))
     FORCE_LOOKUP: ClassVar[ConfigOption[bool]] = _opt(
-        "force-lookup", bool, False, "Force lookup compaction.", immutable=True)
+        "force-lookup", bool, False, "Force lookup compaction.", immutable=True,
+        unsupported="lakelog runs lookup compaction for the 'lookup' changelog producer only")
     SEQUENCE_FIELD: ClassVar[ConfigOption[list[str]]] = _opt(
         "sequence.field", list, None, "Fields whose values order the rows of one key (instead of arrival).",
         immutable=True)
@@ -637,20 +689,25 @@ class CoreOptions:
     COMPACTION_MAX_FILE_NUM: ClassVar[ConfigOption[int]] = _opt(
         "compaction.max.file-num", int, None,
         "Append tables: file count that forces a compaction (Paimon: 50, bucketed 5).",
-        validator=_at_least(1))
+        validator=_at_least(1),
+        unsupported="append tables are compacted by 'compaction.min.file-num' only")
     FULL_COMPACTION_DELTA_COMMITS: ClassVar[ConfigOption[int]] = _opt(
         "full-compaction.delta-commits", int, None, "Run a full compaction after this many commits.",
         validator=_at_least(1))
     COMMIT_FORCE_COMPACT: ClassVar[ConfigOption[bool]] = _opt(
-        "commit.force-compact", bool, False, "Force a compaction before each commit.")
+        "commit.force-compact", bool, False, "Force a compaction before each commit.",
+        unsupported="writers compact as universal compaction picks; a forced compaction per commit is not "
+        "implemented")
 
     # ---- commit and sink ---------------------------------------------------------------------------
     COMMIT_USER_PREFIX: ClassVar[ConfigOption[str]] = _opt(
-        "commit.user-prefix", str, None, "Prefix of the commit user.")
+        "commit.user-prefix", str, None, "Prefix of the commit user.",
+        unsupported="lakelog names commit users itself (a UUID, or the commit_user a writer is given)")
     COMMIT_MAX_RETRIES: ClassVar[ConfigOption[int]] = _opt(
         "commit.max-retries", int, 10, "Retries when a commit conflicts.", validator=_at_least(0))
     COMMIT_TIMEOUT: ClassVar[ConfigOption[Duration]] = _opt(
-        "commit.timeout", Duration, None, "Give up retrying a commit after this long.")
+        "commit.timeout", Duration, None, "Give up retrying a commit after this long.",
+        unsupported="a commit gives up after 'commit.max-retries' attempts; a time limit is not implemented")
     SINK_FLUSH_INTERVAL: ClassVar[ConfigOption[Duration]] = _opt(
         "sink.flush-interval", Duration, None,
         "lakelog: how often a streaming sink flushes and commits between checkpoints (none: on checkpoints).")
@@ -681,7 +738,9 @@ class CoreOptions:
     CONSUMER_EXPIRATION_TIME: ClassVar[ConfigOption[Duration]] = _opt(
         "consumer.expiration-time", Duration, None, "Consumers not updated for this long expire.")
     CONSUMER_MODE: ClassVar[ConfigOption[ConsumerMode]] = _opt(
-        "consumer.mode", ConsumerMode, ConsumerMode.EXACTLY_ONCE, "Consistency mode of consumers.")
+        "consumer.mode", ConsumerMode, ConsumerMode.EXACTLY_ONCE, "Consistency mode of consumers.",
+        unsupported="one reader records a consumer's progress, snapshot by snapshot (exactly-once)",
+        supported_values=(ConsumerMode.EXACTLY_ONCE,))
     CONSUMER_IGNORE_PROGRESS: ClassVar[ConfigOption[bool]] = _opt(
         "consumer.ignore-progress", bool, False, "Ignore the recorded consumer progress on start.")
     ORPHAN_CLEAN_OLDER_THAN: ClassVar[ConfigOption[Duration]] = _opt(
@@ -716,31 +775,39 @@ class CoreOptions:
     SCAN_TAG_NAME: ClassVar[ConfigOption[str]] = _opt(
         "scan.tag-name", str, None, "Tag to read (from-snapshot mode).", validator=_non_empty)
     SCAN_WATERMARK: ClassVar[ConfigOption[int]] = _opt(
-        "scan.watermark", int, None, "Watermark to start from (from-snapshot mode).", long=True)
+        "scan.watermark", int, None, "Watermark to start from (from-snapshot mode).", long=True,
+        unsupported="lakelog's snapshots carry no watermark")
     SCAN_FILE_CREATION_TIME_MILLIS: ClassVar[ConfigOption[int]] = _opt(
-        "scan.file-creation-time-millis", int, None, "Only read files created after this time.", long=True)
+        "scan.file-creation-time-millis", int, None, "Only read files created after this time.", long=True,
+        unsupported="the from-file-creation-time scan mode is not implemented")
     SCAN_BOUNDED_WATERMARK: ClassVar[ConfigOption[int]] = _opt(
-        "scan.bounded.watermark", int, None, "End a streaming read at this watermark.", long=True)
+        "scan.bounded.watermark", int, None, "End a streaming read at this watermark.", long=True,
+        unsupported="lakelog's snapshots carry no watermark")
     INCREMENTAL_BETWEEN: ClassVar[ConfigOption[str]] = _opt(
         "incremental-between", str, None, "Read changes between two snapshots or tags: 'start,end'.")
     INCREMENTAL_BETWEEN_TIMESTAMP: ClassVar[ConfigOption[str]] = _opt(
         "incremental-between-timestamp", str, None, "Read changes between two timestamps: 't1,t2'.")
     INCREMENTAL_BETWEEN_SCAN_MODE: ClassVar[ConfigOption[IncrementalBetweenScanMode]] = _opt(
         "incremental-between-scan-mode", IncrementalBetweenScanMode, IncrementalBetweenScanMode.AUTO,
-        "What an incremental-between read scans.")
+        "What an incremental-between read scans: 'delta' the rows APPEND snapshots wrote, 'changelog' "
+        "the changelog files, 'diff' the difference of the two snapshots; 'auto' is 'changelog' for "
+        "tables with a changelog producer, else 'delta'.")
     CONTINUOUS_DISCOVERY_INTERVAL: ClassVar[ConfigOption[Duration]] = _opt(
         "continuous.discovery-interval", Duration, Duration.parse("10 s"),
         "Snapshot polling interval of streaming reads.")
     STREAMING_READ_OVERWRITE: ClassVar[ConfigOption[bool]] = _opt(
-        "streaming-read-overwrite", bool, False, "Streaming reads also read the changes of overwrites.")
+        "streaming-read-overwrite", bool, False, "Streaming reads also read the changes of overwrites.",
+        unsupported="lakelog writes no overwrite commits for a streaming read to follow",
+        supported_values=(False,))
     READ_BATCH_SIZE: ClassVar[ConfigOption[int]] = _opt(
-        "read.batch-size", int, 1024, "Read batch size.", validator=_at_least(1))
+        "read.batch-size", int, 1024, "Read batch size.", validator=_at_least(1),
+        unsupported="readers return merged key ranges; size batches with to_reader(max_chunksize=...)")
     SOURCE_SPLIT_TARGET_SIZE: ClassVar[ConfigOption[MemorySize]] = _opt(
         "source.split.target-size", MemorySize, MemorySize.of_mebibytes(128), "Target size of a read split.",
-        validator=_positive_size)
+        validator=_positive_size, unsupported="a read split is one partition and bucket")
     SOURCE_SPLIT_OPEN_FILE_COST: ClassVar[ConfigOption[MemorySize]] = _opt(
         "source.split.open-file-cost", MemorySize, MemorySize.of_mebibytes(4), "Cost of opening a file.",
-        validator=_positive_size)
+        validator=_positive_size, unsupported="a read split is one partition and bucket")
 
     # ---- log system -----------------------------------------------------------------------------
     LOG_SYSTEM: ClassVar[ConfigOption[LogSystem]] = _opt(
@@ -762,6 +829,10 @@ class CoreOptions:
         "log.system.replication", int, 1, "Replication factor of the log's topic.", validator=_at_least(1))
     LOG_SYSTEM_AUTO_REGISTER: ClassVar[ConfigOption[bool]] = _opt(
         "log.system.auto-register", bool, True, "Create the log's topic when the table is created.")
+    STREAMING_READ_MODE: ClassVar[ConfigOption[str]] = _opt(
+        "streaming-read-mode", str, None,
+        "Streaming reads of a table with a log read the 'log' (default) or the 'file's.",
+        validator=_one_of("log", "file"))
     LOG_IGNORE_DELETE: ClassVar[ConfigOption[bool]] = _opt(
         "log.ignore-delete", bool, False, "Leave deletes (-D, -U) out of the log.")
 
@@ -778,9 +849,13 @@ class CoreOptions:
     FIELD_LIST_AGG_DELIMITER: ClassVar[PatternOption] = PatternOption(
         "fields.*.list-agg-delimiter", str, ",", "Delimiter of listagg.")
     FIELD_NESTED_KEY: ClassVar[PatternOption] = PatternOption(
-        "fields.*.nested-key", list, None, "nested_update: key fields of the nested rows.")
+        "fields.*.nested-key", list, None, "nested_update: key fields of the nested rows.",
+        unsupported="the nested_update aggregate function is not implemented")
     FIELD_COUNT_LIMIT: ClassVar[PatternOption] = PatternOption(
-        "fields.*.count-limit", int, None, "nested_update: maximum number of nested rows.", _at_least(1))
+        "fields.*.count-limit", int, None, "nested_update: maximum number of nested rows.", _at_least(1),
+        unsupported="the nested_update aggregate function is not implemented")
+    KAFKA_PROPERTIES: ClassVar[PatternOption] = PatternOption(
+        "kafka.*", str, None, "Properties of the Kafka log system's clients.")
     FIELD_STATS_MODE: ClassVar[PatternOption] = PatternOption(
         "fields.*.stats-mode", str, None, "Column statistics mode of one field.", _stats_mode)
     FIELD_DEFAULT_VALUE: ClassVar[PatternOption] = PatternOption(
@@ -869,6 +944,12 @@ class CoreOptions:
         """Partial-update sequence groups: ``{(sequence fields...): [fields in the group]}``."""
         groups = self.fields_with(self.FIELD_SEQUENCE_GROUP)
         return {tuple(p.strip() for p in k.split(",") if p.strip()): v for k, v in groups.items()}
+
+    def stats_mode(self, field: str | None) -> str:
+        """The statistics mode of ``field`` (``fields.<f>.stats-mode``, else ``metadata.stats-mode``);
+        with ``None`` the table's mode."""
+        v = self._field_option(self.FIELD_STATS_MODE, field) if field is not None else None
+        return str(v if v is not None else self.get(self.METADATA_STATS_MODE)).strip().lower()
 
     def field_default_values(self) -> dict[str, str]:
         return self.fields_with(self.FIELD_DEFAULT_VALUE)
@@ -1066,6 +1147,10 @@ class CoreOptions:
         return self.get(self.ORPHAN_CLEAN_OLDER_THAN)
 
     @property
+    def commit_max_retries(self) -> int:
+        return self.get(self.COMMIT_MAX_RETRIES)
+
+    @property
     def sink_flush_interval(self) -> Duration | None:
         return self.get(self.SINK_FLUSH_INTERVAL)
 
@@ -1123,6 +1208,10 @@ class CoreOptions:
         return bool(self.get(self.LOG_SYSTEM_AUTO_REGISTER))
 
     @property
+    def streaming_read_mode(self) -> str:
+        return str(self.get(self.STREAMING_READ_MODE) or "log")
+
+    @property
     def log_ignore_delete(self) -> bool:
         return bool(self.get(self.LOG_IGNORE_DELETE))
 
@@ -1145,8 +1234,6 @@ def _collect_registry() -> tuple[dict[str, ConfigOption[Any]], tuple[PatternOpti
 ALL_OPTIONS, PATTERN_OPTIONS = _collect_registry()
 """Every known key (fallback spellings included) -> its option; the pattern families."""
 
-PASS_THROUGH_PREFIXES: tuple[str, ...] = ("kafka.",)
-"""Keys under these prefixes are not validated (they configure external systems)."""
 
 IMMUTABLE_KEYS: frozenset[str] = frozenset(
     {o.key for o in ALL_OPTIONS.values() if o.immutable}
@@ -1162,7 +1249,7 @@ and ``sequence.field`` because lakelog does not rescale or re-sort existing data
 
 
 def find_option(key: str) -> Union[ConfigOption[Any], PatternOption, None]:
-    """The option or pattern family a key belongs to (None for unknown and pass-through keys)."""
+    """The option or pattern family a key belongs to (None for unknown keys)."""
     opt = ALL_OPTIONS.get(key)
     if opt is not None:
         return opt
@@ -1170,6 +1257,36 @@ def find_option(key: str) -> Union[ConfigOption[Any], PatternOption, None]:
         if p.match(key) is not None:
             return p
     return None
+
+
+def check_supported(key: str, value: str) -> None:
+    """Raise :class:`OptionError` ("not supported by lakelog: <why>") when lakelog refuses
+    ``key`` = ``value`` at create and ALTER; unknown keys pass (see :func:`validate_options`)."""
+    opt = find_option(key)
+    if opt is None or opt.unsupported is None:
+        return
+    allowed = getattr(opt, "supported_values", None)
+    if allowed is None:
+        raise OptionError(f"option {key!r} is not supported by lakelog: {opt.unsupported}")
+    if opt.parse(value, key) not in allowed:
+        shown = " or ".join(repr(_format_value(v)) for v in allowed)
+        raise OptionError(
+            f"option {key!r} = {value!r} is not supported by lakelog (only {shown}): {opt.unsupported}"
+        )
+
+
+def unsupported_reason(key: str, value: str | None = None) -> str | None:
+    """Why lakelog refuses ``key`` (= ``value``) at create and ALTER, or None when it is honoured
+    (or unknown). Without ``value``, options honoured for some values only count as honoured."""
+    opt = find_option(key)
+    if opt is None or opt.unsupported is None:
+        return None
+    allowed = getattr(opt, "supported_values", None)
+    if allowed is None:
+        return opt.unsupported
+    if value is None or opt.parse(value, key) in allowed:
+        return None
+    return opt.unsupported
 
 
 def _nearest_key(key: str) -> str | None:
@@ -1231,15 +1348,14 @@ def _check_scan_options(options: Mapping[str, str]) -> None:
 def validate_options(options: Mapping[str, str], strict: bool = True) -> None:
     """Check every key and value.
 
-    Unknown keys raise :class:`OptionError` naming the nearest valid key (not with ``strict=False``);
+    Unknown keys raise :class:`OptionError` naming the nearest valid key, and keys lakelog does not
+    support say so (neither with ``strict=False``, which reads tables other engines wrote);
     malformed values raise naming key, value and what is allowed. Cross-option rules checked here:
-    retained snapshot bounds and the scan-mode rules.
+    retained snapshot bounds, changelog retention and the scan-mode rules.
     """
     for key, value in options.items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise OptionError(f"option {key!r} = {value!r}: keys and values must be strings")
-        if key.startswith(PASS_THROUGH_PREFIXES):
-            continue
         opt = find_option(key)
         if opt is None:
             if not strict:
@@ -1248,6 +1364,8 @@ def validate_options(options: Mapping[str, str], strict: bool = True) -> None:
             hint = f"; did you mean {near!r}?" if near else ""
             raise OptionError(f"unknown table option {key!r}{hint}")
         opt.parse(value, key)
+        if strict:
+            check_supported(key, value)
 
     def val(o: ConfigOption[Any]) -> Any:
         for k in (o.key, *o.fallback_keys):
@@ -1262,13 +1380,34 @@ def validate_options(options: Mapping[str, str], strict: bool = True) -> None:
             f"option 'snapshot.num-retained.min' = {lo} must not be larger than "
             f"'snapshot.num-retained.max' = {hi}"
         )
-    clo, chi = val(c.CHANGELOG_NUM_RETAINED_MIN), val(c.CHANGELOG_NUM_RETAINED_MAX)
-    if clo is not None and chi is not None and clo > chi:
-        raise OptionError(
-            f"option 'changelog.num-retained.min' = {clo} must not be larger than "
-            f"'changelog.num-retained.max' = {chi}"
-        )
     _check_scan_options(options)
+
+
+_RETENTION_PAIRS = (
+    (CoreOptions.CHANGELOG_NUM_RETAINED_MIN, CoreOptions.SNAPSHOT_NUM_RETAINED_MIN),
+    (CoreOptions.CHANGELOG_NUM_RETAINED_MAX, CoreOptions.SNAPSHOT_NUM_RETAINED_MAX),
+    (CoreOptions.CHANGELOG_TIME_RETAINED, CoreOptions.SNAPSHOT_TIME_RETAINED),
+)
+RETENTION_KEYS = frozenset(o.key for pair in _RETENTION_PAIRS for o in pair)
+
+
+def check_changelog_retention(options: Mapping[str, str]) -> None:
+    """Refuse a changelog retention that differs from the snapshot retention.
+
+    Paimon keeps changelogs longer than their snapshots in separate ``changelog/`` files; lakelog's
+    changelog lives and expires with its snapshot, so only values equal to the snapshot retention
+    are honoured (leaving them unset means exactly that)."""
+    for copt, sopt in _RETENTION_PAIRS:
+        if copt.key not in options:
+            continue
+        given = copt.parse(options[copt.key])
+        snap = _normalized(sopt.key, options)
+        if given != snap:
+            raise OptionError(
+                f"option {copt.key!r} = {options[copt.key]!r} is not supported by lakelog: a changelog "
+                f"is kept as long as its snapshot, so it must equal {sopt.key!r} ({_format_value(snap)}); "
+                "leave it unset"
+            )
 
 
 def _normalized(key: str, options: Mapping[str, str]) -> Any:

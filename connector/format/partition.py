@@ -18,14 +18,25 @@ from __future__ import annotations
 import datetime
 import decimal
 import math
+import re
 from collections.abc import Sequence
 from typing import Any, Optional
 
 import numpy as np
 
+from lakelog.connector.errors import InvalidInputError, OptionError
+from lakelog.connector.format.options import CoreOptions
 from lakelog.connector.format.types import DataType
 
-__all__ = ["partition_path", "partition_value_string", "escape_path_name", "DEFAULT_PARTITION_NAME"]
+__all__ = [
+    "partition_path",
+    "partition_value_string",
+    "escape_path_name",
+    "DEFAULT_PARTITION_NAME",
+    "java_pattern_to_strptime",
+    "partition_time",
+    "check_partition_time_options",
+]
 
 DEFAULT_PARTITION_NAME = "__DEFAULT_PARTITION__"
 
@@ -34,6 +45,7 @@ DEFAULT_PARTITION_NAME = "__DEFAULT_PARTITION__"
 _ESCAPED = set("\"#%'*/:=?\\\x7f{}[]^") | {chr(c) for c in range(0x20)}
 _EPOCH_DAY = datetime.date(1970, 1, 1)
 _DEFAULT_TIMESTAMP_PRECISION = 6
+_MAX_DIRECTORY_NAME_BYTES = 255
 
 
 def escape_path_name(value: str) -> str:
@@ -133,5 +145,89 @@ def partition_path(
             s = default_name
         else:
             s = partition_value_string(v, types[i] if types is not None else None, legacy=legacy_name)
-        parts.append(f"{escape_path_name(name)}={escape_path_name(s)}")
+        part = f"{escape_path_name(name)}={escape_path_name(s)}"
+        if len(part.encode("utf-8")) > _MAX_DIRECTORY_NAME_BYTES:
+            raise InvalidInputError(
+                f"partition value {_shorten(s)} of column {name!r} is too long: its directory name "
+                f"{name}=... takes {len(part.encode('utf-8'))} bytes after escaping, and file systems "
+                f"allow {_MAX_DIRECTORY_NAME_BYTES}"
+            )
+        parts.append(part)
     return "/".join(parts)
+
+
+def _shorten(text: str, keep: int = 40) -> str:
+    return repr(text) if len(text) <= keep else repr(text[:keep]) + f"... ({len(text)} characters)"
+
+
+# ---- partition times (partition.timestamp-pattern / -formatter) ----------------------------------
+_JAVA_FIELDS = {"yyyy": "%Y", "uuuu": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
+_DEFAULT_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H", "%Y-%m-%d")
+
+
+def java_pattern_to_strptime(pattern: str) -> str:
+    """``yyyy-MM-dd HH:mm:ss`` -> ``%Y-%m-%d %H:%M:%S`` (the date-time letters partitions use,
+    quoted literals ``'T'``); other pattern letters raise :class:`OptionError`."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "'":
+            end = pattern.find("'", i + 1)
+            if end < 0:
+                raise OptionError(f"option 'partition.timestamp-formatter' = {pattern!r}: unclosed quote")
+            out.append(pattern[i + 1 : end].replace("%", "%%") or "'")
+            i = end + 1
+            continue
+        if c.isalpha():
+            j = i
+            while j < len(pattern) and pattern[j] == c:
+                j += 1
+            token = pattern[i:j]
+            if token not in _JAVA_FIELDS:
+                raise OptionError(
+                    f"option 'partition.timestamp-formatter' = {pattern!r}: lakelog reads the pattern "
+                    f"letters {', '.join(_JAVA_FIELDS)}, not {token!r}"
+                )
+            out.append(_JAVA_FIELDS[token])
+            i = j
+            continue
+        out.append("%%" if c == "%" else c)
+        i += 1
+    return "".join(out)
+
+
+def partition_time(
+    keys: Sequence[str], texts: Sequence[str], pattern: Optional[str], formatter: Optional[str]
+) -> Optional[datetime.datetime]:
+    """The time of a partition with values ``texts`` (its fields ``keys``), or None if it does not
+    parse."""
+    if pattern is None:
+        text = texts[0]
+    else:
+        text = pattern
+        for k, v in sorted(zip(keys, texts), key=lambda kv: -len(kv[0])):  # $hour before $h
+            text = text.replace(f"${k}", v)
+    formats = (java_pattern_to_strptime(formatter),) if formatter else _DEFAULT_FORMATS
+    for fmt in formats:
+        try:
+            return datetime.datetime.strptime(text.strip(), fmt)
+        except ValueError:
+            continue
+    return None
+
+
+def check_partition_time_options(options: CoreOptions, partition_keys: Sequence[str]) -> None:
+    """Refuse a formatter lakelog cannot read and a pattern naming unknown fields (at create and
+    ALTER)."""
+    formatter = options.get(CoreOptions.PARTITION_TIMESTAMP_FORMATTER)
+    if formatter:
+        java_pattern_to_strptime(formatter)
+    pattern = options.get(CoreOptions.PARTITION_TIMESTAMP_PATTERN)
+    if pattern:
+        for name in re.findall(r"\$([A-Za-z_][A-Za-z0-9_]*)", pattern):
+            if name not in partition_keys:
+                raise OptionError(
+                    f"option 'partition.timestamp-pattern' = {pattern!r} names ${name}, which is not a "
+                    f"partition field {list(partition_keys)}"
+                )

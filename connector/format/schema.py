@@ -231,6 +231,8 @@ class TableSchema:
         if not isinstance(schema, pa.Schema):
             raise SchemaError(f"expected a pyarrow.Schema, got {type(schema).__name__}")
         names = list(schema.names)
+        if not names:
+            raise SchemaError("a table needs at least one column; the schema has none")
         dups = sorted({n for n in names if names.count(n) > 1})
         if dups:
             raise SchemaError(f"duplicate column name(s) {dups}")

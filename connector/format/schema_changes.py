@@ -19,6 +19,7 @@ from lakelog.connector.errors import (
 from lakelog.connector.format.options import (
     CoreOptions,
     check_alter,
+    check_supported,
 )
 from lakelog.connector.format.schema import CURRENT_VERSION, TableSchema
 from lakelog.connector.format.schema_validation import FIELD_OPTION_PATTERNS, check_column_name
@@ -284,6 +285,7 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange]) -> Table
         if isinstance(ch, SetOption):
             if not isinstance(ch.key, str) or not isinstance(ch.value, str):
                 raise OptionError(f"option {ch.key!r} = {ch.value!r}: keys and values must be strings")
+            check_supported(ch.key, ch.value)
             options[ch.key] = ch.value
             touched_options.add(ch.key)
         elif isinstance(ch, RemoveOption):

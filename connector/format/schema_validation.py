@@ -13,13 +13,17 @@ from lakelog.connector.errors import (
     OptionError,
     SchemaError,
 )
+from lakelog.connector.format.defaults import default_values
 from lakelog.connector.format.key_value import KEY_PREFIX, SYSTEM_FIELD_NAMES
 from lakelog.connector.format.options import (
+    RETENTION_KEYS,
     ChangelogProducer,
     CoreOptions,
     MergeEngine,
+    check_changelog_retention,
     validate_options,
 )
+from lakelog.connector.format.partition import check_partition_time_options
 from lakelog.connector.format.types import NESTED_ROOTS, DataField, highest_field_id, type_to_string
 
 if TYPE_CHECKING:
@@ -107,9 +111,13 @@ def validate_schema(schema: TableSchema, strict_keys: Iterable[str] | None = Non
 
     if strict_keys is None:
         validate_options(schema.options, strict=True)
+        check_changelog_retention(schema.options)
     else:
+        touched = set(strict_keys)
         validate_options(schema.options, strict=False)
-        validate_options({k: schema.options[k] for k in strict_keys if k in schema.options}, strict=True)
+        validate_options({k: schema.options[k] for k in touched if k in schema.options}, strict=True)
+        if touched & RETENTION_KEYS:
+            check_changelog_retention(schema.options)
     core = CoreOptions(schema.options, strict=False)
     _validate_bucket(schema, core, names)
     _validate_merge_options(schema, core, names, by_name)
@@ -156,14 +164,6 @@ def _validate_merge_options(
         raise OptionError(
             f"'changelog-producer' = '{producer.value}' needs a primary key; append tables have none"
         )
-    if core.get(CoreOptions.STREAMING_READ_OVERWRITE):
-        if not has_pk:
-            raise OptionError("'streaming-read-overwrite' needs a primary key")
-        if producer in (ChangelogProducer.FULL_COMPACTION, ChangelogProducer.LOOKUP):
-            raise OptionError(
-                f"'streaming-read-overwrite' cannot be true with changelog-producer '{producer.value}' "
-                "(it would read duplicated changes)"
-            )
     engine = core.merge_engine
     if engine == MergeEngine.FIRST_ROW and producer not in (
         ChangelogProducer.NONE, ChangelogProducer.LOOKUP
@@ -174,6 +174,14 @@ def _validate_merge_options(
         )
     if schema.options.get("partition.expiration-time") is not None and not schema.partition_keys:
         raise OptionError("'partition.expiration-time' needs a partitioned table")
+    check_partition_time_options(core, schema.partition_keys)
+    ignored = core.get(CoreOptions.CHANGELOG_PRODUCER_ROW_DEDUPLICATE_IGNORE_FIELDS) or []
+    unknown = [c for c in ignored if c not in names]
+    if unknown:
+        raise OptionError(
+            f"'changelog-producer.row-deduplicate-ignore-fields' names unknown column(s) {unknown} "
+            f"(columns: {names})"
+        )
     rowkind = core.rowkind_field
     if rowkind is not None and rowkind not in names:
         raise OptionError(f"'rowkind.field' names unknown column {rowkind!r} (columns: {names})")
@@ -219,3 +227,10 @@ def _validate_merge_options(
     for name in defaults:
         if name in schema.primary_keys or name in schema.partition_keys:
             raise OptionError(f"key column {name!r} must not have a default value")
+    if defaults and engine == MergeEngine.PARTIAL_UPDATE:
+        raise OptionError(
+            f"option {CoreOptions.FIELD_DEFAULT_VALUE.key_for(next(iter(defaults)))!r} is not supported by "
+            "lakelog with merge-engine 'partial-update': a write fills nulls with the default, and a null "
+            "there means 'keep the current value'"
+        )
+    default_values(schema.fields, schema.options)  # each parses as a value of its column's type

@@ -24,7 +24,7 @@ from lakelog.connector.errors import (
 )
 from lakelog.connector.format.binary_row import deserialize_row
 from lakelog.connector.format.consumers import ConsumerManager
-from lakelog.connector.format.data_file import DataFileWriter
+from lakelog.connector.format.data_file import DataFileWriter, StatsMode
 from lakelog.connector.format.fileio import FileIO
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.manifest import ManifestEntry, ManifestFileMeta, merge_entries
@@ -174,10 +174,15 @@ class TableStore:
             else os.path.join(self.path, f"bucket-{bucket}")
         )
 
-    def file_writer(self, partition: bytes, bucket: int, *, prefix: str = "data-") -> DataFileWriter:
-        """How this table writes data (or, with ``prefix="changelog-"``, changelog) files of a bucket."""
+    def file_writer(self, partition: bytes, bucket: int, *, changelog: bool = False) -> DataFileWriter:
+        """How this table writes data (or, with ``changelog``, changelog) files of a bucket; file
+        names follow ``data-file.prefix`` / ``changelog-file.prefix`` and
+        ``file.suffix.include.compression`` (``data-<uuid>-0.zstd.parquet``)."""
         opts = self.options
         schema = self.schema
+        prefix = opts.get(opts.CHANGELOG_FILE_PREFIX if changelog else opts.DATA_FILE_PREFIX)
+        with_codec = opts.get(opts.FILE_SUFFIX_INCLUDE_COMPRESSION)
+        suffix = f".{opts.file_compression}.parquet" if with_codec else ".parquet"
         return DataFileWriter(
             bucket_dir=self.bucket_dir(partition, bucket),
             schema_id=schema.id,
@@ -189,6 +194,9 @@ class TableStore:
             compression_level=opts.file_compression_zstd_level if opts.file_compression == "zstd" else None,
             target_file_size=opts.target_file_size_for(bool(schema.primary_keys)),
             file_prefix=prefix,
+            file_suffix=suffix,
+            value_stats_modes=[StatsMode.parse(opts.stats_mode(f.name)) for f in schema.fields],
+            key_stats_mode=_key_stats_mode(StatsMode.parse(opts.stats_mode(None))),
             file_schema=file_schema(self),
         )
 
@@ -247,6 +255,12 @@ class TableStore:
 
     def delta_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
         return self.entries_of(self.manifest_metas(snapshot, delta_only=True))
+
+
+def _key_stats_mode(table_mode: StatsMode) -> StatsMode:
+    """Key statistics are always kept (primary-key tables are pruned by them, and pypaimon keeps
+    them too); the table's mode decides only how long strings are: ``full`` keeps them whole."""
+    return table_mode if table_mode.min_max else StatsMode("truncate", 16)
 
 
 def file_schema(store: TableStore) -> pa.Schema:

@@ -42,6 +42,7 @@ __all__ = [
     "KIND_HEADER",
     "USER_HEADER",
     "COMMIT_HEADER",
+    "SCHEMA_HEADER",
     "LogRecords",
     "encode_changes",
     "decode_values",
@@ -49,6 +50,7 @@ __all__ = [
 ]
 
 KIND_HEADER = "lakelog.kind"
+SCHEMA_HEADER = "lakelog.schema"  # the table schema id the record's row is written in
 USER_HEADER = "lakelog.user"
 COMMIT_HEADER = "lakelog.commit"
 

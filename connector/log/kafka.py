@@ -40,7 +40,7 @@ T = TypeVar("T")
 #: to its snapshot's publication (well under a second normally), so this is only a ceiling.
 DEFAULT_TRANSACTION_TIMEOUT_MS = 15_000
 #: How long a client waits for the broker before giving up with a clear error.
-DEFAULT_REQUEST_TIMEOUT_S = 15.0
+DEFAULT_REQUEST_TIMEOUT_S = 10.0
 
 
 def kafka_module() -> Any:

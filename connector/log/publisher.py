@@ -41,7 +41,14 @@ import pyarrow as pa
 
 from lakelog.connector.errors import LogSystemError
 from lakelog.connector.format.snapshot import Snapshot
-from lakelog.connector.log.codec import COMMIT_HEADER, KIND_HEADER, USER_HEADER, encode_changes, kind_header
+from lakelog.connector.log.codec import (
+    COMMIT_HEADER,
+    KIND_HEADER,
+    SCHEMA_HEADER,
+    USER_HEADER,
+    encode_changes,
+    kind_header,
+)
 from lakelog.connector.log.kafka import DEFAULT_REQUEST_TIMEOUT_S, LogConfig, kafka_module, retrying
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,6 +77,7 @@ class BucketChanges:
     bucket: int
     rows: pa.Table
     kinds: np.ndarray
+    schema_id: int  # the table schema the rows are in
 
 
 ChangesOf = Callable[[Snapshot], Optional[list[BucketChanges]]]  # None: the snapshot's files expired
@@ -104,6 +112,7 @@ class LogPublisher:
         self._marker_consumer: Optional[Consumer] = None
         self._partitions: Optional[int] = None
         self._in_txn = False
+        self._was_fatal = False
         self._offsets: dict[int, int] = {}
         self._errors: list[str] = []
 
@@ -131,6 +140,9 @@ class LogPublisher:
 
     def _reset(self) -> None:
         """Forget the producer (after it was fenced or failed): the next commit starts a new one."""
+        if self._producer is not None and self._in_txn:
+            with contextlib.suppress(Exception):  # best effort: a new producer aborts it anyway
+                self._producer.abort_transaction(1.0)
         self._producer = None
         if self._marker_consumer is not None:
             with contextlib.suppress(Exception):  # best effort
@@ -171,31 +183,49 @@ class LogPublisher:
         """Publish the snapshots after the marker up to ``latest`` that nobody published, then open
         the transaction of the commit to come. A producer fenced by another process's is replaced
         (which fences that one in turn: the table's log has one publisher at a time)."""
-        ck = kafka_module()
         for attempt in range(2):
             try:
-                self._ensure()
-                marker = self.marker()
-                target = latest.id if latest is not None else 0
-                if marker is None:
-                    marker = target  # a new log: history before it is not replayed
-                if marker < target:
-                    self._publish_missing(marker, target, changes_of, snapshot_of)
-                self._begin_txn()
+                self.catch_up(latest, changes_of, snapshot_of)
+                self._guarded(self._begin_txn)
                 return
-            except ck.KafkaException as e:
-                if attempt == 0 and _fatal(e):
-                    log.info(
-                        "producer of %s was fenced by another writer; taking over", self.config.describe()
-                    )
-                    self._reset()
-                    continue
-                self._fail(e)
-            except LogSystemError as e:
-                if attempt == 0 and isinstance(e.__cause__, ck.KafkaException) and _fatal(e.__cause__):
-                    self._reset()
-                    continue
+            except LogSystemError:
+                if attempt == 1 or not self._was_fatal:
+                    raise
+                log.info("producer of %s was fenced by another writer; taking over", self.config.describe())
+
+    def catch_up(
+        self,
+        latest: Optional[Snapshot],
+        changes_of: ChangesOf,
+        snapshot_of: Callable[[int], Optional[Snapshot]],
+    ) -> None:
+        """Publish the snapshots after the marker up to ``latest`` that nobody published."""
+
+        def run() -> None:
+            self._ensure()
+            marker = self.marker()
+            target = latest.id if latest is not None else 0
+            if marker is None:
+                marker = target  # a new log: history before it is not replayed
+            if marker < target:
+                self._publish_missing(marker, target, changes_of, snapshot_of)
+
+        self._guarded(run)
+
+    def _guarded(self, call: Callable[[], None]) -> None:
+        """Run ``call``; any Kafka failure drops the producer (the next use starts a new one, which
+        fences and aborts what the old one left open) and raises :class:`LogSystemError`."""
+        ck = kafka_module()
+        self._was_fatal = False
+        try:
+            call()
+        except (ck.KafkaException, LogSystemError, BufferError) as e:
+            cause = e.__cause__ if isinstance(e, LogSystemError) else e
+            self._was_fatal = isinstance(cause, ck.KafkaException) and _fatal(cause)
+            self._reset()
+            if isinstance(e, LogSystemError):
                 raise
+            raise LogSystemError(f"Kafka transaction for {self.config.describe()} failed: {e}") from e
 
     def _begin_txn(self) -> None:
         assert self._producer is not None
@@ -219,7 +249,7 @@ class LogPublisher:
             if snap is None or changes is None:
                 gap.append(sid)
                 continue
-            self.produce(snap.commit_user, snap.commit_identifier, snap.commit_kind, changes)
+            self._produce(snap.commit_user, snap.commit_identifier, snap.commit_kind, changes)
         if gap:
             log.error(
                 "snapshots %s-%s of %s expired before their changes reached the log; readers crossing them "
@@ -246,6 +276,11 @@ class LogPublisher:
 
     def produce(self, user: str, identifier: int, commit_kind: str, changes: Sequence[BucketChanges]) -> None:
         """Send one snapshot's changes into the open transaction (call :meth:`end_offsets` after)."""
+        self._guarded(lambda: self._produce(user, identifier, commit_kind, changes))
+
+    def _produce(
+        self, user: str, identifier: int, commit_kind: str, changes: Sequence[BucketChanges]
+    ) -> None:
         config = self.config
         producer = self._producer
         assert producer is not None and self._partitions is not None and self._in_txn
@@ -270,6 +305,7 @@ class LogPublisher:
                 keep = (kinds == 0) | (kinds == 2)
                 rows, kinds = rows.filter(pa.array(keep)), kinds[keep]
             records = encode_changes(rows, kinds, config.primary_keys, upsert=config.upsert)
+            schema = (SCHEMA_HEADER, str(ch.schema_id).encode())
             partition = records_partition(ch.bucket, self._partitions, self.config.topic)
             kind_headers = [kind_header(int(k)) for k in records.kinds]
             for key, value, kind in zip(records.keys, records.values, kind_headers):
@@ -280,7 +316,7 @@ class LogPublisher:
                             value=value,
                             key=key,
                             partition=partition,
-                            headers=[(KIND_HEADER, kind), *headers_base],
+                            headers=[(KIND_HEADER, kind), schema, *headers_base],
                             on_delivery=delivered,
                         )
                         break
@@ -290,6 +326,11 @@ class LogPublisher:
 
     def end_offsets(self) -> dict[int, int]:
         """Flush the open transaction's records; ``{partition: offset after its records}``."""
+        out: dict[int, int] = {}
+        self._guarded(lambda: out.update(self._end_offsets()))
+        return out
+
+    def _end_offsets(self) -> dict[int, int]:
         assert self._producer is not None
         remaining = self._producer.flush(DEFAULT_REQUEST_TIMEOUT_S * 2)
         if remaining or self._errors:
@@ -302,32 +343,27 @@ class LogPublisher:
     def commit(self, snapshot_id: int) -> None:
         """Commit the open transaction with the marker = ``snapshot_id``."""
         ck = kafka_module()
-        assert self._producer is not None and self._marker_consumer is not None
-        try:
-            self.end_offsets()
+
+        def run() -> None:
+            assert self._producer is not None and self._marker_consumer is not None
+            self._end_offsets()
             tp = ck.TopicPartition(self.config.topic, 0, snapshot_id)
             self._producer.send_offsets_to_transaction([tp], self._marker_consumer.consumer_group_metadata())
             self._producer.commit_transaction(DEFAULT_REQUEST_TIMEOUT_S)
             self._in_txn = False
-        except ck.KafkaException as e:
-            self._fail(e)
+
+        self._guarded(run)
 
     def abort(self) -> None:
+        """Abort the open transaction (its records are never visible to read-committed readers)."""
         if self._producer is None or not self._in_txn:
             return
         ck = kafka_module()
         try:
             self._producer.abort_transaction(DEFAULT_REQUEST_TIMEOUT_S)
+            self._in_txn = False
         except ck.KafkaException:
             self._reset()
-        self._in_txn = False
-
-    def _fail(self, e: Exception) -> None:
-        if _fatal(e):
-            self._reset()
-        else:
-            self.abort()
-        raise LogSystemError(f"Kafka transaction for {self.config.describe()} failed: {e}") from e
 
 
 def _fatal(e: BaseException) -> bool:

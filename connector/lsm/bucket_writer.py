@@ -27,6 +27,7 @@ import pyarrow.ipc as ipc
 
 from lakelog.connector.errors import MissingFileError
 from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.fileio import storage_errors
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.options import ChangelogProducer
@@ -85,6 +86,7 @@ class KeyValueBucketWriter:
         self.changelog: list[DataFileMeta] = []
         self.compacted = CompactResult()
         self.spills: list[str] = []
+        self._spilled_bytes = 0
         self.commits = 0
         self.compactor = BucketCompactor(self.store, partition, bucket, self.levels)
         self._running: Optional[Future[CompactResult]] = None  # the compaction in flight
@@ -111,13 +113,21 @@ class KeyValueBucketWriter:
         if self._lookup:
             keys = merged.select([key_column(k) for k in tw.keys]).rename_columns(tw.keys)
             self._pending_keys.append((self.next_seq - 1, keys))
-        if spill:
+        if spill and self._spill_fits(merged):
             path = os.path.join(tw.spill_dir(), f"{self.bucket}-{id(self)}-{len(self.spills)}.arrow")
-            with ipc.new_file(path, merged.schema) as sink:
+            with storage_errors("spill the write buffer to", path), ipc.new_file(path, merged.schema) as sink:
                 sink.write_table(merged, max_chunksize=64 * 1024)
             self.spills.append(path)
+            self._spilled_bytes += os.path.getsize(path)
         else:
             self._write_level0(merged)
+
+    def _spill_fits(self, merged: pa.Table) -> bool:
+        """Whether spilling ``merged`` keeps this bucket's spills within
+        ``write-buffer-spill.max-disk-size``; past it the buffer is flushed to a level-0 file
+        instead, as Paimon's spillable buffer does when its disk budget is used up."""
+        limit = self.store.options.get(self.store.options.WRITE_BUFFER_SPILL_MAX_DISK_SIZE)
+        return limit is None or self._spilled_bytes + merged.nbytes <= int(limit)
 
     def _write_level0(self, sorted_run: pa.Table | Iterator[pa.Table]) -> None:
         writer = self.store.file_writer(self.partition, self.bucket).rolling(level=0)
@@ -156,6 +166,7 @@ class KeyValueBucketWriter:
         for p in self.spills:
             os.remove(p)
         self.spills = []
+        self._spilled_bytes = 0
 
     # ---- compaction -------------------------------------------------------------------------
     def _pick(self, *, full: bool = False, level0: bool = False) -> Optional[CompactUnit]:
@@ -354,6 +365,7 @@ class KeyValueBucketWriter:
         for p in self.spills:
             fio.delete(p)
         self.new_files, self.changelog, self.compacted, self.spills = [], [], CompactResult(), []
+        self._spilled_bytes = 0
 
 
 class AppendBucketWriter:

@@ -24,9 +24,7 @@ from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.diff import diff_by_key, semi_join
 from lakelog.connector.lsm.split import Split
 
-__all__ = ["CHANGELOG_PREFIX", "to_kv_layout", "write_changelog", "keyed_state", "state_change"]
-
-CHANGELOG_PREFIX = "changelog-"
+__all__ = ["to_kv_layout", "write_changelog", "keyed_state", "state_change"]
 
 
 def to_kv_layout(store: TableStore, rows: pa.Table, kinds: np.ndarray, seq: np.ndarray | int) -> pa.Table:
@@ -51,7 +49,7 @@ def write_changelog(
 ) -> list[DataFileMeta]:
     if kv_rows.num_rows == 0:
         return []
-    return store.file_writer(partition, bucket, prefix=CHANGELOG_PREFIX).write(kv_rows, level=0)
+    return store.file_writer(partition, bucket, changelog=True).write(kv_rows, level=0)
 
 
 def keyed_state(
@@ -83,7 +81,12 @@ def state_change(
     """Changelog (key-value layout) for ``keys`` between two sets of files of one bucket."""
     old = keyed_state(store, partition, bucket, before_files, keys)
     new = keyed_state(store, partition, bucket, after_files, keys)
+    opts = store.options
     rows, kinds = diff_by_key(
-        old, new, store.key_names, dedupe=store.options.changelog_producer_row_deduplicate
+        old,
+        new,
+        store.key_names,
+        dedupe=opts.changelog_producer_row_deduplicate,
+        ignore=opts.get(opts.CHANGELOG_PRODUCER_ROW_DEDUPLICATE_IGNORE_FIELDS) or (),
     )
     return to_kv_layout(store, rows, kinds, seq)

@@ -29,13 +29,19 @@ def semi_join(table: pa.Table, keys_table: pa.Table, keys: Sequence[str]) -> pa.
 
 
 def diff_by_key(
-    old: pa.Table, new: pa.Table, pk: Sequence[str], *, dedupe: bool = True
+    old: pa.Table,
+    new: pa.Table,
+    pk: Sequence[str],
+    *,
+    dedupe: bool = True,
+    ignore: Sequence[str] = (),
 ) -> tuple[pa.Table, np.ndarray]:
     """Changelog turning ``old`` into ``new`` (both one row per key, same columns).
 
     Returns the rows (sorted by key) and their kinds: a key only in ``new`` is +I, only in ``old``
     -D, in both -U (old row) then +U (new row). With ``dedupe``, keys whose rows are equal give
     nothing; without it they give an identical -U/+U pair (Paimon's default for rewritten keys).
+    ``ignore`` names columns left out of that comparison.
     """
     schema = new.schema
     old = old.select(schema.names).cast(schema)
@@ -60,7 +66,7 @@ def diff_by_key(
         kinds[first] = RowKind.UPDATE_BEFORE
         kinds[first + 1] = RowKind.UPDATE_AFTER
         if dedupe:
-            values = [c for c in schema.names if c not in pk]
+            values = [c for c in schema.names if c not in pk and c not in ignore]
             same = ~rows_differ_pairwise(both, values, first, first + 1)
             keep[first[same]] = False
             keep[first[same] + 1] = False

@@ -17,16 +17,16 @@ from lakelog.connector.format.data_file import read_data_file
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER
 from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.store import TableStore
-from lakelog.connector.lsm.changelog import CHANGELOG_PREFIX
 
 __all__ = ["rebase_file"]
 
 
 def rebase_file(
-    store: TableStore, partition: bytes, bucket: int, f: DataFileMeta, offset: int
+    store: TableStore, partition: bytes, bucket: int, f: DataFileMeta, offset: int, *, changelog: bool = False
 ) -> list[DataFileMeta]:
-    """Write a copy of the uncommitted key-value file ``f`` of one bucket with its sequence numbers
-    raised by ``offset``; return the new file's metadata (the original is left in place)."""
+    """Write a copy of the uncommitted key-value file ``f`` (a data file, or with ``changelog`` a
+    changelog file) of one bucket with its sequence numbers raised by ``offset``; return the new
+    file's metadata (the original is left in place)."""
     if f.schema_id != store.schema.id:
         raise CommitConflictError(
             f"cannot rebase data file {f.file_name} of {store.path}: it was written with schema "
@@ -37,6 +37,5 @@ def rebase_file(
     i = table.schema.get_field_index(SEQUENCE_NUMBER)
     shifted = pc.add(table.column(i), pa.scalar(offset, pa.int64()))
     table = table.set_column(i, table.schema.field(i), shifted)
-    prefix = CHANGELOG_PREFIX if f.file_name.startswith(CHANGELOG_PREFIX) else "data-"
-    writer = store.file_writer(partition, bucket, prefix=prefix)
+    writer = store.file_writer(partition, bucket, changelog=changelog)
     return writer.write(table, level=f.level, file_source=f.file_source or 0)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
 import pyarrow as pa
 
 from lakelog.connector.errors import InvalidInputError, SchemaError
+from lakelog.connector.format.types import DataType
+from lakelog.connector.table.coercion import coerce_column
 
 __all__ = ["to_arrow_table", "conform"]
 
@@ -39,13 +41,18 @@ def conform(
     *,
     required: Sequence[str] | None = None,
     allow_missing: bool = False,
+    types: Optional[Mapping[str, DataType]] = None,
+    defaults: Optional[Mapping[str, pa.Scalar]] = None,
 ) -> pa.Table:
     """Reorder and cast ``table`` to ``schema``.
 
     Unknown columns raise :class:`SchemaError` naming them. A missing column is filled with nulls
     when it is nullable (or when ``allow_missing``); ``required`` columns must be present. A value
-    that cannot be cast safely raises :class:`SchemaError` naming the column. Nulls in a NOT NULL
-    column raise :class:`InvalidInputError` naming the column.
+    that cannot be held exactly raises :class:`SchemaError` naming the column: Arrow's safe cast,
+    plus, given the columns' Paimon ``types``, the rules of
+    :mod:`lakelog.connector.table.coercion` (decimal scale, time zones, lengths). Nulls in a NOT
+    NULL column raise :class:`InvalidInputError` naming the column. Columns with ``defaults``
+    (``fields.<name>.default-value``) have their nulls filled, or are filled when missing.
     """
     names = set(table.column_names)
     extra = [c for c in table.column_names if schema.get_field_index(c) < 0]
@@ -61,19 +68,17 @@ def conform(
     fields = []
     for f in schema:
         if f.name in names:
-            col = table.column(f.name)
-            if col.type != f.type:
-                try:
-                    col = col.cast(f.type, safe=True)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-                    raise SchemaError(
-                        f"column {f.name!r} has type {col.type}, which cannot be stored as {f.type}: {e}"
-                    ) from None
+            col = coerce_column(table.column(f.name), f.type, types.get(f.name) if types else None, f.name)
+            if defaults and f.name in defaults and col.null_count:
+                col = col.fill_null(defaults[f.name])
             if not f.nullable and col.null_count:
                 raise InvalidInputError(
                     f"column {f.name!r} is NOT NULL but the input holds {col.null_count} null(s)"
                 )
             arrays.append(col)
+            fields.append(f)
+        elif defaults and f.name in defaults:
+            arrays.append(pa.nulls(table.num_rows, f.type).fill_null(defaults[f.name]))
             fields.append(f)
         else:
             if not f.nullable and not allow_missing:

@@ -21,6 +21,7 @@ from lakelog.connector.errors import (
     TableNotFoundError,
 )
 from lakelog.connector.format.fileio import FileIO, ensure_inside, local_path
+from lakelog.connector.format.options import CoreOptions
 from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.schema_manager import SchemaManager
 from lakelog.connector.format.snapshot import SnapshotManager
@@ -40,15 +41,27 @@ from lakelog.connector.table.table import Table, check_merge_engine
 __all__ = ["Catalog", "DEFAULT_DATABASE", "split_identifier", "parse_table_path"]
 
 DEFAULT_DATABASE = "default"
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_\-]*$")
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")
 _DB_SUFFIX = ".db"
+_MAX_NAME_BYTES = 255  # a directory name on the file systems lakelog runs on
 
 
 def _check_name(kind: str, name: str) -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
+    """``name`` if it is a valid database or table name, else :class:`PathEscapeError` naming it.
+
+    Names become directory names (``<db>.db``, ``<table>``): letters, digits, ``_`` and ``-``
+    only (so no control characters, newlines, separators or dots), at most 255 bytes with the
+    ``.db`` suffix of a database."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise PathEscapeError(
             f"invalid {kind} name {name!r}: use letters, digits, '_' and '-' "
-            "(no path separators, dots or spaces)"
+            "(no path separators, dots, spaces or control characters)"
+        )
+    limit = _MAX_NAME_BYTES - (len(_DB_SUFFIX) if kind == "database" else 0)
+    if len(name) > limit:
+        raise PathEscapeError(
+            f"invalid {kind} name {name[:40]!r}... ({len(name)} characters): a {kind} name is a "
+            f"directory name and may have at most {limit} characters"
         )
     return name
 
@@ -184,7 +197,7 @@ class Catalog:
         has_pk = bool(primary_key) or bool(opts.get("primary-key", "").strip())
         if has_pk and "bucket" not in opts:
             opts["bucket"] = "1"
-        if has_pk and int(opts["bucket"]) < 1:
+        if has_pk and CoreOptions.BUCKET.parse(opts["bucket"]) < 1:
             raise OptionError(
                 f"option 'bucket' = {opts['bucket']}: primary-key tables need a fixed bucket count >= 1 "
                 "(dynamic bucket mode needs a hash index lakelog does not keep)"

@@ -210,7 +210,8 @@ def log_changes(
     for bucket, parts in by_bucket.items():
         audit = pa.concat_tables(parts)
         codes = pc.index_in(audit.column(ROWKIND_COLUMN), value_set=pa.array(list(RowKind.SHORT))).to_numpy()
-        out.append(BucketChanges(bucket, audit.drop_columns([ROWKIND_COLUMN]), np.asarray(codes, np.int8)))
+        rows = audit.drop_columns([ROWKIND_COLUMN])
+        out.append(BucketChanges(bucket, rows, np.asarray(codes, np.int8), store.schema.id))
     return out
 
 

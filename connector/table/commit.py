@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 
 BATCH_COMMIT_IDENTIFIER = 9223372036854775807  # Long.MAX_VALUE, as Paimon's batch writers use
 WRITER_VERSION = "lakelog-0.1.0"
-_MAX_RETRIES = 200
 
 
 class CommitKind:
@@ -68,6 +67,7 @@ class TableCommit:
         # raises, what is not in them was not published
         self.published: list[int] = []
         self._log: Optional[LogPublisher] = None  # the log's publisher during a commit of a log table
+        self._eventual_offsets: Optional[dict[int, int]] = None
 
     def commit(
         self,
@@ -76,9 +76,11 @@ class TableCommit:
         *,
         properties: Optional[dict[str, str]] = None,
         guard: Optional[Callable[[Optional[Snapshot]], None]] = None,
+        log_offsets: Optional[dict[int, int]] = None,
     ) -> Optional[int]:
         """Publish ``messages``; return the id of the last snapshot made, or None if there was
-        nothing to commit.
+        nothing to commit. ``log_offsets`` (writers of an eventual log) are the offsets after the
+        writer's log records, kept in the snapshot's ``logOffsets``.
 
         New files go into an APPEND snapshot; compaction results (``compact_before`` /
         ``compact_after``) into a COMPACT snapshot after it, as Paimon does. A commit whose
@@ -101,6 +103,7 @@ class TableCommit:
                 "commit %s of %s already in snapshot %s; skipped", commit_identifier, self.commit_user, done
             )
             return done
+        self._eventual_offsets = log_offsets
         publisher = log_publisher(self.store)
         if publisher is None:
             return self._commit(messages, commit_identifier, properties, guard)
@@ -248,22 +251,31 @@ class TableCommit:
                     continue  # the snapshot this attempt built on was expired under it: start again
                 attempt_files: list[str] = []
                 if latest is not None:
-                    previous = {m.file_name for m in store.manifest_metas(latest)}
-                    attempt_files += [m.file_name for m in base_metas if m.file_name not in previous]
+                    known = {m.file_name for m in store.manifest_metas(latest)}
+                    attempt_files += [m.file_name for m in base_metas if m.file_name not in known]
                     written.extend(attempt_files)  # merged manifests written for this attempt
                 base_name, base_size = write_list(base_metas)
                 delta_name, delta_size = write_list(delta_metas)
                 cl_name, cl_size = write_list(changelog_metas) if changelog_metas else (None, None)
                 attempt_files += [n for n in (base_name, delta_name, cl_name) if n]
                 snapshot = self._snapshot(
-                    latest, delta, identifier, properties, (base_name, base_size), (delta_name, delta_size),
+                    latest,
+                    delta,
+                    identifier,
+                    properties,
+                    (base_name, base_size),
+                    (delta_name, delta_size),
                     (cl_name, cl_size),
                 )
+                previous: dict[int, int] = dict(latest.log_offsets or {}) if latest else {}
                 if pub is not None:  # the log: catch up, then this snapshot's changes, before it exists
                     pub.begin(latest, partial(snapshot_log_changes, store), _snapshot_or_none(store))
                     pub.produce(self.commit_user, identifier, delta.kind, changes)
-                    offsets = pub.end_offsets()
-                    snapshot.log_offsets = {**((latest.log_offsets or {}) if latest else {}), **offsets}
+                    snapshot.log_offsets = {**previous, **pub.end_offsets()}
+                elif self._eventual_offsets is not None or previous:
+                    ours = self._eventual_offsets or {}
+                    parts = set(ours) | set(previous)
+                    snapshot.log_offsets = {p: max(ours.get(p, 0), previous.get(p, 0)) for p in parts}
                 if store.snapshot_manager.try_commit(snapshot):
                     published = True
                     self.published.append(snapshot.id)
@@ -278,7 +290,10 @@ class TableCommit:
                     pub.abort()
                 drop(attempt_files)
                 time.sleep(min(0.001 * (2 ** min(attempt, 8)), 0.2))
-            raise CommitConflictError(f"gave up committing to {store.path} after {max_retries} attempts")
+            raise CommitConflictError(
+                f"gave up committing to {store.path} after {max_retries} attempts "
+                "(option 'commit.max-retries')"
+            )
         finally:
             if not published:
                 drop(list(written))
@@ -287,17 +302,29 @@ class TableCommit:
 
     def _publish(self, pub: LogPublisher, snapshot: Snapshot) -> None:
         """Commit the log transaction of a published snapshot. When that fails the snapshot stands
-        (its data is committed) and the next commit publishes its changes first."""
+        (its data is committed): its changes are published again at once from its files by a new
+        producer, and failing that, by the next commit."""
         try:
             pub.commit(snapshot.id)
+            return
+        except LogSystemError as e:
+            first = e
+        try:
+            pub.catch_up(snapshot, partial(snapshot_log_changes, self.store), _snapshot_or_none(self.store))
         except LogSystemError as e:
             log.warning(
-                "snapshot %s of %s is committed but its changes did not reach the log (%s); the next commit "
-                "publishes them", snapshot.id, self.store.path, e,
+                "snapshot %s of %s is committed but its changes did not reach the log (%s; then %s); the "
+                "next "
+                "commit publishes them",
+                snapshot.id,
+                self.store.path,
+                first,
+                e,
             )
 
     def _max_retries(self) -> int:
-        return _MAX_RETRIES
+        """Attempts at one snapshot: the first and ``commit.max-retries`` more."""
+        return int(self.store.options.commit_max_retries) + 1
 
     def _snapshot(
         self,
@@ -425,10 +452,10 @@ class _SequenceRebase:
         if offset is None:
             return m
 
-        def copies(files: list[DataFileMeta]) -> list[DataFileMeta]:
+        def copies(files: list[DataFileMeta], changelog: bool = False) -> list[DataFileMeta]:
             out: list[DataFileMeta] = []
             for f in files:
-                new = rebase_file(self.store, m.partition, m.bucket, f, offset)
+                new = rebase_file(self.store, m.partition, m.bucket, f, offset, changelog=changelog)
                 self._copies += [(m.partition, m.bucket, c) for c in new]
                 out += new
             return out
@@ -436,7 +463,7 @@ class _SequenceRebase:
         return dataclasses.replace(
             m,
             new_files=copies(m.new_files),
-            changelog_files=copies(m.changelog_files),
+            changelog_files=copies(m.changelog_files, changelog=True),
             compact_before=[],
             compact_after=[],
             compact_changelog_files=[],

@@ -34,7 +34,8 @@ def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Opti
 
     Primary-key buckets: a full compaction into one sorted run at the top level, or with
     ``full=False`` what universal compaction picks. Append buckets: small files are rewritten
-    into files of about the target size.
+    into files of about the target size; with ``full=False`` only when the bucket holds at least
+    ``compaction.min.file-num`` files.
     """
     if store.is_primary_key_table:
         levels = Levels.of(split.files, num_levels(store))
@@ -45,7 +46,8 @@ def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Opti
     else:
         levels = Levels.of([f.upgrade(0) if f.level else f for f in split.files], num_levels(store))
         comp = BucketCompactor(store, split.partition, split.bucket, levels)
-        unit = CompactUnit(0, list(levels.level0)) if len(split.files) > 1 else None
+        min_files = 2 if full else max(2, store.options.get(store.options.COMPACTION_MIN_FILE_NUM))
+        unit = CompactUnit(0, list(levels.level0)) if len(split.files) >= min_files else None
     if unit is None:
         return None
     before_upper = [f for f in split.files if f.level > 0]

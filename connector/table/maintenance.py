@@ -88,9 +88,12 @@ def expire_snapshots(
     """Expire old snapshots by ``snapshot.num-retained.min``/``.max`` and ``snapshot.time-retained``.
 
     A snapshot is kept when it is among the ``retain_min`` newest, or newer than the time limit
-    (unless more than ``retain_max`` would remain), or still needed by a consumer. Files are deleted
-    only when no remaining snapshot and no tag references them. Snapshot files go first, so a crash
-    leaves orphan files (cleaned by :func:`remove_orphan_files`), never a snapshot without its files.
+    (unless more than ``retain_max`` would remain), or still needed by a consumer; consumers not
+    updated for ``consumer.expiration-time`` are deleted first, so they no longer pin snapshots.
+    Files are deleted only when no remaining snapshot and no tag references them. Snapshot files go
+    first, so a crash leaves orphan files (cleaned by :func:`remove_orphan_files`), never a snapshot
+    without its files. With ``snapshot.clean-empty-directories`` the bucket and partition
+    directories left empty are removed too.
     """
     opts = store.options
     sm = store.snapshot_manager
@@ -109,6 +112,11 @@ def expire_snapshots(
     limit = max_deletes if max_deletes is not None else opts.snapshot_expire_limit
     upper = latest - rmin + 1  # ids below this may expire
     forced = latest - rmax + 1  # ids below this must expire
+    consumer_ttl = opts.consumer_expiration_time
+    if consumer_ttl is not None:
+        gone = store.consumer_manager.expire(int(time.time() * 1000) - consumer_ttl.millis)
+        if gone:
+            log.info("expired consumers %s of %s (not updated for %s)", gone, store.path, consumer_ttl)
     consumer_min = store.consumer_manager.min_next_snapshot()
     end = earliest
     while end < upper and end - earliest < limit:
@@ -150,8 +158,11 @@ def expire_snapshots(
         sm.delete(s.id)
     sm.commit_hint_earliest(end)
     # 2. files nobody references any more
-    for path in sorted(cand_data - live_data):
+    dead_data = sorted(cand_data - live_data)
+    for path in dead_data:
         store.file_io.delete(path)
+    if opts.get(opts.SNAPSHOT_CLEAN_EMPTY_DIRECTORIES):
+        remove_empty_directories(store, {os.path.dirname(p) for p in dead_data})
     for name in sorted(cand_meta - live_meta):
         store.file_io.delete(os.path.join(store.manifest_dir, name))
     ids = [s.id for s in expired]
@@ -159,11 +170,27 @@ def expire_snapshots(
     return ids
 
 
+def remove_empty_directories(store: TableStore, directories: Iterable[str]) -> list[str]:
+    """Remove each of ``directories`` (bucket directories) that is empty, then its partition
+    directories up to the table directory while they are empty; return what was removed."""
+    root = os.path.normpath(store.path)
+    removed: list[str] = []
+    # deepest first, so a partition directory is tried after its buckets
+    for d in sorted({os.path.normpath(d) for d in directories}, key=lambda p: -p.count(os.sep)):
+        while d != root and d.startswith(root + os.sep) and store.file_io.delete_empty_dir(d):
+            removed.append(d)
+            d = os.path.dirname(d)
+    return removed
+
+
 def remove_orphan_files(
-    store: TableStore, *, older_than_seconds: float = 86400.0, dry_run: bool = False
+    store: TableStore, *, older_than_seconds: Optional[float] = None, dry_run: bool = False
 ) -> list[str]:
     """Delete files in the table directory that no snapshot or tag references and that are older
-    than ``older_than_seconds`` (the guard that protects files of commits still in flight)."""
+    than ``older_than_seconds`` (default: the table's ``orphan-clean.older-than``, 1 day), the guard
+    that protects the files of commits still in flight."""
+    if older_than_seconds is None:
+        older_than_seconds = store.options.orphan_clean_older_than.seconds
     sm = store.snapshot_manager
     snaps = sm.snapshots() + list(store.tag_manager.list().values()) + _other_references(store)
     data, meta = referenced_files(store, snaps)

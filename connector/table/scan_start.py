@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from lakelog.connector.errors import OptionError
-from lakelog.connector.format.options import CoreOptions, StartupMode
+from lakelog.connector.format.options import CoreOptions, StartupMode, validate_options
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 
@@ -30,10 +30,14 @@ MODES = (
 
 
 def scan_options(store: TableStore, overrides: Mapping[str, str]) -> CoreOptions:
-    """The table's options with dynamic ``overrides`` applied (validated)."""
+    """The table's options with dynamic ``overrides`` applied. The overrides are validated strictly
+    (an unknown or unsupported key is refused by name); the table's own options as when it opens
+    (another engine may have set keys lakelog does not know)."""
+    given = {str(k): str(v) for k, v in overrides.items()}
+    validate_options(given, strict=True)
     merged = dict(store.schema.options)
-    merged.update({str(k): str(v) for k, v in overrides.items()})
-    return CoreOptions(merged)
+    merged.update(given)
+    return CoreOptions(merged, strict=False)
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,34 @@ def _resolve_between(store: TableStore, spec: str) -> tuple[int, int]:
     return out[0], out[1]
 
 
+def _local_millis(text: str, key: str) -> int:
+    """``yyyy-MM-dd[ HH:mm[:ss[.SSS]]]`` in the local time zone (as Paimon reads ``scan.timestamp``)."""
+    import datetime
+
+    try:
+        return int(datetime.datetime.fromisoformat(text.strip()).timestamp() * 1000)
+    except ValueError:
+        raise OptionError(
+            f"invalid value {text!r} for option {key!r}: expected 'yyyy-MM-dd HH:mm:ss' (local time)"
+        ) from None
+
+
+def _resolve_between_timestamps(store: TableStore, spec: str) -> tuple[int, int]:
+    """``incremental-between-timestamp`` = 't1,t2' (epoch millis): the snapshots committed after t1
+    up to t2, as (from exclusive, to inclusive) ids."""
+    parts = [p.strip() for p in spec.split(",")]
+    if len(parts) != 2 or not all(re.fullmatch(r"\d+", p) for p in parts):
+        raise OptionError(
+            f"option 'incremental-between-timestamp' = {spec!r} must be 'start,end' in epoch milliseconds"
+        )
+    sm = store.snapshot_manager
+    ids = []
+    for millis in (int(parts[0]), int(parts[1])):
+        s = sm.earlier_or_equal_time_millis(millis)
+        ids.append(s.id if s is not None else (sm.earliest_id() or 1) - 1)
+    return ids[0], max(ids)
+
+
 def resolve_start(
     store: TableStore, opts: CoreOptions, *, streaming: bool, consumer_next: Optional[int] = None
 ) -> ScanStart:
@@ -111,8 +143,10 @@ def resolve_start(
         return ScanStart(None, sid)
     if mode == StartupMode.FROM_TIMESTAMP:
         millis = opts.scan_timestamp_millis
+        if millis is None and opts.get(CoreOptions.SCAN_TIMESTAMP) is not None:
+            millis = _local_millis(opts.get(CoreOptions.SCAN_TIMESTAMP), "scan.timestamp")
         if millis is None:
-            raise OptionError("scan.mode 'from-timestamp' needs 'scan.timestamp-millis'")
+            raise OptionError("scan.mode 'from-timestamp' needs 'scan.timestamp-millis' or 'scan.timestamp'")
         before = sm.earlier_or_equal_time_millis(millis)
         if not streaming:
             if before is None:
@@ -123,6 +157,9 @@ def resolve_start(
         if streaming:
             raise OptionError("scan.mode 'incremental-between' is a batch read; use runtime mode BATCH")
         spec = opts.get(CoreOptions.INCREMENTAL_BETWEEN)
+        between_times = opts.get(CoreOptions.INCREMENTAL_BETWEEN_TIMESTAMP)
+        if spec is None and between_times is not None:
+            return ScanStart(None, None, _resolve_between_timestamps(store, between_times))
         if spec is None:
             raise OptionError(
                 "scan.mode 'incremental-between' needs option 'incremental-between' = 'start,end'"

@@ -23,12 +23,15 @@ from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
 from lakelog.connector.table.commit import TableCommit
 from lakelog.connector.table.expressions import parse_filter
+from lakelog.connector.table.partition_expire import maybe_expire_partitions
 from lakelog.connector.table.scan import plan_splits
 from lakelog.connector.table.write import TableWrite
 
 if TYPE_CHECKING:
     import duckdb
     import pandas
+
+    from lakelog.connector.table.subscribe import Subscription
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,7 @@ class BatchWriter:
         self._table = table
         self._write = TableWrite(table._store)
         self._commit = TableCommit(table._store, commit_user)
+        _attach_eventual_log(self._write, self._commit.commit_user)
         self.snapshot_id: Optional[int] = None
         self._closed = False
 
@@ -62,12 +66,15 @@ class BatchWriter:
         msgs: list[CommitMessage] = []
         try:
             msgs = self._write.prepare_commit()
-            self.snapshot_id = self._commit.commit(msgs, properties=self._write.commit_properties())
+            self.snapshot_id = self._commit.commit(
+                msgs, properties=self._write.commit_properties(), log_offsets=self._write.log_offsets()
+            )
         except BaseException:
             self._commit.discard_unpublished(msgs)
             self._write.abort()
             raise
         self._write.close()
+        maybe_expire_partitions(self._table._store)
         return self.snapshot_id
 
     def abort(self) -> None:
@@ -107,6 +114,7 @@ class StreamWriter:
         self._table = table
         self._write = TableWrite(table._store)
         self._commit = TableCommit(table._store, commit_user)
+        _attach_eventual_log(self._write, self._commit.commit_user)
         self._identifier = self._commit.last_committed_identifier() if commit_user is not None else 0
         self._closed = False
 
@@ -138,7 +146,12 @@ class StreamWriter:
         try:
             msgs = self._write.prepare_commit(wait_compaction=wait_compaction)
             self._identifier += 1
-            sid = self._commit.commit(msgs, self._identifier, properties=self._write.commit_properties())
+            sid = self._commit.commit(
+                msgs,
+                self._identifier,
+                properties=self._write.commit_properties(),
+                log_offsets=self._write.log_offsets(),
+            )
         except CommitConflictError:
             if not msgs or any(m.new_files or m.changelog_files for m in msgs) or self._commit.published:
                 self._closed = True
@@ -148,8 +161,7 @@ class StreamWriter:
             # only background compactions, whose inputs another compaction has rewritten: drop them
             log.warning("compaction of %s lost a race to another compaction and was dropped", self._table)
             self._commit.discard_unpublished(msgs)
-            self._write.close()
-            self._write = TableWrite(self._table._store)
+            self._reload()
             return None
         except BaseException:
             self._closed = True
@@ -159,9 +171,18 @@ class StreamWriter:
         if self._commit.compaction_discarded or self._commit.rebased or self._write.stale:
             # another compaction won a race for the same files, or another writer's rows made this
             # commit rebase its files: reload the trees from the table
-            self._write.close()
-            self._write = TableWrite(self._table._store)
+            self._reload()
+        if maybe_expire_partitions(self._table._store):
+            # files of dropped partitions may sit in this writer's trees: reload them
+            self._reload()
         return sid
+
+    def _reload(self) -> None:
+        """Start over from the table's files (the log writer, if any, goes on)."""
+        self._write.close()
+        fresh = TableWrite(self._table._store)
+        fresh.eventual_log = self._write.eventual_log
+        self._write = fresh
 
     def close(self) -> None:
         if not self._closed:
@@ -177,6 +198,17 @@ class StreamWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _attach_eventual_log(write: TableWrite, user: str) -> None:
+    """Writers of a table with an eventual log send their changes to it as they write them."""
+    from lakelog.connector.table.log import log_config
+
+    config = log_config(write.store)
+    if config is not None and not config.transactional:
+        from lakelog.connector.log.eventual import EventualLogWriter
+
+        write.eventual_log = EventualLogWriter(config, user)
 
 
 FilterLike = Union[pc.Expression, str, None]
@@ -451,6 +483,15 @@ class Table:
 
         return diff_snapshots(self._store, from_snapshot_id, to_snapshot_id)
 
+    def subscribe(self, **options: Any) -> Subscription:
+        """The table's changes as they happen, as Arrow batches with a leading ``rowkind`` column
+        (see :class:`~lakelog.connector.table.subscribe.Subscription` for the options: ``scan_mode``,
+        ``snapshot_id``, ``timestamp``, ``consumer_id``, ``columns``, ``filter``). From the Kafka log
+        for tables with one, else from the files."""
+        from lakelog.connector.table.subscribe import Subscription
+
+        return Subscription(self, **options)
+
     # ---- maintenance ----------------------------------------------------------------------------------
     def compact(self, full: bool = True, *, progress: Any = None) -> Optional[int]:
         """Rewrite buckets into one sorted run at the top level; return the COMPACT snapshot id."""
@@ -472,7 +513,18 @@ class Table:
 
         return rollback_to(self._store, snapshot_id=snapshot_id, tag=tag)
 
-    def remove_orphan_files(self, older_than_seconds: float = 86400.0, *, dry_run: bool = False) -> list[str]:
+    def expire_partitions(self) -> list[dict[str, Any]]:
+        """Drop the partitions older than ``partition.expiration-time`` (as writers do at commit,
+        every ``partition.expiration-check-interval``); return their values."""
+        from lakelog.connector.table.partition_expire import expire_partitions
+
+        return expire_partitions(self._store)
+
+    def remove_orphan_files(
+        self, older_than_seconds: Optional[float] = None, *, dry_run: bool = False
+    ) -> list[str]:
+        """Delete unreferenced files older than ``older_than_seconds`` (default: the table's
+        ``orphan-clean.older-than``, 1 day); return their paths."""
         from lakelog.connector.table.maintenance import remove_orphan_files
 
         return remove_orphan_files(self._store, older_than_seconds=older_than_seconds, dry_run=dry_run)

@@ -25,10 +25,12 @@ from lakelog.connector.errors import InvalidInputError, OptionError
 from lakelog.connector.format.binary_row import serialize_row
 from lakelog.connector.format.bucket import compute_buckets
 from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.defaults import default_values
 from lakelog.connector.format.key_value import VALUE_KIND, RowKind
 from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.options import ChangelogProducer, MergeEngine
 from lakelog.connector.format.store import TableStore
+from lakelog.connector.log.eventual import EventualLogWriter
 from lakelog.connector.lsm.bucket_writer import ARRIVAL
 from lakelog.connector.lsm.kv import group_ends, sort_indices
 from lakelog.connector.lsm.merge.engine import merge_function_for
@@ -65,6 +67,8 @@ class TableWrite:
         self.partition_keys = list(self.schema.partition_keys)
         self.bucket_keys = list(self.schema.bucket_keys) if self.num_buckets > 0 else []
         self.arrow_schema = self.schema.arrow_schema()
+        self._field_types = {f.name: f.type for f in self.schema.fields}
+        self._defaults = default_values(self.schema.fields, self.schema.options)
         self.write_only = opts.write_only if write_only is None else write_only
         self.spillable = bool(opts.write_buffer_spillable)
         self.merge = merge_function_for(store) if self.pk else None
@@ -81,6 +85,7 @@ class TableWrite:
         self._pool_lock = threading.Lock()
         self.full_compacted = False  # a full-compaction.delta-commits compaction ran in this commit
         self.stale = False  # a compaction found its inputs gone (see KeyValueBucketWriter): reload
+        self.eventual_log: Optional[EventualLogWriter] = None  # set by writers of eventual logs
 
     # ---- input --------------------------------------------------------------------------------
     def write(self, data: Any) -> None:
@@ -88,14 +93,19 @@ class TableWrite:
         kinds = None
         if self._rowkind_field:
             kinds = _row_kinds_from_field(table, self._rowkind_field)
-        table = conform(table, self.arrow_schema, required=self.pk)
+        table = conform(
+            table, self.arrow_schema, required=self.pk, types=self._field_types, defaults=self._defaults
+        )
         self._append(table, RowKind.INSERT if kinds is None else kinds)
 
     def write_changes(self, data: Any, kinds: Sequence[int] | np.ndarray) -> None:
         """Write rows with explicit row kinds (0 +I, 1 -U, 2 +U, 3 -D), e.g. a Flink changelog."""
         if not self.pk:
             raise InvalidInputError("row kinds other than +I need a primary-key table")
-        table = conform(to_arrow_table(data), self.arrow_schema, required=self.pk, allow_missing=True)
+        table = conform(
+            to_arrow_table(data), self.arrow_schema, required=self.pk, allow_missing=True,
+            types=self._field_types, defaults=self._defaults,
+        )
         k = np.asarray(kinds, dtype=np.int8)
         if len(k) != table.num_rows or ((k < 0) | (k > 3)).any():
             raise InvalidInputError("kinds must hold one row kind (0..3) per row")
@@ -109,7 +119,10 @@ class TableWrite:
         if missing:
             raise InvalidInputError(f"delete() rows must hold every primary-key column; missing {missing}")
         provided = set(table.column_names)
-        table = conform(table, self.arrow_schema, required=self.pk, allow_missing=True)
+        table = conform(
+            table, self.arrow_schema, required=self.pk, allow_missing=True, types=self._field_types,
+            defaults=self._defaults,
+        )
         self._append(self._fill_not_null(table, provided), RowKind.DELETE)
 
     def _fill_not_null(self, table: pa.Table, provided: set[str]) -> pa.Table:
@@ -140,6 +153,8 @@ class TableWrite:
                 raise InvalidInputError(f"primary-key column {k!r} holds null(s); nothing was written")
         n = table.num_rows
         kinds = np.full(n, kind, dtype=np.int8) if isinstance(kind, int) else kind
+        if self.eventual_log is not None:  # the log gets the changes now, before any commit
+            self.eventual_log.send(table, kinds, self._row_buckets(table), self.schema.id)
         table = table.append_column(VALUE_KIND, pa.array(kinds, pa.int8()))
         table = table.append_column(
             ARRIVAL, pa.array(np.arange(self._arrival, self._arrival + n, dtype=np.int64))
@@ -149,6 +164,24 @@ class TableWrite:
         self._buffered_bytes += table.nbytes
         if self._buffered_bytes >= self._write_buffer_size:
             self.flush(spill=self.spillable)
+
+    def conformed(self, data: Any) -> pa.Table:
+        """``data`` in the table's columns and types (what :meth:`write_changes` would take)."""
+        return conform(to_arrow_table(data), self.arrow_schema, required=self.pk, allow_missing=True)
+
+    def row_buckets(self, table: pa.Table) -> np.ndarray:
+        """The bucket of every row of ``table`` (which holds at least the bucket key's columns)."""
+        return self._row_buckets(table)
+
+    def _row_buckets(self, table: pa.Table) -> np.ndarray:
+        if self.num_buckets > 0:
+            types = self.store.field_types(self.bucket_keys)
+            return compute_buckets(table, self.bucket_keys, types, self.num_buckets)
+        return np.zeros(table.num_rows, dtype=np.int32)
+
+    def log_offsets(self) -> Optional[dict[int, int]]:
+        """An eventual log's offset after this writer's records per partition (None without one)."""
+        return self.eventual_log.flush() if self.eventual_log is not None else None
 
     def _drop_ignored_kinds(
         self, table: pa.Table, kind: int | np.ndarray

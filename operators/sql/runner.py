@@ -344,8 +344,8 @@ class LakelogSql:
                 path,
                 key_columns=keys,
                 refresh_interval=opts.get("continuous.discovery-interval"),
-                async_refresh=opts.get("lookup.refresh.async", "false").lower() == "true",
-                cache_rows=int(opts.get("lookup.cache-rows", "10000")),
+                async_refresh=_hint_option(opts, "lookup.refresh.async", "false", bool),
+                cache_rows=_hint_option(opts, "lookup.cache-rows", "10000", int),
             )
             return name, cols
 
@@ -1023,3 +1023,14 @@ _HANDLERS: dict[str, Any] = {
     "HELP": _noop,
     "CLEAR": _noop,
 }
+
+
+def _hint_option(opts: dict[str, str], key: str, default: str, kind: type) -> Any:
+    """A typed lookup hint option; a malformed value raises :class:`OptionError` naming it."""
+    text = opts.get(key, default).strip()
+    if kind is bool and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if kind is int and re.fullmatch(r"[+-]?\d+", text) and int(text) > 0:
+        return int(text)
+    allowed = "true or false" if kind is bool else "a whole number greater than 0"
+    raise OptionError(f"invalid value {text!r} for lookup option {key!r}: expected {allowed}")

@@ -1,0 +1,108 @@
+"""Eventual consistency: changes reach the log as soon as they are written, before any commit.
+
+With ``log.consistency`` = ``eventual`` a writer sends each batch it is given to the topic at once,
+from an idempotent (not transactional) producer, one record per row into its bucket's partition
+(Paimon's rule, which needs a primary key: a change repeated after a failure upserts its key again
+and does no harm in upsert mode). At its commit the writer flushes and reports the offset after its
+records per partition; the snapshot keeps them as its ``logOffsets``, so a hybrid read can start
+there. A record of a write that fails or is aborted may already be in the log: that is the
+contract of eventual consistency (intermediate states, corrected by later records). With several
+eventual writers on one bucket, a hybrid read may miss another writer's records written before the
+snapshot it starts from and committed after it; transactional logs have no such gap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+import numpy as np
+import pyarrow as pa
+
+from lakelog.connector.errors import LogSystemError
+from lakelog.connector.log.codec import KIND_HEADER, SCHEMA_HEADER, USER_HEADER, encode_changes, kind_header
+from lakelog.connector.log.kafka import DEFAULT_REQUEST_TIMEOUT_S, LogConfig
+from lakelog.connector.log.publisher import COMMIT_KIND_HEADER, records_partition
+
+if TYPE_CHECKING:  # pragma: no cover
+    from confluent_kafka import Producer
+
+__all__ = ["EventualLogWriter"]
+
+
+class EventualLogWriter:
+    """Sends a writer's batches to the log as they are written; :meth:`flush` returns the offset
+    after them in every partition it wrote."""
+
+    def __init__(self, config: LogConfig, user: str) -> None:
+        self.config = config
+        self.user = user.encode()
+        self._producer: Optional[Producer] = None
+        self._partitions = 0
+        self._offsets: dict[int, int] = {}
+        self._errors: list[str] = []
+
+    def _ensure(self) -> Producer:
+        if self._producer is None:
+            parts = self.config.topic_partitions()
+            if parts is None:
+                raise LogSystemError(f"{self.config.describe()} does not exist")
+            self.config.check_partitions(parts)
+            self._partitions = parts
+            self._producer = self.config.producer()
+        return self._producer
+
+    def send(self, rows: pa.Table, kinds: np.ndarray, buckets: np.ndarray, schema_id: int) -> None:
+        """One record per row (the table's columns), into partition = the row's bucket."""
+        producer = self._ensure()
+        cfg = self.config
+        offsets, errors = self._offsets, self._errors
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                errors.append(str(err))
+            else:
+                p = msg.partition()
+                offsets[p] = max(offsets.get(p, 0), msg.offset() + 1)
+
+        kinds = np.asarray(kinds, dtype=np.int8)
+        keep = np.ones(len(kinds), dtype=bool)
+        if cfg.ignore_delete:
+            keep &= (kinds == 0) | (kinds == 2)
+        if cfg.upsert:
+            keep &= kinds != 1
+        if not keep.all():
+            rows, kinds, buckets = rows.filter(pa.array(keep)), kinds[keep], buckets[keep]
+        records = encode_changes(rows, kinds, cfg.primary_keys, upsert=False)
+        base = [
+            (USER_HEADER, self.user),
+            (COMMIT_KIND_HEADER, b"APPEND"),
+            (SCHEMA_HEADER, str(schema_id).encode()),
+        ]
+        for key, value, kind, bucket in zip(records.keys, records.values, records.kinds, buckets):
+            partition = records_partition(int(bucket), self._partitions, cfg.topic)
+            headers = [(KIND_HEADER, kind_header(int(kind))), *base]
+            while True:
+                try:
+                    producer.produce(
+                        cfg.topic,
+                        value=value,
+                        key=key,
+                        partition=partition,
+                        headers=headers,
+                        on_delivery=delivered,
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        producer.poll(0)
+
+    def flush(self) -> dict[int, int]:
+        """Wait until every record sent so far is in the log; ``{partition: offset after them}``."""
+        if self._producer is None:
+            return {}
+        remaining = self._producer.flush(DEFAULT_REQUEST_TIMEOUT_S * 2)
+        if remaining or self._errors:
+            raise LogSystemError(
+                f"records for {self.config.describe()} were not delivered: {self._errors[:3] or remaining}"
+            )
+        return dict(self._offsets)
