@@ -59,7 +59,12 @@ def message_of(e: BaseException) -> str:
 def _sections(text: str) -> list[list[str]]:
     """The stack text split into its exception sections (first line + continuation lines)."""
     out: list[list[str]] = []
-    for line in text.splitlines():
+    lines = text.splitlines()
+    if lines and lines[0].startswith("An error occurred while calling"):  # py4j's preamble
+        lines = lines[1:]
+        if lines and lines[0].startswith(": "):
+            lines[0] = lines[0][2:]
+    for line in lines:
         stripped = line.strip()
         if stripped.startswith("at ") or stripped.startswith("... ") or not stripped:
             if out and out[-1] and not out[-1][-1].startswith("\tat"):

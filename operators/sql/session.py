@@ -98,8 +98,7 @@ class DynamicOptions:
     def is_table_key(key: str) -> bool:
         """Whether ``SET key`` sets a dynamic table option (a lakelog table option, or a
         ``paimon.<catalog>.<db>.<table>.<option>`` key)."""
-        m = _TABLE_KEY.match(key)
-        return find_option(m.group(4) if m else key) is not None
+        return _TABLE_KEY.match(key) is not None or find_option(key) is not None
 
     def set(self, key: str, value: str) -> None:
         m = _TABLE_KEY.match(key)
