@@ -115,12 +115,12 @@ class Shell:
     def _print_table_result(self, res: Any) -> None:
         """A Flink ``TableResult``: an ``OK`` for statements, rows for queries (streamed with their
         kinds when the result is a changelog)."""
-        schema = res.get_table_schema()
-        names = list(schema.get_field_names())
-        kind = str(res.get_result_kind()).upper()
-        if "SUCCESS_WITH_CONTENT" not in kind:
+        from pyflink.table import ResultKind
+
+        if res.get_result_kind() != ResultKind.SUCCESS_WITH_CONTENT:
             print("[INFO] Execute statement succeeded.", file=self.out)
             return
+        names = list(res.get_table_schema().get_field_names())
         job = res.get_job_client()
         if job is None:  # a statement's content (SHOW, DESCRIBE): no job behind it
             with res.collect() as it:

@@ -141,10 +141,10 @@ class LakelogSql:
 
     def _replay(self, current: Optional[tuple[str, str]]) -> None:
         """Rebuild the session's Flink state in a new environment (after a mode or settings change)."""
-        log, self._session_log = self._session_log, []
+        log = list(self._session_log)
         self.mirror = Mirror()
         self._temporary.clear()
-        self._replaying = True
+        self._replaying = True  # the log stays as it is: it describes the new session as well
         try:
             for stmt in log:
                 self.execute(stmt)
