@@ -215,3 +215,20 @@ def test_insert_parts_and_typed_values() -> None:
         "(CAST(2 AS INT), CAST('x' AS STRING), CAST(NULL AS ARRAY<STRING>))"
     )
     assert typed_values("SELECT 1", ["INT"]) == "SELECT 1"
+
+
+def test_expire_partitions_procedure(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    cat = lakelog.Catalog(str(tmp_path))
+    schema = pa.schema([pa.field("dt", pa.string(), False), pa.field("k", pa.int32(), False)])
+    t = cat.create_table("db.t", schema, primary_key=["dt", "k"], partition_by=["dt"])
+    t.write(pa.table({"dt": ["2020-01-01", "2099-01-01"], "k": [1, 2]}, schema=schema))
+    ctx = CallContext(cat, "lk", "db")
+    named = {"table": "db.t", "expiration_time": "1 d", "timestamp_formatter": "yyyy-MM-dd"}
+    assert call_procedure(ctx, "expire_partitions", [], named).rows == [("dt=2020-01-01",)]
+    assert call_procedure(ctx, "expire_partitions", ["db.t", "1 d"], {}).rows == [("No expired partitions.",)]
+    assert t.to_arrow().column("dt").to_pylist() == ["2099-01-01"]
+    assert "expiration-time" not in str(t.refresh().options)  # the arguments are not stored
+    with pytest.raises(SqlError, match="can not be null"):
+        call_procedure(ctx, "expire_partitions", ["db.t"], {})

@@ -288,6 +288,33 @@ def _reset_consumer(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     return _success()
 
 
+def _expire_partitions(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    _refuse("expire_partitions", a, "max_expires", "options", why="lakelog expires every due partition")
+    strategy = (a.get("expire_strategy") or "values-time").lower()
+    if strategy != "values-time":
+        raise UnsupportedStatementError(
+            f"CALL sys.expire_partitions: expire_strategy {strategy!r} is not supported (only 'values-time')"
+        )
+    if not a.get("expiration_time"):
+        raise SqlError("Both the partition expiration time and partition field can not be null.")
+    t = ctx.table(a["table"])
+    if not t.partition_keys:
+        raise SqlError("Both the partition expiration time and partition field can not be null.")
+    overrides = {"partition.expiration-time": str(a["expiration_time"])}
+    if a.get("timestamp_formatter"):
+        overrides["partition.timestamp-formatter"] = str(a["timestamp_formatter"])
+    if a.get("timestamp_pattern"):
+        overrides["partition.timestamp-pattern"] = str(a["timestamp_pattern"])
+    from lakelog.connector.table.partition_expire import expire_partitions
+    from lakelog.operators.table_ref import store_with_options
+
+    expired = expire_partitions(store_with_options(t.path, overrides))
+    if not expired:
+        return SqlResult.table(["expired_partitions"], [("No expired partitions.",)])
+    rows = [(", ".join(f"{k}={v}" for k, v in p.items()),) for p in expired]
+    return SqlResult.table(["expired_partitions"], rows)
+
+
 PROCEDURES: dict[str, Procedure] = {
     p.name: p
     for p in (
@@ -310,6 +337,10 @@ PROCEDURES: dict[str, Procedure] = {
                   ("table",), _orphans, "remove files no snapshot or tag references; count and bytes"),
         Procedure("reset_consumer", ("table", "consumer_id", "next_snapshot_id"), ("table", "consumer_id"),
                   _reset_consumer, "move a consumer, or delete it without next_snapshot_id"),
+        Procedure("expire_partitions",
+                  ("table", "expiration_time", "timestamp_formatter", "timestamp_pattern", "expire_strategy",
+                   "max_expires", "options"),
+                  ("table",), _expire_partitions, "drop the partitions older than expiration_time"),
     )
 }  # fmt: skip
 
