@@ -154,6 +154,21 @@ class TableCommit:
                 self.compaction_discarded = True
         return last
 
+    def commit_entries(
+        self,
+        entries: Sequence[ManifestEntry],
+        kind: str,
+        *,
+        properties: Optional[dict[str, str]] = None,
+        guard: Optional[Callable[[Optional[Snapshot]], None]] = None,
+    ) -> int:
+        """Publish manifest ``entries`` (ADDs and DELETEs) as one snapshot of ``kind`` (e.g. an
+        OVERWRITE: the DELETEs of the replaced files, then the ADDs of the new ones); the deleted
+        files must be live in the snapshot it follows (else :class:`CommitConflictError`)."""
+        self.published = []
+        delta = _Delta(list(entries), [], kind)
+        return self._commit_delta(delta, BATCH_COMMIT_IDENTIFIER, properties, guard)
+
     def discard_unpublished(self, messages: Sequence[CommitMessage]) -> None:
         """After :meth:`commit` raised: delete the files of ``messages`` that it did not publish
         (everything when it published nothing; the compaction's output when only the APPEND went

@@ -106,6 +106,10 @@ class LakelogSql:
         """True when jobs go to a remote cluster (``execution.target: remote``)."""
         return is_remote(self._config)
 
+    def setting(self, key: str) -> Optional[str]:
+        """The value ``SET`` gave ``key`` in this session (a Flink setting), else None."""
+        return self._config.get(key)
+
     @property
     def catalogs(self) -> dict[str, str]:
         """The session's lakelog catalogs: name -> warehouse."""
