@@ -78,6 +78,8 @@ def test_sql_ddl_lasts_and_event_time_windows_work(tmp_path: Path) -> None:
     view = sql.sql_query("SELECT ts, note, price, id FROM shop.orders")._j_table.getResolvedSchema()
     types = [c.getDataType().getLogicalType().asSerializableString() for c in view.getColumns()]
     assert types == ["TIMESTAMP(3)", "VARCHAR(10)", "BIGINT", "INT NOT NULL"]  # issue 13: not TIMESTAMP(9)
+    shown = [r[0] for r in rows(sql.execute("SHOW TABLES FROM shop"))]
+    assert shown == ["copy2", "orders"]  # issue 13: no internal views (__lakelog_*) after queries
     described = {r[0]: r[1] for r in rows(sql.execute("DESCRIBE shop.orders"))}
     assert described["ts"] == "TIMESTAMP(3)" and described["note"] == "VARCHAR(10)"
     assert described["thrice"] == "BIGINT" and described["price"] == "BIGINT"
