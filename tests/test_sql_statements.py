@@ -232,3 +232,26 @@ def test_expire_partitions_procedure(tmp_path: Path) -> None:
     assert "expiration-time" not in str(t.refresh().options)  # the arguments are not stored
     with pytest.raises(SqlError, match="can not be null"):
         call_procedure(ctx, "expire_partitions", ["db.t"], {})
+
+
+def test_rescale_procedure(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from lakelog.operators.sql.errors import UnsupportedStatementError
+
+    cat = lakelog.Catalog(str(tmp_path))
+    schema = pa.schema([pa.field("dt", pa.string(), False), pa.field("k", pa.int32(), False)])
+    t = cat.create_table(
+        "db.t", schema, primary_key=["dt", "k"], partition_by=["dt"], options={"bucket": "2"}
+    )
+    t.write(pa.table({"dt": ["a", "a", "b"], "k": [1, 2, 3]}, schema=schema))
+    ctx = CallContext(cat, "lk", "db")
+    if not hasattr(lakelog.Table, "rescale"):
+        with pytest.raises(UnsupportedStatementError, match="Table.rescale"):
+            call_procedure(ctx, "rescale", ["db.t", 4, "dt=a"], {})
+        return
+    assert call_procedure(
+        ctx, "rescale", [], {"table": "db.t", "bucket_num": 4, "partition": "dt=a"}
+    ).rows == [("Success",)]
+    assert t.bucket_counts() == {("a",): 4, ("b",): 2}
+    assert sorted(t.to_arrow().column("k").to_pylist()) == [1, 2, 3]

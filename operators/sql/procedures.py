@@ -315,6 +315,22 @@ def _expire_partitions(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     return SqlResult.table(["expired_partitions"], rows)
 
 
+def _rescale(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    table = ctx.table(a["table"])
+    rescale = getattr(table, "rescale", None)
+    if rescale is None:
+        raise UnsupportedStatementError(
+            "CALL sys.rescale: this build of lakelog cannot rewrite a table's buckets (Table.rescale)"
+        )
+    _refuse("rescale", a, "scan_parallelism", "sink_parallelism", why="lakelog rescales in the client")
+    specs = None
+    if a.get("partition"):
+        specs = [dict(kv.split("=", 1) for kv in str(a["partition"]).split(","))]
+    buckets = int(a["bucket_num"]) if a.get("bucket_num") is not None else None
+    rescale(specs, buckets)
+    return _success()
+
+
 PROCEDURES: dict[str, Procedure] = {
     p.name: p
     for p in (
@@ -337,6 +353,8 @@ PROCEDURES: dict[str, Procedure] = {
                   ("table",), _orphans, "remove files no snapshot or tag references; count and bytes"),
         Procedure("reset_consumer", ("table", "consumer_id", "next_snapshot_id"), ("table", "consumer_id"),
                   _reset_consumer, "move a consumer, or delete it without next_snapshot_id"),
+        Procedure("rescale", ("table", "bucket_num", "partition", "scan_parallelism", "sink_parallelism"),
+                  ("table",), _rescale, "rewrite partitions with another bucket count"),
         Procedure("expire_partitions",
                   ("table", "expiration_time", "timestamp_formatter", "timestamp_pattern", "expire_strategy",
                    "max_expires", "options"),
