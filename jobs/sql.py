@@ -100,13 +100,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("lakelog sql: runs Flink: install the flink extra ('lakelog[flink]')", file=sys.stderr)
         return 2
     if args.verbose:
-        return _run(args, sys.stderr, None)
-    log_path = os.path.join(tempfile.gettempdir(), f"lakelog-sql-{os.getpid()}.log")
-    with _quiet_stderr(log_path) as err:
-        return _run(args, err, log_path)
+        code, message = _run(args, sys.stderr, None)
+    else:
+        log_path = os.path.join(tempfile.gettempdir(), f"lakelog-sql-{os.getpid()}.log")
+        with _quiet_stderr(log_path) as err:
+            code, message = _run(args, err, log_path)
+    if message:
+        print(message, file=sys.stderr, flush=True)
+    return code
 
 
-def _run(args: argparse.Namespace, err: TextIO, log_path: Optional[str]) -> int:
+def _run(args: argparse.Namespace, err: TextIO, log_path: Optional[str]) -> tuple[int, Optional[str]]:
+    """Run the script or the prompt: (exit status, the message of the error that ended it)."""
     from lakelog.operators.flink_env import is_remote, load_settings
     from lakelog.operators.sql.errors import FlinkError, describe_error
     from lakelog.operators.sql.runner import LakelogSql
@@ -128,16 +133,16 @@ def _run(args: argparse.Namespace, err: TextIO, log_path: Optional[str]) -> int:
         if text is None:
             from lakelog.jobs.sql_shell import Shell
 
-            return Shell(sql, verbose=args.verbose, err=err).run()
+            return Shell(sql, verbose=args.verbose, err=err).run(), None
         sql.run_script(text, wait=not args.detached)
     except Exception as e:  # noqa: BLE001 - every error ends the script with its root cause
         from_flink = isinstance(e, FlinkError) or not isinstance(e, LakelogError)
         where = ""
         if log_path and from_flink:
             where = f" (JVM and worker output: {log_path}; --verbose shows all)"
-        print(f"lakelog sql: {describe_error(e, verbose=args.verbose)}{where}", file=err, flush=True)
-        return 2 if isinstance(e, (LakelogError, OSError)) else 1
-    return 0
+        code = 2 if isinstance(e, (LakelogError, OSError)) else 1
+        return code, f"lakelog sql: {describe_error(e, verbose=args.verbose)}{where}"
+    return 0, None
 
 
 if __name__ == "__main__":
