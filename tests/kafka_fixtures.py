@@ -7,7 +7,8 @@ Use it from a test module with::
 ``kafka_broker`` is session-scoped: one broker (single-node KRaft on free loopback ports, in a
 temporary directory) serves every test of the session and is stopped at its end. With
 ``LAKELOG_KAFKA_BOOTSTRAP=host:port`` set, the tests use that running broker instead and start
-none. Without Java the tests that use it are skipped; a failed start or jar download fails them.
+none. Without Java the tests that use it are skipped (with ``LAKELOG_REQUIRE_KAFKA=1``, as in CI,
+they fail); a failed start or jar download fails them.
 Topics are not auto-created: make one per test with :func:`create_topic`.
 """
 
@@ -24,6 +25,7 @@ import pytest
 from lakelog.jobs.kafka_broker import KafkaBroker, KafkaBrokerError, find_java
 
 BOOTSTRAP_ENV = "LAKELOG_KAFKA_BOOTSTRAP"
+REQUIRE_ENV = "LAKELOG_REQUIRE_KAFKA"  # CI: a missing Java fails the kafka tests instead of skipping them
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaEndp
     try:
         find_java()
     except KafkaBrokerError as e:
+        if os.environ.get(REQUIRE_ENV, "").strip().lower() not in ("", "0", "false", "no"):
+            pytest.fail(f"{REQUIRE_ENV} is set but no broker can start: {e}")
         pytest.skip(str(e))
     broker = KafkaBroker(tmp_path_factory.mktemp("kafka-broker"))
     broker.start(timeout=180.0)  # two loaded cores: allow for a slow JVM start

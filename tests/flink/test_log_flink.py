@@ -21,6 +21,7 @@ import pytest
 
 import lakelog
 from lakelog.connector.table.changes import delta_rows
+from tests.flink.test_sink_flink import KEYS as SINK_KEYS
 from tests.flink.test_sink_flink import FailOnce, _env, _numbers, _snapshot_checks
 from tests.kafka_fixtures import KafkaEndpoint
 from tests.test_log_store import topic_records
@@ -112,7 +113,7 @@ def test_the_sink_writes_an_eventual_log_at_once_and_repeats_only_after_a_failov
     # every value the job wrote for a key reached the log (the input rows, repeats allowed)
     written = defaultdict(set)
     for x in range(N):
-        written[(x % KEYS) % KEYS].add(x)
+        written[(x % SINK_KEYS) % KEYS].add(x)  # FailOnce makes k = x % its KEYS
     seen = defaultdict(set)
     for _, k, v in log_changes:
         seen[k].add(v)
