@@ -1,5 +1,5 @@
-"""The ``lakelog`` command line: tables, show, files, expire, compact, rollback; ``lakelog sql`` (Flink
-SQL scripts) and ``lakelog kafka`` (a local Kafka broker) dispatch to their own jobs."""
+"""The ``lakelog`` command line: tables, show, files, expire, compact, rollback, rescale; ``lakelog sql``
+(Flink SQL scripts) and ``lakelog kafka`` (a local Kafka broker) dispatch to their own jobs."""
 
 from __future__ import annotations
 
@@ -188,6 +188,34 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     return 0
 
 
+def _partition_arg(text: str) -> dict[str, str]:
+    """``k=v[,k2=v2]``: one partition spec of the command line."""
+    spec: dict[str, str] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--partition {text!r}: expected k=v[,k2=v2...]")
+        spec[key.strip()] = value
+    return spec
+
+
+def cmd_rescale(args: argparse.Namespace) -> int:
+    t = _catalog(args).get_table(_table_arg(args))
+    specs = [_partition_arg(p) for p in args.partition] if args.partition else None
+    before = t.bucket_counts()
+    sid = t.rescale(specs, args.buckets)
+    if sid is None:
+        print("nothing to rescale: the partitions already have that bucket count")
+        return 0
+    after = t.bucket_counts(sid)
+    changed = sorted((p, before.get(p), n) for p, n in after.items() if before.get(p) != n)
+    for p, old, new in changed:
+        name = ",".join(f"{k}={v}" for k, v in zip(t.partition_keys, p)) or "(table)"
+        print(f"{name}: {old} -> {new} buckets")
+    print(f"rescale committed snapshot {sid} (OVERWRITE)")
+    return 0
+
+
 def cmd_compact(args: argparse.Namespace) -> int:
     if args.full and args.universal:
         raise UsageError("give --full or --universal, not both")
@@ -293,6 +321,18 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--snapshot", type=int, help="the snapshot id to roll back to")
     target.add_argument("--tag", help="the tag whose snapshot to roll back to")
     s.set_defaults(func=cmd_rollback)
+    s = sub.add_parser(
+        "rescale",
+        help="rewrite partitions with the table's bucket count (or --buckets) in one OVERWRITE snapshot",
+    )
+    with_table(s)
+    s.add_argument(
+        "--partition",
+        action="append",
+        help="k=v[,k2=v2] of a partition to rewrite (repeatable; default: those whose count differs)",
+    )
+    s.add_argument("--buckets", type=int, help="the bucket count (default: the table's 'bucket' option)")
+    s.set_defaults(func=cmd_rescale)
     s = sub.add_parser("compact", help="full compaction of every bucket (or universal compaction)")
     with_table(s)
     s.add_argument(

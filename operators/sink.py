@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -52,6 +51,7 @@ from lakelog.operators import jvm
 from lakelog.operators.channel import CommitterConfig, commit_through_channel
 from lakelog.operators.codec import Committable, encode_committable
 from lakelog.operators.committer import END_OF_INPUT, WAKE, ChannelReader, SinkCommitter, commit_released
+from lakelog.operators.flink_env import env_channel_root
 from lakelog.operators.flink_types import row_type_of, type_info_of
 from lakelog.operators.sink_blobs import (
     KIND_FIELD,
@@ -670,7 +670,8 @@ def sink_to_lakelog(
       job loudly. Default: True for primary-key tables, False for append tables. (Free on the Java
       path; on the Python-only path True costs one more Python step per row.)
     - ``channel_dir``: folder of the checkpoint-gated commit channel (default: a fresh folder under
-      the system temp dir; must be reachable by every TaskManager and survive restarts of the job).
+      ``lakelog.commit-channel.dir`` of the job's configuration, else the system temp dir; must be
+      reachable by every TaskManager and survive restarts of the job).
     - ``commit_user``: the snapshot commit user (default: a new UUID per call, i.e. per job graph).
     - ``write_only``: skip compaction in the writers (default: the table's ``write-only``).
     - ``flush_interval``: milliseconds (int) or a duration string ("2 s"); rows wait at most this
@@ -739,7 +740,7 @@ def sink_to_lakelog(
     run_token = uuid.uuid4().hex
     channel: Optional[str] = None
     if not is_batch:
-        channel = channel_dir or os.path.join(tempfile.gettempdir(), f"lakelog-sink-{user}-{run_token[:8]}")
+        channel = channel_dir or os.path.join(env_channel_root(env), f"lakelog-sink-{user}-{run_token[:8]}")
         os.makedirs(channel, exist_ok=True)
     plan = SinkPlan(
         table_path=path,

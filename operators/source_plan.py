@@ -147,11 +147,7 @@ class ReadPlan:
         return SplitRead(store, columns=self.columns, filter=self.expr())
 
     def changes(self, store: TableStore, from_id: int, to_id: int) -> pa.Table:
-        """What changed after ``from_id`` up to ``to_id`` (a streaming read, one snapshot at a
-        time), as an audit log. An OVERWRITE snapshot shows no change (Paimon's streaming reads
-        skip overwrites unless ``streaming-read-overwrite``)."""
-        if to_id == from_id + 1 and store.snapshot_manager.snapshot(to_id).commit_kind == "OVERWRITE":
-            return self._project(diff_snapshots(store, to_id, to_id))
+        """What changed after ``from_id`` up to ``to_id`` (a streaming read), as an audit log."""
         try:
             t = diff_snapshots(store, from_id, to_id)
         except SnapshotNotFoundError:

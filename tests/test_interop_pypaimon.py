@@ -19,7 +19,6 @@ import pyarrow.compute as pc
 import pytest
 
 import lakelog
-from lakelog.connector.errors import OptionError
 from lakelog.connector.format.bucket import compute_buckets
 
 from .interop_util import (
@@ -978,32 +977,29 @@ def test_merge_engines_read_the_same(warehouse: str, name: str, opts: dict[str, 
 # ---- dynamic bucket mode of primary-key tables ------------------------------------------------------------
 
 
-def test_dynamic_bucket_primary_key_tables_are_refused_and_left_to_pypaimon(tmp_path: Any) -> None:
-    """lakelog keeps no HASH index, so it neither creates nor writes a dynamic-bucket (bucket = -1)
-    primary-key table: both are refused by name, and a table pypaimon wrote stays as pypaimon left
-    it (readable by lakelog, writable by pypaimon)."""
+def test_dynamic_bucket_primary_key_tables_stay_writable_by_pypaimon(tmp_path: Any) -> None:
+    """A dynamic-bucket (bucket = -1) primary-key table stays writable by pypaimon after lakelog
+    wrote it, and the other way round (tests/test_interop_pypaimon_buckets.py goes further)."""
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("a", pa.string())])
 
     def rows(ids: range, v: str) -> pa.Table:
         return pa.table({"id": list(ids), "a": [v] * len(ids)}, schema=schema)
 
-    ours = lakelog.Catalog(str(tmp_path / "ours"))
-    with pytest.raises(OptionError, match=r"'bucket' = -1.*fixed bucket count"):
-        ours.create_table("db.t", schema, primary_key=["id"], options={"bucket": "-1"})
-    assert not ours.table_exists("db.t")
+    ours = str(tmp_path / "ours")
+    t = lakelog.Catalog(ours).create_table("db.t", schema, primary_key=["id"], options={"bucket": "-1"})
+    t.write(rows(range(20), "ll"))
+    pp_write(ours, "db.t", rows(range(10, 30), "pp"))
+    assert sorted(pp_read(ours, "db.t").column("id").to_pylist()) == list(range(30))
 
     theirs = str(tmp_path / "theirs")
     pp_create_table(theirs, "db.t", schema, primary_key=["id"], options={"bucket": "-1"})
     pp_write(theirs, "db.t", rows(range(20), "pp"))
     t = lakelog.Catalog(theirs).get_table("db.t")
     assert canon(t.to_arrow()) == canon(rows(range(20), "pp"))  # reading is fine
-    before = sorted(os.listdir(os.path.join(theirs, "db.db", "t", "snapshot")))
-    with pytest.raises(OptionError, match=r"bucket = -1.*cannot write"):
-        t.write(rows(range(10, 30), "ll"))
-    assert sorted(os.listdir(os.path.join(theirs, "db.db", "t", "snapshot"))) == before
+    t.write(rows(range(10, 30), "ll"))
     pp_write(theirs, "db.t", rows(range(0, 30), "pp2"))
     got = pp_read(theirs, "db.t")
-    assert canon(got) == canon(rows(range(0, 30), "pp2"))
+    assert canon(got) == canon(rows(range(30), "pp2"))
     assert canon(t.to_arrow()) == canon(got)
 
 

@@ -58,8 +58,10 @@ def topic_records(t: lakelog.Table, *, committed: bool = True, timeout: float = 
             headers = dict(m.headers() or [])
             if m.value() is not None or "lakelog.gap" in headers:
                 out.append({"partition": m.partition(), "offset": m.offset(), "key": m.key(), "value": m.value(), "headers": headers})
-            if m.offset() + 1 >= end[m.partition()]:
-                done.add(m.partition())
+        # the position passes transaction markers, which are never delivered as records
+        for tp in c.position([TopicPartition(config.topic, p) for p in end]):
+            if tp.offset >= end[tp.partition]:
+                done.add(tp.partition)
     c.close()
     return out
 
@@ -322,3 +324,67 @@ def test_kafka_properties_reach_the_clients(tmp_path: Path, kafka_broker: KafkaE
     t = make(tmp_path / "ok", kafka_broker, **{"kafka.client.id": "lakelog-test-client"})
     t.write(rows("a", [1], "x"))
     assert decoded(t, topic_records(t)) == [("+I", 1, "x")]
+
+
+def test_writers_in_several_processes_share_one_exact_log(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    """Each process's publisher fences the others' (one transactional id per topic); a commit whose
+    producer was fenced starts again, and a snapshot another process left unpublished is published
+    by the next commit: every change reaches the log once."""
+    t = make(tmp_path, kafka_broker)
+    script = textwrap.dedent(
+        f"""
+        import sys, pyarrow as pa, lakelog
+        t = lakelog.Catalog({str(tmp_path)!r}).get_table("db.t")
+        w = int(sys.argv[1])
+        for i in range(8):
+            t.write(pa.table({{"dt": ["p"], "id": [w * 100 + i], "v": [str(i)]}}, schema=t.schema))
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(w)], stderr=subprocess.PIPE, text=True) for w in (1, 2, 3)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+    t.write(rows("p", [999], "last"))  # publishes whatever a process left unpublished
+    got = decoded(t, topic_records(t))
+    assert sorted(i for _, i, _ in got) == sorted([w * 100 + i for w in (1, 2, 3) for i in range(8)] + [999])
+
+
+def test_a_new_tables_log_starts_with_marker_zero(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    """The marker exists before the first commit: a writer fenced in its first commit has its
+    snapshot caught up by the next writer instead of being taken for history."""
+    from lakelog.connector.log.publisher import LogPublisher
+
+    t = make(tmp_path, kafka_broker)
+    config = log_config(t.store)
+    assert config is not None
+    pub = LogPublisher(config)
+    try:
+        assert pub.marker() == 0
+        t.write(rows("a", [1], "x"))
+        latest = t.latest_snapshot()
+        assert latest is not None and pub.marker() == latest.id
+    finally:
+        pub.close()
+
+
+@pytest.mark.parametrize(
+    "key, value", [("log.system", "kafka"), ("log.consistency", "eventual"), ("kafka.topic", "other"), ("log.system.partitions", "4")]
+)
+def test_the_log_cannot_be_attached_or_moved_by_alter(tmp_path: Path, key: str, value: str) -> None:
+    """Attaching a log to a table with history (or moving or re-partitioning it) is refused by
+    name: the log is set up with the table."""
+    t = lakelog.Catalog(str(tmp_path)).create_table("db.t", SCHEMA, primary_key=["dt", "id"], partition_by=["dt"])
+    with pytest.raises(OptionError, match=key):
+        t.alter(lakelog.SetOption(key, value))
+
+
+def test_a_log_tables_buckets_cannot_be_rescaled(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    """A record goes to its bucket's partition: a rescale would put one key's changes in two
+    partitions, so ALTER bucket and t.rescale are refused by name, and nothing changes."""
+    t = make(tmp_path, kafka_broker)
+    t.write(rows("a", [1, 2], "x"))
+    with pytest.raises(OptionError, match="'bucket' of a table with a Kafka log"):
+        t.alter(lakelog.SetOption("bucket", "4"))
+    with pytest.raises(OptionError, match="Kafka log"):
+        t.rescale(buckets=4)
+    assert t.options["bucket"] == "2" and len(t.snapshots()) == 1

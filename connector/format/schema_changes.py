@@ -255,7 +255,9 @@ def _resolve_type(t: Union[pa.DataType, DataType], column: str, ids: FieldIdCoun
     raise SchemaError(f"column {column!r}: expected a pyarrow.DataType or DataType, got {type(t).__name__}")
 
 
-def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange]) -> TableSchema:
+def apply_changes(
+    schema: TableSchema, changes: Sequence[SchemaChange], *, has_snapshots: bool = True
+) -> TableSchema:
     """The schema that follows ``schema`` after ``changes`` (id + 1), validated.
 
     Partition and primary-key columns cannot be dropped, renamed or retyped; immutable options cannot
@@ -374,7 +376,7 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange]) -> Table
         else:
             raise SchemaError(f"unsupported schema change {ch!r}")
 
-    check_alter(baseline, options)
+    check_alter(baseline, options, has_snapshots=has_snapshots)
     new = TableSchema(
         version=CURRENT_VERSION,
         id=schema.id + 1,

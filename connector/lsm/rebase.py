@@ -28,10 +28,14 @@ def rebase_file(
     changelog file) of one bucket with its sequence numbers raised by ``offset``; return the new
     file's metadata (the original is left in place)."""
     if f.schema_id != store.schema.id:
-        raise CommitConflictError(
-            f"cannot rebase data file {f.file_name} of {store.path}: it was written with schema "
-            f"{f.schema_id}, the table now has schema {store.schema.id}; write the rows again"
-        )
+        written = store.schema_manager.schema(f.schema_id)
+        if written.fields != store.schema.fields:
+            raise CommitConflictError(
+                f"cannot rebase data file {f.file_name} of {store.path}: it was written with schema "
+                f"{f.schema_id}, the table now has schema {store.schema.id} with other columns; write the "
+                "rows again"
+            )
+        store = store.with_schema(written)  # only options changed (a rescale, say): keep its schema
     path = store.data_file_path(partition, bucket, f.file_name)
     table = read_data_file(path)
     i = table.schema.get_field_index(SEQUENCE_NUMBER)

@@ -21,7 +21,7 @@ from lakelog.connector.errors import (
     TableNotFoundError,
 )
 from lakelog.connector.format.fileio import FileIO, ensure_inside, local_path
-from lakelog.connector.format.options import CoreOptions
+from lakelog.connector.format.options import LogConsistency
 from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.schema_manager import SchemaManager
 from lakelog.connector.format.snapshot import SnapshotManager
@@ -35,6 +35,7 @@ from lakelog.connector.format.types import (
     with_nullable,
 )
 from lakelog.connector.log.kafka import default_topic
+from lakelog.connector.log.publisher import start_marker
 from lakelog.connector.table.log import check_log_options, log_config
 from lakelog.connector.table.table import Table, check_merge_engine
 
@@ -182,8 +183,11 @@ class Catalog:
         comment: Optional[str] = None,
         exist_ok: bool = False,
     ) -> Table:
-        """Create a table (and its database if needed). Primary-key tables need a fixed ``bucket``
-        count; when none is given, ``bucket`` is set to 1.
+        """Create a table (and its database if needed). A primary-key table created without a
+        ``bucket`` option gets ``bucket = 1`` (Paimon's default is -1, dynamic bucket mode: give it
+        explicitly), except when its primary key does not hold every partition field: a
+        cross-partition update needs the key index of ``bucket = -1``. The primary key may also
+        come as the ``primary-key`` option.
 
         ``schema``: an Arrow schema, or Paimon fields (exact types such as ``VARCHAR(10)`` or
         ``CHAR(3)``, which Arrow cannot tell from ``STRING``; field ids are assigned here)."""
@@ -194,14 +198,11 @@ class Catalog:
                 return self.get_table(identifier)
             raise TableAlreadyExistsError(f"table {identifier!r} already exists")
         opts = {str(k): str(v) for k, v in (options or {}).items()}
-        has_pk = bool(primary_key) or bool(opts.get("primary-key", "").strip())
-        if has_pk and "bucket" not in opts:
-            opts["bucket"] = "1"
-        if has_pk and CoreOptions.BUCKET.parse(opts["bucket"]) < 1:
-            raise OptionError(
-                f"option 'bucket' = {opts['bucket']}: primary-key tables need a fixed bucket count >= 1 "
-                "(dynamic bucket mode needs a hash index lakelog does not keep)"
-            )
+        pk_cols = list(primary_key or []) or _names(opts.get("primary-key", ""))
+        if pk_cols and "bucket" not in opts:
+            parts = list(partition_by or []) or _names(opts.get("partition", ""))
+            cross_partition = not set(parts) <= set(pk_cols)
+            opts["bucket"] = "-1" if cross_partition else "1"
         if opts.get("log.system") == "kafka" and not opts.get("kafka.topic"):
             opts["kafka.topic"] = default_topic(f"{db}.{split_identifier(identifier)[1]}")
         fields = None if isinstance(schema, pa.Schema) else list(schema)
@@ -238,6 +239,8 @@ class Catalog:
                         "create it first"
                     )
                 log.check_partitions(parts)
+            if core.log_consistency == LogConsistency.TRANSACTIONAL:
+                start_marker(log)
         try:
             created = manager.create_table(table_schema)
         except FileExistsError:
@@ -266,6 +269,10 @@ class Catalog:
         if not self.database_exists(new_db):
             raise DatabaseNotFoundError(f"database {new_db!r} does not exist")
         self.file_io.rename_dir(self.table_path(old), self.table_path(new))
+
+
+def _names(text: str) -> list[str]:
+    return [k.strip() for k in text.split(",") if k.strip()]
 
 
 def _with_exact_types(schema: TableSchema, fields: Sequence[DataField]) -> TableSchema:

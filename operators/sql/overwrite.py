@@ -1,7 +1,7 @@
 """Statements that replace a lakelog table's data with one OVERWRITE snapshot, as Paimon commits
-them (:func:`lakelog.connector.table.replace.replace_partitions`): ``INSERT OVERWRITE``,
-``TRUNCATE TABLE``, ``ALTER TABLE ... DROP PARTITION``, and ``DELETE`` without a condition or on
-partition columns only. No pyflink here (it works on the Flink Table it is given).
+them (``Table.overwrite`` and ``TableCommit.overwrite``): ``INSERT OVERWRITE``, ``TRUNCATE TABLE``,
+``ALTER TABLE ... DROP PARTITION``, and ``DELETE`` without a condition or on partition columns
+only. No pyflink here (it works on the Flink Table it is given).
 
 ``INSERT OVERWRITE`` collects the query's rows in the client and commits them at once (so the rows
 must fit in its memory); ``dynamic-partition-overwrite`` (default true; a hint, ``SET`` or the
@@ -19,10 +19,13 @@ from typing import TYPE_CHECKING, Any, Optional
 import pyarrow as pa
 
 from lakelog.connector.format.store import TableStore
-from lakelog.connector.table.replace import replace_partitions
+from lakelog.connector.table.commit import OverwriteScope, TableCommit
+from lakelog.connector.table.overwrite import partition_spec
+from lakelog.connector.table.table import Table
 from lakelog.operators.sql.errors import SqlError
 from lakelog.operators.sql.lexer import significant
 from lakelog.operators.sql.results import SqlResult
+from lakelog.operators.table_ref import store_with_options
 
 if TYPE_CHECKING:
     from lakelog.operators.sql.runner import LakelogSql
@@ -88,6 +91,12 @@ def _dynamic(sql: LakelogSql, store: TableStore, options: Mapping[str, str]) -> 
     return raw.strip().lower() == "true"
 
 
+def _table(path: str, dynamic: bool) -> Table:
+    """The table with ``dynamic-partition-overwrite`` set for this statement."""
+    store = store_with_options(path, {DYNAMIC_OVERWRITE: "true" if dynamic else "false"})
+    return Table(store, path)
+
+
 def overwrite_rows(
     sql: LakelogSql,
     path: str,
@@ -101,7 +110,7 @@ def overwrite_rows(
     dynamic = _dynamic(sql, store, options)
     data = _collect(table, store.schema.arrow_schema())
     spec = {k: literal_value(v) for k, v in partition.items()}
-    sid = replace_partitions(store, data, specs=[spec] if spec else [], dynamic=dynamic)
+    sid = _table(path, dynamic).overwrite(data, spec or None)
     return SqlResult.ok("OK" if sid is None else f"OK (snapshot {sid})")
 
 
@@ -109,15 +118,33 @@ def truncate(sql: LakelogSql, path: str, partition: Optional[Mapping[str, str]],
     """``TRUNCATE TABLE`` (every partition) or a ``DELETE`` on partition columns only (those
     partitions): an OVERWRITE snapshot that removes their files, even when there are none."""
     spec = {k: literal_value(v) for k, v in (partition or {}).items()}
-    sid = replace_partitions(TableStore(path), None, specs=[spec] if spec else [])
+    t = _table(path, dynamic=False)
+    sid = t.overwrite(t.schema.empty_table(), spec or None)
     return SqlResult.ok(f"OK (snapshot {sid})")
 
 
-def drop_partitions(sql: LakelogSql, path: str, specs: Sequence[Mapping[str, str]], where: str) -> Any:
-    """``ALTER TABLE ... DROP PARTITION (...)[, PARTITION (...)]``: one OVERWRITE snapshot emptying
-    every partition a spec matches (a spec may name some of the partition fields)."""
+def drop_partitions(
+    sql: LakelogSql, path: str, specs: Sequence[Mapping[str, str]], where: str, *, if_exists: bool = False
+) -> Any:
+    """``ALTER TABLE ... DROP [IF EXISTS] PARTITION (...)[, PARTITION (...)]``: one OVERWRITE
+    snapshot emptying every partition a spec matches (a spec may name some of the partition fields)."""
     store = TableStore(path)
     if not store.schema.partition_keys:
         raise SqlError(f"{where}: the table is not partitioned")
-    sid = replace_partitions(store, None, specs=[dict(s) for s in specs])
+    latest = store.snapshot_manager.latest()
+    present = {e.partition for e in store.live_entries(latest)} if latest is not None else set()
+    names = list(store.schema.partition_keys)
+    chosen: set[bytes] = set()
+    for spec in specs:
+        wanted = partition_spec(store, spec)
+        hit = {
+            p for p in present
+            if all(store.partition_values(p)[names.index(k)] == v for k, v in wanted.items())
+        }  # fmt: skip
+        if not hit and not if_exists:
+            raise SqlError(f"{where}: partition {dict(spec)} does not exist")
+        chosen |= hit
+    if not chosen:
+        return SqlResult.ok()
+    sid = TableCommit(store).overwrite([], OverwriteScope(partitions=frozenset(chosen)))
     return SqlResult.ok(f"OK (snapshot {sid})")

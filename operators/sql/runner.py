@@ -817,8 +817,7 @@ def _alter_table(sql: LakelogSql, st: Statement) -> Any:
         from lakelog.operators.sql.overwrite import drop_partitions
 
         specs = [dict(s.getPartitionSpec()) for s in op.getPartitionSpecs()]
-        res = drop_partitions(sql, path, specs, where)
-        return res
+        return drop_partitions(sql, path, specs, where, if_exists=bool(op.ignoreIfPartitionNotExists()))
     if kind == "AlterTableChangeOperation":
         new_schema = (
             sql.t_env._j_tenv.getCatalogManager().resolveCatalogTable(op.getNewTable()).getResolvedSchema()
