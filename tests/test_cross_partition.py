@@ -110,11 +110,10 @@ def test_dynamic_buckets_inside_a_partition(catalog: lakelog.Catalog) -> None:
     # keys to b and is empty, so it is not counted; bucket 3 has room for the new keys
     by_key = {}
     for f in t.files().to_pylist():
-        if f["partition"] == "dt=a":
+        if f["partition"] == "{a}":
             from lakelog.connector.format.data_file import read_data_file
 
-            path = t.store.data_file_path(t.store.live_entries(t.latest_snapshot())[0].partition, f["bucket"], f["file_name"])
-            for k in read_data_file(path).column("_KEY_id").to_pylist():
+            for k in read_data_file(f["file_path"]).column("_KEY_id").to_pylist():
                 by_key[k] = f["bucket"]
     assert by_key[20] == 3 and by_key[21] == 3
 

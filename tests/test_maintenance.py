@@ -447,8 +447,13 @@ def test_cli_files(warehouse: str, cli_table: lakelog.Table, capsys: pytest.Capt
     assert out.count("  L0  data-") == n
     assert main(["--warehouse", warehouse, "files", "shop.orders", "--snapshot", "1", "--json"]) == 0
     files = json.loads(capsys.readouterr().out)
-    assert {f["partition"] for f in files} == {"dt=d1"}
-    assert sum(f["row_count"] for f in files) == 3
+    assert {f["partition"] for f in files} == {"{d1}"}
+    assert sum(f["record_count"] for f in files) == 3
+    assert main(["--warehouse", warehouse, "sys", "shop.orders", "partitions", "--json"]) == 0
+    parts = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [p["partition"] for p in parts] == ["{d1}", "{d2}"]
+    assert main(["--warehouse", warehouse, "sys", "shop.orders", "tags"]) == 0
+    assert "| tag_name " in capsys.readouterr().out
 
 
 def test_cli_compact_and_expire(

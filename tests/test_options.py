@@ -417,7 +417,8 @@ HONOURED_BY: dict[str, str] = {
     "scan.tag-name": "tests/test_interop_pypaimon.py::test_tags_and_expiration_across_writers",
     "incremental-between": "tests/test_scan_start.py::test_scan_modes",
     "incremental-between-timestamp": "tests/test_scan_start.py::test_timestamp_spellings_of_start_and_range",
-    "incremental-between-scan-mode": _REFUSAL,  # auto only
+    "incremental-between-scan-mode": "tests/test_source_plan.py::test_incremental_delta_reads_the_rows_written_with_their_kinds",
+    "schema.*": "tests/flink/test_sql_ddl.py::test_sql_ddl_lasts_and_event_time_windows_work",
     "continuous.discovery-interval":
         "tests/test_option_effects.py::test_streaming_read_options_consumer_and_discovery_interval",
     "streaming-read-overwrite":

@@ -240,6 +240,7 @@ class IncrementalBetweenScanMode(_ValueEnum):
     AUTO = "auto"
     DELTA = "delta"
     CHANGELOG = "changelog"
+    DIFF = "diff"
 
 
 class LogSystem(_ValueEnum):
@@ -815,10 +816,9 @@ class CoreOptions:
         "incremental-between-timestamp", str, None, "Read changes between two timestamps: 't1,t2'.")
     INCREMENTAL_BETWEEN_SCAN_MODE: ClassVar[ConfigOption[IncrementalBetweenScanMode]] = _opt(
         "incremental-between-scan-mode", IncrementalBetweenScanMode, IncrementalBetweenScanMode.AUTO,
-        "What an incremental-between read scans.",
-        unsupported="an incremental read returns the changelog when the table has a changelog producer, "
-        "else the difference of the two snapshots ('auto')",
-        supported_values=(IncrementalBetweenScanMode.AUTO,))
+        "What an incremental-between read scans: 'delta' the rows APPEND snapshots wrote, 'changelog' "
+        "the changelog files, 'diff' the difference of the two snapshots; 'auto' is 'changelog' for "
+        "tables with a changelog producer, else 'delta'.")
     CONTINUOUS_DISCOVERY_INTERVAL: ClassVar[ConfigOption[Duration]] = _opt(
         "continuous.discovery-interval", Duration, Duration.parse("10 s"),
         "Snapshot polling interval of streaming reads.")
@@ -888,6 +888,11 @@ class CoreOptions:
         "fields.*.stats-mode", str, None, "Column statistics mode of one field.", _stats_mode)
     FIELD_DEFAULT_VALUE: ClassVar[PatternOption] = PatternOption(
         "fields.*.default-value", str, None, "Default value of a field.")
+    FLINK_SCHEMA: ClassVar[PatternOption] = PatternOption(
+        "schema.*", str, None,
+        "Flink's computed columns and watermark, as Paimon's Flink catalog stores them "
+        "(schema.<n>.name/data-type/expr/comment, schema.watermark.0.rowtime/strategy.expr/"
+        "strategy.data-type); the storage ignores them, Flink SQL reads them.")
 
     # ------------------------------------------------------------------------------------------------
 

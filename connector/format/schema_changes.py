@@ -43,6 +43,7 @@ __all__ = [
     "UpdateColumnType",
     "UpdateComment",
     "UpdateColumnComment",
+    "MoveColumn",
     "SchemaChange",
     "can_widen",
     "apply_changes",
@@ -109,9 +110,18 @@ class UpdateColumnComment:
     comment: str | None
 
 
+@dataclass(frozen=True)
+class MoveColumn:
+    """Move a column first, or after another column (Paimon's ``SchemaChange.move``)."""
+
+    name: str
+    after: str | None = None
+    first: bool = False
+
+
 SchemaChange = Union[
     SetOption, RemoveOption, AddColumn, RenameColumn, DropColumn, UpdateColumnType, UpdateComment,
-    UpdateColumnComment,
+    UpdateColumnComment, MoveColumn,
 ]
 
 _INT_RANK = {"TINYINT": 0, "SMALLINT": 1, "INT": 2, "BIGINT": 3}
@@ -353,6 +363,16 @@ def apply_changes(
         elif isinstance(ch, UpdateColumnComment):
             i = index_of(ch.name)
             fields[i] = dataclasses.replace(fields[i], description=ch.comment)
+        elif isinstance(ch, MoveColumn):
+            moved = fields.pop(index_of(ch.name))
+            if ch.first:
+                fields.insert(0, moved)
+            elif ch.after is not None:
+                if ch.after == ch.name:
+                    raise SchemaError(f"cannot move column {ch.name!r} after itself")
+                fields.insert(index_of(ch.after) + 1, moved)
+            else:
+                fields.append(moved)
         else:
             raise SchemaError(f"unsupported schema change {ch!r}")
 

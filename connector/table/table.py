@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Table", "TableScan", "BatchWriter", "StreamWriter", "FilterLike"]
+__all__ = ["Table", "TableScan", "BatchWriter", "StreamWriter", "FilterLike", "check_merge_engine"]
 
 
 class BatchWriter:
@@ -597,6 +597,10 @@ class Table:
     # ---- schema evolution --------------------------------------------------------------------------------
     def alter(self, *changes: Any) -> Table:
         """Apply schema changes (see :mod:`lakelog.connector.format.schema`) atomically."""
+        from lakelog.connector.format.schema_changes import apply_changes
+
+        latest = self._store.schema_manager.latest() or self._store.schema
+        check_merge_engine(self._store.with_schema(apply_changes(latest, list(changes))))
         new = self._store.schema_manager.commit_changes(*changes)
         self._store.schema = new
         return self
@@ -611,3 +615,13 @@ def _to_millis(ts: Any) -> int:
             ts = ts.astimezone()
         return int(ts.timestamp() * 1000)
     return int(ts)
+
+
+def check_merge_engine(store: TableStore) -> None:
+    """Build the table's merge engine once, so that options it cannot follow (an aggregate
+    function that does not fit its column's type) fail when the table is created or altered,
+    naming the option, not when rows are first written."""
+    if store.schema.primary_keys:
+        from lakelog.connector.lsm.merge.engine import merge_function_for
+
+        merge_function_for(store)
