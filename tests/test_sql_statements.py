@@ -246,12 +246,15 @@ def test_rescale_procedure(tmp_path: Path) -> None:
     )
     t.write(pa.table({"dt": ["a", "a", "b"], "k": [1, 2, 3]}, schema=schema))
     ctx = CallContext(cat, "lk", "db")
-    if not hasattr(lakelog.Table, "rescale"):
-        with pytest.raises(UnsupportedStatementError, match="Table.rescale"):
-            call_procedure(ctx, "rescale", ["db.t", 4, "dt=a"], {})
-        return
     assert call_procedure(
         ctx, "rescale", [], {"table": "db.t", "bucket_num": 4, "partition": "dt=a"}
     ).rows == [("Success",)]
     assert t.bucket_counts() == {("a",): 4, ("b",): 2}
+    assert sorted(t.to_arrow().column("k").to_pylist()) == [1, 2, 3]
+    # positional, every partition whose count differs from bucket_num
+    assert call_procedure(ctx, "rescale", ["db.t", 4], {}).rows == [("Success",)]
+    assert t.bucket_counts() == {("a",): 4, ("b",): 4}
+    assert t.options["bucket"] == "2"  # as Paimon's sys.rescale: the table's option stays
+    with pytest.raises(UnsupportedStatementError, match="sink_parallelism"):
+        call_procedure(ctx, "rescale", [], {"table": "db.t", "bucket_num": 4, "sink_parallelism": 2})
     assert sorted(t.to_arrow().column("k").to_pylist()) == [1, 2, 3]

@@ -317,17 +317,12 @@ def _expire_partitions(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
 
 def _rescale(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     table = ctx.table(a["table"])
-    rescale = getattr(table, "rescale", None)
-    if rescale is None:
-        raise UnsupportedStatementError(
-            "CALL sys.rescale: this build of lakelog cannot rewrite a table's buckets (Table.rescale)"
-        )
     _refuse("rescale", a, "scan_parallelism", "sink_parallelism", why="lakelog rescales in the client")
     specs = None
     if a.get("partition"):
         specs = [dict(kv.split("=", 1) for kv in str(a["partition"]).split(","))]
     buckets = int(a["bucket_num"]) if a.get("bucket_num") is not None else None
-    rescale(specs, buckets)
+    table.rescale(specs, buckets)
     return _success()
 
 
