@@ -378,13 +378,62 @@ def test_the_log_cannot_be_attached_or_moved_by_alter(tmp_path: Path, key: str, 
         t.alter(lakelog.SetOption(key, value))
 
 
-def test_a_log_tables_buckets_cannot_be_rescaled(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
-    """A record goes to its bucket's partition: a rescale would put one key's changes in two
-    partitions, so ALTER bucket and t.rescale are refused by name, and nothing changes."""
-    t = make(tmp_path, kafka_broker)
-    t.write(rows("a", [1, 2], "x"))
-    with pytest.raises(OptionError, match="'bucket' of a table with a Kafka log"):
-        t.alter(lakelog.SetOption("bucket", "4"))
+@pytest.mark.parametrize("consistency", ["transactional", "eventual"])
+def test_alter_bucket_keeps_each_partitions_keys_in_their_kafka_partition(
+    tmp_path: Path, kafka_broker: KafkaEndpoint, consistency: str
+) -> None:
+    """ALTER bucket: old partitions keep their count (and so each key its bucket and its Kafka
+    partition), new partitions take the new one; a bucket beyond the topic's partitions writes
+    partition bucket mod P. The log stays exact and a hybrid read equals the table."""
+    from lakelog.connector.format.bucket import compute_buckets
+
+    t = make(tmp_path, kafka_broker, **{"log.consistency": consistency})
+    t.write(rows("a", list(range(20)), "x"))
+    sub = t.subscribe()  # the table's rows, then the log: it follows the ALTER and both partitions
+    t.alter(lakelog.SetOption("bucket", "3"))  # the topic keeps its 2 partitions
+    t = lakelog.Catalog(str(tmp_path)).get_table("db.t")
+    with t.stream_writer() as w:
+        w.write(rows("a", list(range(10)), "y")).commit()  # old partition: still 2 buckets
+        w.write(rows("b", list(range(20)), "z")).commit()  # new partition: 3 buckets
+    recs = topic_records(t)
+    bucket_key = list(t.store.schema.bucket_keys)  # ["id"]: the primary key less the partition
+    types = t.store.field_types(bucket_key)
+    for dt, n in (("a", 2), ("b", 3)):
+        mine = [r for r in recs if json.loads(r["key"])["dt"] == dt]
+        keys = pa.table({"id": pa.array([json.loads(r["key"])["id"] for r in mine], pa.int64())})
+        want = compute_buckets(keys, bucket_key, types, n) % 2
+        assert len(mine) > 0 and [r["partition"] for r in mine] == want.tolist()
+        assert (n == 3) == any(b >= 2 for b in compute_buckets(keys, bucket_key, types, n).tolist())
+    assert sorted((r["dt"], r["id"], r["v"]) for r in t.to_arrow().to_pylist()) == sorted(
+        [("a", i, "y" if i < 10 else "x") for i in range(20)] + [("b", i, "z") for i in range(20)]
+    )
+    state: dict[tuple[str, int], Any] = {}
+    seen = 0
+
+    def applied(changes: list[dict[str, Any]]) -> bool:
+        nonlocal seen
+        for c in changes[seen:]:
+            if c["rowkind"] in ("+I", "+U"):
+                state[(c["dt"], c["id"])] = c["v"]
+            else:
+                state.pop((c["dt"], c["id"]), None)
+        seen = len(changes)
+        return len(state) == 40 and sum(v == "y" for v in state.values()) == 10
+
+    with sub:
+        collect_changes(sub, applied)
+    assert state == {(r["dt"], r["id"]): r["v"] for r in t.to_arrow().to_pylist()}
     with pytest.raises(OptionError, match="Kafka log"):
-        t.rescale(buckets=4)
-    assert t.options["bucket"] == "2" and len(t.snapshots()) == 1
+        t.rescale(partitions=[{"dt": "a"}])  # a rewrite would move keys between partitions
+
+
+def collect_changes(sub: Any, until: Any, timeout: float = 60.0) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        batch = sub.poll(0.2)
+        if batch is not None:
+            out += batch.to_pylist()
+        if until(out):
+            return out
+    raise AssertionError(f"timed out with {len(out)} changes")

@@ -1481,13 +1481,6 @@ def check_alter(old: Mapping[str, str], new: Mapping[str, str], *, has_snapshots
     bucket mode keeps its hash index), and it cannot be removed."""
     if has_snapshots:
         _check_bucket_change(old, new)
-    log_table = new.get(CoreOptions.LOG_SYSTEM.key) == "kafka"
-    if log_table and _normalized("bucket", old) != _normalized("bucket", new):
-        raise OptionError(
-            "option 'bucket' of a table with a Kafka log cannot change: its records go to the topic "
-            "partition of their bucket, and a key moved to another bucket would have its changes in two "
-            "partitions, whose order Kafka does not keep"
-        )
     keys = (set(old) | set(new)) & IMMUTABLE_KEYS
     for key in sorted(keys):
         before, after = _normalized(key, old), _normalized(key, new)

@@ -45,13 +45,13 @@ class EventualLogWriter:
             parts = self.config.topic_partitions()
             if parts is None:
                 raise LogSystemError(f"{self.config.describe()} does not exist")
-            self.config.check_partitions(parts)
             self._partitions = parts
             self._producer = self.config.producer()
         return self._producer
 
     def send(self, rows: pa.Table, kinds: np.ndarray, buckets: np.ndarray, schema_id: int) -> None:
-        """One record per row (the table's columns), into partition = the row's bucket."""
+        """One record per row (the table's columns), into its bucket's partition (see
+        :func:`~lakelog.connector.log.publisher.records_partition`)."""
         producer = self._ensure()
         cfg = self.config
         kinds = np.asarray(kinds, dtype=np.int8)
@@ -69,7 +69,7 @@ class EventualLogWriter:
             (SCHEMA_HEADER, str(schema_id).encode()),
         ]
         for key, value, kind, bucket in zip(records.keys, records.values, records.kinds, buckets):
-            partition = records_partition(int(bucket), self._partitions, cfg.topic)
+            partition = records_partition(int(bucket), self._partitions)
             self._deliveries.send(
                 producer, key, value, partition, [(KIND_HEADER, kind_header(int(kind))), *base]
             )

@@ -94,16 +94,13 @@ def marker_group(topic: str) -> str:
     return f"lakelog-log-{topic}"
 
 
-def records_partition(bucket: int, partitions: int, topic: str) -> int:
-    """The Kafka partition of a bucket's records: the bucket itself (an append table without
-    buckets writes partition 0)."""
-    p = max(bucket, 0)
-    if p >= partitions:
-        raise LogSystemError(
-            f"bucket {bucket} has no partition in topic {topic!r} ({partitions} partition(s)): the topic "
-            "needs at least one partition per bucket"
-        )
-    return p
+def records_partition(bucket: int, partitions: int) -> int:
+    """The Kafka partition of a bucket's records: the bucket modulo the topic's partitions (an
+    append table without buckets writes partition 0). A key keeps its bucket, and so its partition,
+    while its table partition keeps its bucket count; an ``ALTER`` of ``bucket`` changes only the
+    count of table partitions written from then on, whose buckets may exceed the topic's
+    partitions."""
+    return max(bucket, 0) % partitions
 
 
 def start_marker(config: LogConfig, snapshot_id: int = 0) -> None:
@@ -151,7 +148,6 @@ class LogPublisher:
                 raise LogSystemError(
                     f"{self.config.describe()} does not exist (create it, or set 'log.system.auto-register')"
                 )
-            self.config.check_partitions(parts)
             self._partitions = parts
             producer = self.config.producer(transactional_id=f"lakelog-{self.config.topic}")
             try:
@@ -334,7 +330,7 @@ class LogPublisher:
                 rows, kinds = rows.filter(pa.array(keep)), kinds[keep]
             records = encode_changes(rows, kinds, config.primary_keys, upsert=config.upsert)
             schema = (SCHEMA_HEADER, str(ch.schema_id).encode())
-            partition = records_partition(ch.bucket, self._partitions, self.config.topic)
+            partition = records_partition(ch.bucket, self._partitions)
             kind_headers = [kind_header(int(k)) for k in records.kinds]
             for key, value, kind in zip(records.keys, records.values, kind_headers):
                 self._deliveries.send(

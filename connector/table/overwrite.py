@@ -161,7 +161,9 @@ def rescale(
     if store.options.log_system == LogSystem.KAFKA:
         raise OptionError(
             f"table {store.path} has a Kafka log: its records go to the topic partition of their bucket, "
-            "so its buckets cannot be rescaled (a key would have changes in two partitions)"
+            "and a rewrite would move keys to other buckets, so a key would have changes in two topic "
+            "partitions, whose order Kafka does not keep. ALTER 'bucket' instead: partitions written "
+            "from then on take the new count, existing ones keep theirs"
         )
     target = int(store.options.bucket if buckets is None else buckets)
     if target < 1:

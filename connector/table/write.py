@@ -29,7 +29,7 @@ from lakelog.connector.errors import (
     OptionError,
     SnapshotNotFoundError,
 )
-from lakelog.connector.format.bucket import bucket_key_hashes, buckets_from_hashes, compute_buckets
+from lakelog.connector.format.bucket import bucket_key_hashes, buckets_from_hashes
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.defaults import default_values
 from lakelog.connector.format.index_file import HASH_INDEX, IndexManifestEntry
@@ -259,10 +259,20 @@ class TableWrite:
         return self._row_buckets(table)
 
     def _row_buckets(self, table: pa.Table) -> np.ndarray:
-        if self.num_buckets > 0:
-            types = self.store.field_types(self.bucket_keys)
-            return compute_buckets(table, self.bucket_keys, types, self.num_buckets)
-        return np.zeros(table.num_rows, dtype=np.int32)
+        """Each row's bucket as :meth:`flush` will route it: rows placed upstream keep theirs, and a
+        fixed-bucket table hashes each partition's rows with that partition's count (the count its
+        files record, which an ``ALTER`` of ``bucket`` does not change)."""
+        if _ASSIGNED in table.column_names:
+            return table.column(_ASSIGNED).to_numpy().astype(np.int32, copy=False)
+        if self.mode != BucketMode.HASH_FIXED:
+            return np.zeros(table.num_rows, dtype=np.int32)
+        parts = partition_groups(self.store, table)
+        self._restore({g.partition for g in parts} - self._restored)
+        hashes = bucket_key_hashes(table, self.bucket_keys, self.store.field_types(self.bucket_keys))
+        out = np.empty(table.num_rows, dtype=np.int32)
+        for g in parts:
+            out[g.rows] = buckets_from_hashes(hashes[g.rows], self.total_buckets(g.partition))
+        return out
 
     def log_offsets(self) -> Optional[dict[int, int]]:
         """An eventual log's offset after this writer's records per partition (None without one)."""
