@@ -63,11 +63,13 @@ from lakelog.operators.sink_blobs import (
     blob_key,
     column_order,
     decode_blob,
+    decode_group,
     is_flush_marker,
     java_type_code,
     needs_null_mask,
+    open_store,
 )
-from lakelog.operators.sink_keys import default_max_parallelism, flink_key_group
+from lakelog.operators.sink_keys import default_max_parallelism, flink_key_group, parse_key
 from lakelog.operators.table_ref import TableLike, table_path
 
 __all__ = [
@@ -107,6 +109,7 @@ class WriterConfig:
     batch: bool
     flush_ms: Optional[int]  # timed flushes (None: on markers and buffer size only; 0: every blob)
     restart_wait_s: float
+    schema_id: Optional[int] = None  # the schema the sink was planned with (None: the latest)
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,7 @@ class SinkPlan:
     parallelism: Optional[int]
     max_parallelism: Optional[int]  # the writers' key groups (pinned: the blob keys are salted for them)
     balance: Optional[int]  # max parallelism the blob keys are balanced for, None: plain keys
+    schema_id: Optional[int] = None  # every stage routes and writes by this schema
 
     @property
     def name(self) -> str:
@@ -205,8 +209,8 @@ class BatchSplitFunction(FlatMapFunction):  # type: ignore[misc]
     """The flat-map after the ``RowBatcher``: one Arrow batch in, ``Row(blob)``\\s out
     (see :class:`~lakelog.operators.sink_blobs.BatchSplitter`)."""
 
-    def __init__(self, table_path: str, balance: Optional[int]) -> None:
-        self.splitter = BatchSplitter(table_path, balance)
+    def __init__(self, table_path: str, balance: Optional[int], schema_id: Optional[int] = None) -> None:
+        self.splitter = BatchSplitter(table_path, balance, schema_id)
 
     def flat_map(self, value: Any) -> Iterator[Any]:
         for blob in self.splitter.split(value):
@@ -241,7 +245,7 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
         self.config = config
 
     def open(self, runtime_context: RuntimeContext) -> None:
-        self.store = TableStore(self.config.table_path)
+        self.store = open_store(self.config.table_path, self.config.schema_id)
         self.pk = bool(self.store.schema.primary_keys)
         self.buffer_limit = int(self.store.options.write_buffer_size)
         self.writes: dict[str, TableWrite] = {}
@@ -352,11 +356,12 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
             self._arm(key, ctx, self.config.flush_ms or COMPACTION_POLL_MS)
 
     def _write(self, key: str, blobs: list[bytes]) -> TableWrite:
-        parts = [decode_blob(b) for b in blobs]
-        table = pa.concat_tables([t for t, _ in parts]) if len(parts) > 1 else parts[0][0]
-        changes = [k for _, k in parts if k is not None]
+        parts = [decode_group(b) for b in blobs]
+        table = pa.concat_tables([t for t, _, _ in parts]) if len(parts) > 1 else parts[0][0]
+        changes = [k for _, k, _ in parts if k is not None]
         kinds = (np.concatenate(changes) if len(changes) > 1 else changes[0]) if changes else None
         w = self._writer(key)
+        self._check_count(key, w, {n for _, _, n in parts if n is not None})
         if self.pk:
             if kinds is None:
                 w.write(table)
@@ -370,6 +375,26 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
                 )
             w.write(table)
         return w
+
+    def _check_count(self, key: str, w: TableWrite, routed: set[int]) -> None:
+        """The splitter routed the key's rows by its partition's bucket count as it learned it; the
+        key's TableWrite routes them again by the count it learned (both from the partition's live
+        files, else the planned schema's ``bucket``). They differ only when the partition was
+        rescaled (overwritten) while the job ran: fail, and the restarted job learns the new count
+        everywhere (its commit would be refused anyway, as Paimon refuses it)."""
+        if not routed:
+            return
+        partition, bucket = parse_key(key)
+        own = w.total_buckets(partition)
+        if routed != {own}:
+            from lakelog.connector.table.commit import partition_label
+
+            raise CommitConflictError(
+                f"sink into {self.config.table_path}: bucket {bucket} of "
+                f"{partition_label(self.store, partition)} got rows routed by {sorted(routed)} buckets, "
+                f"but the partition's files record {own}: it was rescaled while this job ran; a "
+                "restart routes it by its new count"
+            )
 
     def _send_to_log(self, key: str, blob: bytes) -> None:
         assert self.log is not None
@@ -390,7 +415,8 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
     def _writer(self, key: str) -> TableWrite:
         w = self.writes.get(key)
         if w is None:
-            w = TableWrite(TableStore(self.config.table_path), write_only=self.config.write_only)
+            store = open_store(self.config.table_path, self.config.schema_id)
+            w = TableWrite(store, write_only=self.config.write_only)
             self.writes[key] = w
         return w
 
@@ -433,7 +459,7 @@ def _python_batches(ds: DataStream, store: TableStore, plan: SinkPlan) -> DataSt
             args.append(f"`{c}`")
     sid = next(_sink_ids)
     view, func = f"__lakelog_sink_in_{sid}", f"__lakelog_sink_encode_{sid}"
-    encoder = BatchEncoder(plan.table_path, plan.changelog, masks, plan.balance)
+    encoder = BatchEncoder(plan.table_path, plan.changelog, masks, plan.balance, plan.schema_id)
     t_env.create_temporary_view(view, table)
     t_env.create_temporary_function(func, udf(encoder, result_type=DataTypes.BYTES(), func_type="pandas"))
     # Flink hands the UDF an Arrow batch when it holds python.fn-execution.arrow.batch.size rows
@@ -514,7 +540,7 @@ def _java_batches(ds: DataStream, store: TableStore, plan: SinkPlan) -> DataStre
     return (
         DataStream(j_batches)
         .flat_map(
-            BatchSplitFunction(plan.table_path, plan.balance),
+            BatchSplitFunction(plan.table_path, plan.balance, plan.schema_id),
             output_type=Types.ROW([Types.PRIMITIVE_ARRAY(Types.BYTE())]),
         )
         .name(f"lakelog-split-{plan.name}")
@@ -742,12 +768,14 @@ def sink_to_lakelog(
         java=java,
         batch_ms=batch_ms,
         writer=WriterConfig(
-            path, user, run_token, channel, write_only, is_batch, writer_flush, restart_wait_s
+            path, user, run_token, channel, write_only, is_batch, writer_flush, restart_wait_s,
+            store.schema.id,
         ),
         committer=CommitterConfig(path, user, run_token, channel, poll_interval_ms),
         parallelism=parallelism,
         max_parallelism=max_p,
         balance=max_p if _key_groups_match_jvm(max_p) else None,
+        schema_id=store.schema.id,
     )
     blobs = _java_batches(ds, store, plan) if java else _python_batches(ds, store, plan)
     _write_and_commit(blobs, plan)
