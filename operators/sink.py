@@ -61,6 +61,7 @@ from lakelog.operators.sink_blobs import (
     BatchEncoder,
     BatchSplitter,
     blob_key,
+    check_sink_supports,
     column_order,
     decode_blob,
     decode_group,
@@ -719,9 +720,10 @@ def sink_to_lakelog(
     (pickled) type (Rows, tuples or lists) pass a Python map into the table's row type first, which
     costs one Python step per row.
     """
-    env = ds.get_execution_environment()
     path = table_path(table)
     store = TableStore(path)
+    check_sink_supports(store)  # on the client, before any Flink call
+    env = ds.get_execution_environment()
     schema = store.schema.arrow_schema()
     for f in schema:  # fail on the client, before any job runs
         java_type_code(f.type, f.name)
@@ -786,6 +788,7 @@ def sink_table_to_lakelog(t_env: Any, table: Any, target: TableLike, **kwargs: A
     """Write a Flink ``Table`` into ``target`` (a lakelog ``Table`` or a table path); see
     :func:`sink_to_lakelog`. An insert-only table goes in as is; an updating one (e.g. a streaming
     GROUP BY) as its changelog."""
+    check_sink_supports(TableStore(table_path(target)))  # before the table becomes a stream
     try:
         ds = t_env.to_data_stream(table)
         changelog = False

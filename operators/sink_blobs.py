@@ -23,7 +23,7 @@ from typing import Any, Optional
 import numpy as np
 import pyarrow as pa
 
-from lakelog.connector.errors import InvalidInputError, SchemaError
+from lakelog.connector.errors import InvalidInputError, OptionError, SchemaError
 
 __all__ = [
     "KIND_FIELD",
@@ -32,6 +32,8 @@ __all__ = [
     "decode_blob",
     "decode_group",
     "open_store",
+    "SinkUnsupportedTableError",
+    "check_sink_supports",
     "blob_key",
     "flush_marker",
     "is_flush_marker",
@@ -123,6 +125,35 @@ def needs_null_mask(t: pa.DataType) -> bool:
     """Columns whose nulls pandas cannot carry losslessly (ints become floats, NaN means null): the
     sink passes their null mask beside them."""
     return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+class SinkUnsupportedTableError(OptionError):
+    """The PyFlink sink cannot write this table (raised on the client, before the job graph is built)."""
+
+
+def check_sink_supports(store: Any) -> None:
+    """Refuse tables whose rows need a bucket assigner: dynamic-bucket primary-key tables (``bucket =
+    -1``; Paimon's sink runs an assigner stage and keeps a hash index) and cross-partition upsert
+    tables (a primary key without every partition field: a key index). Fixed-bucket tables and
+    append tables (any ``bucket``) route by a hash of the row alone and are supported."""
+    from lakelog.connector.format.schema import BucketMode
+
+    schema = store.schema
+    mode = schema.bucket_mode
+    if schema.cross_partition_update:
+        what = (
+            f"a primary key {list(schema.primary_keys)} without every partition field "
+            f"{list(schema.partition_keys)} (cross-partition upsert)"
+        )
+    elif mode in (BucketMode.HASH_DYNAMIC, BucketMode.KEY_DYNAMIC):
+        what = f"dynamic buckets ('bucket' = '{schema.core_options.bucket}', {mode} bucket mode)"
+    else:
+        return
+    raise SinkUnsupportedTableError(
+        f"table {store.path} has {what}: its rows get their buckets from a bucket assigner, and the "
+        "PyFlink sink has no bucket assigner stage yet. Write it from plain Python with lakelog's "
+        "TableWrite (Table.write, Table.writer, Table.stream_writer), which supports it"
+    )
 
 
 def open_store(table_path: str, schema_id: Optional[int]) -> Any:

@@ -289,3 +289,31 @@ def test_splitter_keeps_the_planned_schemas_count_for_new_partitions(tmp_path) -
     latest = BatchEncoder(t.store.path, False, [False] * 4, None)
     blobs = [b for b in latest(*[c.to_pandas() for c in data.columns]) if b is not None]
     assert {decode_group(b)[2] for b in blobs} == {6}
+
+
+def test_sink_refuses_tables_that_need_a_bucket_assigner(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Dynamic-bucket and cross-partition-upsert tables (with dynamic or fixed buckets: both need the
+    key index) are refused on the client, naming the table, the missing assigner stage and
+    plain-Python TableWrite (which writes them); fixed-bucket and append tables (bucket-unaware
+    included) pass."""
+    from lakelog.connector.errors import LakelogError
+    from lakelog.operators.sink_blobs import SinkUnsupportedTableError, check_sink_supports
+
+    cat = lakelog.Catalog(str(tmp_path / "wh"))
+    dynamic = cat.create_table("db.dyn", SCHEMA, primary_key=["dt", "id"], partition_by=["dt"],
+                               options={"bucket": "-1"})
+    cross = cat.create_table("db.cross", SCHEMA, primary_key=["id"], partition_by=["dt"])
+    cross_fixed = cat.create_table("db.cross_fixed", SCHEMA, primary_key=["id"], partition_by=["dt"],
+                                   options={"bucket": "2"})
+    for t, what in [(dynamic, "dynamic buckets"), (cross, "cross-partition"), (cross_fixed, "cross-partition")]:
+        with pytest.raises(SinkUnsupportedTableError) as info:
+            check_sink_supports(t.store)
+        msg = str(info.value)
+        assert isinstance(info.value, LakelogError)
+        assert t.store.path in msg and what in msg
+        assert "PyFlink sink has no bucket assigner stage yet" in msg and "TableWrite" in msg
+        t.write(_data(5))  # as the message says: plain Python writes it
+        assert t.to_arrow().num_rows == 5
+    check_sink_supports(_table(tmp_path).store)
+    check_sink_supports(cat.create_table("db.app", SCHEMA, options={"bucket": "-1"}).store)
+    check_sink_supports(cat.create_table("db.app2", SCHEMA, options={"bucket": "2", "bucket-key": "id"}).store)

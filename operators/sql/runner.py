@@ -47,6 +47,7 @@ from lakelog.operators.flink_env import flink_environment, is_remote, load_setti
 from lakelog.operators.flink_types import row_data_type
 from lakelog.operators.lookup import register_lookup_function
 from lakelog.operators.sink import sink_table_to_lakelog
+from lakelog.operators.sink_blobs import check_sink_supports
 from lakelog.operators.source import read_lakelog_table
 from lakelog.operators.source_plan import table_rows
 from lakelog.operators.sql.lexer import (
@@ -464,6 +465,7 @@ class LakelogSql:
         Batch mode waits for the job; streaming mode returns the ``JobClient``."""
         path = table_path(target)
         store = TableStore(path)
+        check_sink_supports(store)  # before any view or job: the sink's own refusal, naming the table
         fields = store.schema.fields
         names = table.get_schema().get_field_names()
         if len(names) != len(fields):
