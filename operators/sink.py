@@ -381,8 +381,8 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
         """The splitter routed the key's rows by its partition's bucket count as it learned it; the
         key's TableWrite routes them again by the count it learned (both from the partition's live
         files, else the planned schema's ``bucket``). They differ only when the partition was
-        rescaled (overwritten) while the job ran: fail, and the restarted job learns the new count
-        everywhere (its commit would be refused anyway, as Paimon refuses it)."""
+        rescaled (overwritten) while the job ran: fail rather than write keys into the wrong
+        buckets (the commit would refuse the files anyway, as Paimon refuses them)."""
         if not routed:
             return
         partition, bucket = parse_key(key)
@@ -393,8 +393,8 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
             raise CommitConflictError(
                 f"sink into {self.config.table_path}: bucket {bucket} of "
                 f"{partition_label(self.store, partition)} got rows routed by {sorted(routed)} buckets, "
-                f"but the partition's files record {own}: it was rescaled while this job ran; a "
-                "restart routes it by its new count"
+                f"but the partition's files record {own}: it was rescaled while this job ran. "
+                "Rescale partitions while no job writes into them (stop the job, rescale, start it again)"
             )
 
     def _send_to_log(self, key: str, blob: bytes) -> None:
