@@ -158,6 +158,64 @@ def test_sink_routes_each_partition_by_its_own_count(tmp_path: Any, flink_env: A
     assert_levels_are_sorted_runs(t)
 
 
+class Phased:
+    """Test-only map: number ``i`` -> Row(dt = "A" or "B" before ``switch``, "D" from it on, id =
+    i % keys, v = "p<i>"); at ``switch`` it changes the table's ``bucket`` to 4 itself (an ALTER
+    while the job runs, deterministic: before any row of "D" exists)."""
+
+    def __init__(self, switch: int, keys: int, warehouse: str, table: str) -> None:
+        self.switch, self.keys, self.warehouse, self.table = switch, keys, warehouse, table
+
+    def __call__(self, i: int) -> Any:
+        from pyflink.common import Row
+
+        if i == self.switch:
+            t = lakelog.Catalog(self.warehouse).get_table(self.table)
+            if t.options["bucket"] != "4":
+                t.alter(SetOption("bucket", "4"))
+        dt = ("A", "B")[i % 2] if i < self.switch else "D"
+        return Row(dt=dt, id=i % self.keys, v=f"p{i}")
+
+
+def test_sink_keeps_its_planned_count_for_partitions_new_after_an_alter(
+    tmp_path: Any, flink_env: Any
+) -> None:
+    """A job planned while the table had 2 buckets keeps writing as its schema says (as Paimon's
+    running writers do): an ALTER to 4 while it runs does not change its routing, a partition it
+    first sees after the ALTER gets 2 buckets in the splitter and in the writers alike, and its
+    commits are accepted. The next job, planned after the ALTER, writes a new partition with 4."""
+    from lakelog.operators.sink import sink_to_lakelog
+
+    cat = lakelog.Catalog(str(tmp_path / "wh"))
+    t = cat.create_table(
+        "db.t", SCHEMA, primary_key=["dt", "id"], partition_by=["dt"], options={"bucket": "2"}
+    )
+    n, switch = 2_000, 1_000
+    fn = Phased(switch, 150, str(tmp_path / "wh"), "db.t")
+    env = flink_env(parallelism=1, checkpoint_interval_ms=500, config=CONF)
+    sink_to_lakelog(numbered_stream(env, n, fn), t.path, channel_dir=str(tmp_path / "ch"), parallelism=2)
+    env.execute("sink-across-an-alter")
+    assert t.refresh().options["bucket"] == "4"  # the job's own map altered the table
+
+    want = {}
+    for i in range(n):
+        want[(("A", "B")[i % 2] if i < switch else "D", i % 150)] = f"p{i}"
+    assert content(t) == want
+    assert partition_buckets(t) == {dt: {(0, 2), (1, 2)} for dt in ("A", "B", "D")}
+    assert_keys_in_their_buckets(t)
+
+    env2 = flink_env(parallelism=1, checkpoint_interval_ms=500, config=CONF)
+    fn2 = Numbered(["A", "E"], 40, "q")
+    sink_to_lakelog(numbered_stream(env2, 400, fn2), t.path, channel_dir=str(tmp_path / "ch2"), parallelism=2)
+    env2.execute("sink-after-the-alter")
+    want.update(expected_rows(400, fn2))
+    assert content(t) == want
+    layout = partition_buckets(t)
+    assert layout["A"] == {(0, 2), (1, 2)} and layout["E"] == {(b, 4) for b in range(4)}
+    assert_keys_in_their_buckets(t)
+    assert_levels_are_sorted_runs(t)
+
+
 def test_writer_refuses_rows_routed_by_another_count(tmp_path: Any) -> None:
     """A partition rescaled after the splitter learned its count: the writer's TableWrite learns the
     new count from the partition's files and refuses the blob (naming partition and counts) instead
