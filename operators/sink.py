@@ -61,13 +61,15 @@ from lakelog.operators.sink_blobs import (
     BatchEncoder,
     BatchSplitter,
     blob_key,
+    check_sink_supports,
     column_order,
     decode_blob,
+    decode_group,
     is_flush_marker,
     java_type_code,
     needs_null_mask,
 )
-from lakelog.operators.sink_keys import default_max_parallelism, flink_key_group
+from lakelog.operators.sink_keys import default_max_parallelism, flink_key_group, parse_key
 from lakelog.operators.table_ref import TableLike, store_with_options, table_path
 
 __all__ = [
@@ -108,9 +110,10 @@ class WriterConfig:
     flush_ms: Optional[int]  # timed flushes (None: on markers and buffer size only; 0: every blob)
     restart_wait_s: float
     options: tuple[tuple[str, str], ...] = ()  # dynamic table options over the stored ones
+    schema_id: Optional[int] = None  # the schema the sink was planned with (None: the latest)
 
     def store(self) -> TableStore:
-        return store_with_options(self.table_path, dict(self.options))
+        return store_with_options(self.table_path, dict(self.options), self.schema_id)
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,7 @@ class SinkPlan:
     parallelism: Optional[int]
     max_parallelism: Optional[int]  # the writers' key groups (pinned: the blob keys are salted for them)
     balance: Optional[int]  # max parallelism the blob keys are balanced for, None: plain keys
+    schema_id: Optional[int] = None  # every stage routes and writes by this schema
 
     @property
     def name(self) -> str:
@@ -209,8 +213,8 @@ class BatchSplitFunction(FlatMapFunction):  # type: ignore[misc]
     """The flat-map after the ``RowBatcher``: one Arrow batch in, ``Row(blob)``\\s out
     (see :class:`~lakelog.operators.sink_blobs.BatchSplitter`)."""
 
-    def __init__(self, table_path: str, balance: Optional[int]) -> None:
-        self.splitter = BatchSplitter(table_path, balance)
+    def __init__(self, table_path: str, balance: Optional[int], schema_id: Optional[int] = None) -> None:
+        self.splitter = BatchSplitter(table_path, balance, schema_id)
 
     def flat_map(self, value: Any) -> Iterator[Any]:
         for blob in self.splitter.split(value):
@@ -356,11 +360,12 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
             self._arm(key, ctx, self.config.flush_ms or COMPACTION_POLL_MS)
 
     def _write(self, key: str, blobs: list[bytes]) -> TableWrite:
-        parts = [decode_blob(b) for b in blobs]
-        table = pa.concat_tables([t for t, _ in parts]) if len(parts) > 1 else parts[0][0]
-        changes = [k for _, k in parts if k is not None]
+        parts = [decode_group(b) for b in blobs]
+        table = pa.concat_tables([t for t, _, _ in parts]) if len(parts) > 1 else parts[0][0]
+        changes = [k for _, k, _ in parts if k is not None]
         kinds = (np.concatenate(changes) if len(changes) > 1 else changes[0]) if changes else None
         w = self._writer(key)
+        self._check_count(key, w, {n for _, _, n in parts if n is not None})
         if self.pk:
             if kinds is None:
                 w.write(table)
@@ -374,6 +379,26 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
                 )
             w.write(table)
         return w
+
+    def _check_count(self, key: str, w: TableWrite, routed: set[int]) -> None:
+        """The splitter routed the key's rows by its partition's bucket count as it learned it; the
+        key's TableWrite routes them again by the count it learned (both from the partition's live
+        files, else the planned schema's ``bucket``). They differ only when the partition was
+        rescaled (overwritten) while the job ran: fail rather than write keys into the wrong
+        buckets (the commit would refuse the files anyway, as Paimon refuses them)."""
+        if not routed:
+            return
+        partition, bucket = parse_key(key)
+        own = w.total_buckets(partition)
+        if routed != {own}:
+            from lakelog.connector.table.commit import partition_label
+
+            raise CommitConflictError(
+                f"sink into {self.config.table_path}: bucket {bucket} of "
+                f"{partition_label(self.store, partition)} got rows routed by {sorted(routed)} buckets, "
+                f"but the partition's files record {own}: it was rescaled while this job ran. "
+                "Rescale partitions while no job writes into them (stop the job, rescale, start it again)"
+            )
 
     def _send_to_log(self, key: str, blob: bytes) -> None:
         assert self.log is not None
@@ -437,7 +462,7 @@ def _python_batches(ds: DataStream, store: TableStore, plan: SinkPlan) -> DataSt
             args.append(f"`{c}`")
     sid = next(_sink_ids)
     view, func = f"__lakelog_sink_in_{sid}", f"__lakelog_sink_encode_{sid}"
-    encoder = BatchEncoder(plan.table_path, plan.changelog, masks, plan.balance)
+    encoder = BatchEncoder(plan.table_path, plan.changelog, masks, plan.balance, plan.schema_id)
     t_env.create_temporary_view(view, table)
     t_env.create_temporary_function(func, udf(encoder, result_type=DataTypes.BYTES(), func_type="pandas"))
     # Flink hands the UDF an Arrow batch when it holds python.fn-execution.arrow.batch.size rows
@@ -518,7 +543,7 @@ def _java_batches(ds: DataStream, store: TableStore, plan: SinkPlan) -> DataStre
     return (
         DataStream(j_batches)
         .flat_map(
-            BatchSplitFunction(plan.table_path, plan.balance),
+            BatchSplitFunction(plan.table_path, plan.balance, plan.schema_id),
             output_type=Types.ROW([Types.PRIMITIVE_ARRAY(Types.BYTE())]),
         )
         .name(f"lakelog-split-{plan.name}")
@@ -700,10 +725,11 @@ def sink_to_lakelog(
     (pickled) type (Rows, tuples or lists) pass a Python map into the table's row type first, which
     costs one Python step per row.
     """
-    env = ds.get_execution_environment()
     path = table_path(table)
     dyn = tuple(sorted((options or {}).items()))
     store = store_with_options(path, dict(dyn))
+    check_sink_supports(store)  # on the client, before any Flink call
+    env = ds.get_execution_environment()
     schema = store.schema.arrow_schema()
     for f in schema:  # fail on the client, before any job runs
         java_type_code(f.type, f.name)
@@ -750,12 +776,14 @@ def sink_to_lakelog(
         java=java,
         batch_ms=batch_ms,
         writer=WriterConfig(
-            path, user, run_token, channel, write_only, is_batch, writer_flush, restart_wait_s, dyn
+            path, user, run_token, channel, write_only, is_batch, writer_flush, restart_wait_s, dyn,
+            store.schema.id,
         ),
         committer=CommitterConfig(path, user, run_token, channel, poll_interval_ms, options=dyn),
         parallelism=parallelism,
         max_parallelism=max_p,
         balance=max_p if _key_groups_match_jvm(max_p) else None,
+        schema_id=store.schema.id,
     )
     if not java:
         nested = [f.name for f in schema if pa.types.is_nested(f.type)]
@@ -773,6 +801,7 @@ def sink_table_to_lakelog(t_env: Any, table: Any, target: TableLike, **kwargs: A
     """Write a Flink ``Table`` into ``target`` (a lakelog ``Table`` or a table path); see
     :func:`sink_to_lakelog`. An insert-only table goes in as is; an updating one (e.g. a streaming
     GROUP BY) as its changelog."""
+    check_sink_supports(TableStore(table_path(target)))  # before the table becomes a stream
     try:
         ds = t_env.to_data_stream(table)
         changelog = False

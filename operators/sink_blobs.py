@@ -23,13 +23,17 @@ from typing import Any, Optional
 import numpy as np
 import pyarrow as pa
 
-from lakelog.connector.errors import InvalidInputError, SchemaError
+from lakelog.connector.errors import InvalidInputError, OptionError, SchemaError
 
 __all__ = [
     "KIND_FIELD",
     "WAKE_BLOB",
     "encode_blob",
     "decode_blob",
+    "decode_group",
+    "open_store",
+    "SinkUnsupportedTableError",
+    "check_sink_supports",
     "blob_key",
     "flush_marker",
     "is_flush_marker",
@@ -49,10 +53,19 @@ KIND_FIELD = "__lakelog_kind"
 BLOB_SEP = b"\n"
 
 
-def encode_blob(key: str, table: pa.Table, kinds: Optional[np.ndarray]) -> bytes:
-    """``key`` + newline + an Arrow IPC stream of ``table`` (plus the row kinds as an int8 column)."""
+TOTAL_BUCKETS_META = b"lakelog.total-buckets"
+
+
+def encode_blob(
+    key: str, table: pa.Table, kinds: Optional[np.ndarray], total_buckets: Optional[int] = None
+) -> bytes:
+    """``key`` + newline + an Arrow IPC stream of ``table`` (plus the row kinds as an int8 column);
+    ``total_buckets``: the bucket count the rows were routed by (their partition's), kept in the
+    stream's schema metadata so that the writer can check it routes by the same count."""
     if kinds is not None:
         table = table.append_column(KIND_FIELD, pa.array(kinds, pa.int8()))
+    if total_buckets is not None:
+        table = table.replace_schema_metadata({TOTAL_BUCKETS_META: str(int(total_buckets)).encode()})
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table)
@@ -79,17 +92,33 @@ def is_flush_marker(blob: bytes) -> bool:
 def read_batch(data: Any) -> tuple[pa.Table, Optional[np.ndarray]]:
     """(rows, int8 row kinds or None for insert-only) of an Arrow IPC stream whose RowKinds, if
     any, are the column ``KIND_FIELD``."""
+    table, kinds, _ = _read_group(data)
+    return table, kinds
+
+
+def _read_group(data: Any) -> tuple[pa.Table, Optional[np.ndarray], Optional[int]]:
     table = pa.ipc.open_stream(data).read_all()
+    meta = table.schema.metadata or {}
+    total = meta.get(TOTAL_BUCKETS_META)
+    total_buckets = int(total) if total is not None else None
+    if meta:
+        table = table.replace_schema_metadata(None)
     if KIND_FIELD not in table.column_names:
-        return table, None
+        return table, None, total_buckets
     i = table.schema.get_field_index(KIND_FIELD)
     kinds = table.column(i).to_numpy().astype(np.int8)
-    return table.remove_column(i), kinds
+    return table.remove_column(i), kinds, total_buckets
 
 
 def decode_blob(blob: bytes) -> tuple[pa.Table, Optional[np.ndarray]]:
     """(rows, int8 row kinds or None for insert-only) of a blob made by :func:`encode_blob`."""
     return read_batch(memoryview(blob)[blob.index(BLOB_SEP) + 1 :])
+
+
+def decode_group(blob: bytes) -> tuple[pa.Table, Optional[np.ndarray], Optional[int]]:
+    """(rows, int8 row kinds or None, the bucket count the rows were routed by or None) of a blob
+    made by :func:`encode_blob`."""
+    return _read_group(memoryview(blob)[blob.index(BLOB_SEP) + 1 :])
 
 
 def needs_null_mask(t: pa.DataType) -> bool:
@@ -98,20 +127,70 @@ def needs_null_mask(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
 
 
+class SinkUnsupportedTableError(OptionError):
+    """The PyFlink sink cannot write this table (raised on the client, before the job graph is built)."""
+
+
+def check_sink_supports(store: Any) -> None:
+    """Refuse tables whose rows need a bucket assigner: dynamic-bucket primary-key tables (``bucket =
+    -1``; Paimon's sink runs an assigner stage and keeps a hash index) and cross-partition upsert
+    tables (a primary key without every partition field: a key index). Fixed-bucket tables and
+    append tables (any ``bucket``) route by a hash of the row alone and are supported."""
+    from lakelog.connector.format.schema import BucketMode
+
+    schema = store.schema
+    mode = schema.bucket_mode
+    if schema.cross_partition_update:
+        what = (
+            f"a primary key {list(schema.primary_keys)} without every partition field "
+            f"{list(schema.partition_keys)} (cross-partition upsert)"
+        )
+    elif mode in (BucketMode.HASH_DYNAMIC, BucketMode.KEY_DYNAMIC):
+        what = f"dynamic buckets ('bucket' = '{schema.core_options.bucket}', {mode} bucket mode)"
+    else:
+        return
+    raise SinkUnsupportedTableError(
+        f"table {store.path} has {what}: its rows get their buckets from a bucket assigner, and the "
+        "PyFlink sink has no bucket assigner stage yet. Write it from plain Python with lakelog's "
+        "TableWrite (Table.write, Table.writer, Table.stream_writer), which supports it"
+    )
+
+
+def open_store(table_path: str, schema_id: Optional[int]) -> Any:
+    """The table's ``TableStore`` with schema ``schema_id`` (the one the sink was planned with, so
+    that every stage of a job routes and writes by one schema whatever ALTERs happen meanwhile;
+    None: the latest)."""
+    from lakelog.connector.format.store import TableStore
+
+    store = TableStore(table_path)
+    if schema_id is not None and store.schema.id != schema_id:
+        store = store.with_schema(store.schema_manager.schema(schema_id))
+    return store
+
+
 class _Grouper:
     """Groups a batch of rows by (partition, bucket) with the storage's vectorised bucket function and
-    encodes one blob per group, prefixed by the group's (salted, balanced) writer key."""
+    encodes one blob per group, prefixed by the group's (salted, balanced) writer key.
 
-    def __init__(self, table_path: str, max_parallelism: Optional[int]) -> None:
+    A fixed-bucket partition is routed by its own bucket count: the count its live files record,
+    learned from the latest snapshot when the grouper first sees the partition, else the count of
+    the schema the sink was planned with (a rescaled table keeps each old partition's count until
+    it is rewritten). The blob carries that count; the writer checks it routes by the same one."""
+
+    def __init__(
+        self, table_path: str, max_parallelism: Optional[int], schema_id: Optional[int] = None
+    ) -> None:
         self.table_path = table_path
         self.max_parallelism = max_parallelism
+        self.schema_id = schema_id
         self._ready = False
 
     def _setup(self) -> None:
-        from lakelog.connector.format.store import TableStore
+        from lakelog.connector.format.schema import BucketMode
+        from lakelog.connector.table.routing import PartitionBucketCounts
         from lakelog.operators.sink_keys import KeyEncoder
 
-        self.store = TableStore(self.table_path)
+        self.store = open_store(self.table_path, self.schema_id)
         schema = self.store.schema
         self.arrow_schema = schema.arrow_schema()
         pos = {f.name: i for i, f in enumerate(self.arrow_schema)}
@@ -125,15 +204,22 @@ class _Grouper:
             num_buckets,
             self.max_parallelism,
         )
+        fixed = schema.bucket_mode == BucketMode.HASH_FIXED
+        self.counts = PartitionBucketCounts(self.store, num_buckets) if fixed else None
         self._ready = True
 
     def blobs(self, table: pa.Table, kinds: Optional[np.ndarray]) -> Iterator[bytes]:
-        from lakelog.connector.table.write import bucket_groups
+        from lakelog.connector.table.routing import bucket_groups
 
-        for values, _, bucket, rows in bucket_groups(self.store, table):
+        counts = self.counts
+        for values, partition, bucket, rows in bucket_groups(self.store, table, counts):
             idx = pa.array(rows)
+            n = counts.count(partition) if counts is not None else None
             yield encode_blob(
-                self.keys.key_for(values, bucket), table.take(idx), None if kinds is None else kinds[rows]
+                self.keys.key_for(values, bucket, n),
+                table.take(idx),
+                None if kinds is None else kinds[rows],
+                total_buckets=n,
             )
 
 
@@ -141,8 +227,10 @@ class BatchSplitter(_Grouper):
     """The sink's Python stage after the Java ``RowBatcher``: one Arrow IPC batch in (the table's
     Arrow types, plus the RowKind column for a changelog), one blob per (partition, bucket) out."""
 
-    def __init__(self, table_path: str, max_parallelism: Optional[int]) -> None:
-        super().__init__(table_path, max_parallelism)
+    def __init__(
+        self, table_path: str, max_parallelism: Optional[int], schema_id: Optional[int] = None
+    ) -> None:
+        super().__init__(table_path, max_parallelism, schema_id)
         self.pending: dict[str, None] = {}  # keys that got blobs since the last flush marker
 
     def split(self, data: bytes) -> Iterator[bytes]:
@@ -180,9 +268,14 @@ class BatchEncoder(_Grouper):
     result (None elsewhere)."""
 
     def __init__(
-        self, table_path: str, changelog: bool, masks: Sequence[bool], max_parallelism: Optional[int]
+        self,
+        table_path: str,
+        changelog: bool,
+        masks: Sequence[bool],
+        max_parallelism: Optional[int],
+        schema_id: Optional[int] = None,
     ) -> None:
-        super().__init__(table_path, max_parallelism)
+        super().__init__(table_path, max_parallelism, schema_id)
         self.changelog = changelog
         self.masks = list(masks)
 

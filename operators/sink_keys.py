@@ -22,11 +22,13 @@ that subtask's Python worker became the job's bottleneck). With ``max_parallelis
 encoder appends a salt (``~<n>``) to each key until its key group is near the middle of the bucket's
 own slot of the key-group ring: bucket ``b`` of a partition aims at slot ``(offset + b) % buckets``
 (the offset is a hash of the partition), so consecutive buckets fall into consecutive key-group
-ranges, i.e. onto different writer subtasks for any parallelism. Keys depend only on the partition,
-the bucket and the max parallelism (which Flink keeps fixed for a job's keyed state), so they stay
-the same across restarts and rescaling. The key-group function mirrors Flink's
-``KeyGroupRangeAssignment`` for the key ``Row.of(key)`` that PyFlink's ``key_by`` uses; the sink
-checks it against the JVM before relying on it.
+ranges, i.e. onto different writer subtasks for any parallelism. A partition's buckets are its own
+count's (a rescaled table keeps older partitions' counts); past ``_MAX_SLOTS`` buckets, slot
+``(offset + b * slots // buckets) % slots`` gives every slot an equal share. Keys depend only on
+the partition, its bucket count, the bucket and the max parallelism (which Flink keeps fixed for a
+job's keyed state), so they stay the same across restarts and rescaling. The key-group function
+mirrors Flink's ``KeyGroupRangeAssignment`` for the key ``Row.of(key)`` that PyFlink's ``key_by``
+uses; the sink checks it against the JVM before relying on it.
 """
 
 from __future__ import annotations
@@ -36,11 +38,13 @@ import struct
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
+from lakelog.connector.errors import InvalidInputError
 from lakelog.connector.format.binary_row import null_bits_size, serialize_row, to_binary_row
 from lakelog.connector.format.types import DataType
 
 __all__ = [
     "KeyEncoder",
+    "parse_key",
     "fast_binary_row_encoder",
     "flink_key_group",
     "default_max_parallelism",
@@ -193,7 +197,11 @@ def fast_binary_row_encoder(types: Sequence[DataType]) -> Optional[Encoder]:
 
 
 class KeyEncoder:
-    """Computes the sink key of a row given as a sequence of values in table column order."""
+    """Computes the sink key of a row given as a sequence of values in table column order.
+
+    ``num_buckets`` is the default bucket count (the table's); a partition written with another
+    count (a rescaled table keeps each partition's count until it is rewritten) passes its own to
+    :meth:`key`, :meth:`bucket` and :meth:`key_for`, and its keys are balanced for that count."""
 
     def __init__(
         self,
@@ -212,13 +220,20 @@ class KeyEncoder:
         self.num_buckets = int(num_buckets)
         self._fast = fast_binary_row_encoder(self.bucket_types) if self.num_buckets > 0 else None
         self._keys_by_partition: dict[Any, list[str]] = {}
-        self._constant = self._keys_of(serialize_row([], []).hex()) if not self.partition_idx else None
+        self._constant: dict[int, list[str]] = {}  # unpartitioned tables: keys by bucket count
         import mmh3
 
         self._hash = mmh3.hash
 
-    def _keys_of(self, part_hex: str) -> list[str]:
-        n = max(1, self.num_buckets)
+    def _count(self, num_buckets: Optional[int]) -> int:
+        if self.num_buckets <= 0:
+            return 1  # unaware buckets: one key per partition
+        n = self.num_buckets if num_buckets is None else int(num_buckets)
+        if n < 1:
+            raise InvalidInputError(f"a fixed-bucket partition needs a bucket count above 0, not {n}")
+        return n
+
+    def _keys_of(self, part_hex: str, n: int) -> list[str]:
         if self.max_parallelism is None:
             return [f"{part_hex}:{b}" for b in range(n)]
         import mmh3
@@ -226,21 +241,26 @@ class KeyEncoder:
         slots = min(n, self.max_parallelism, _MAX_SLOTS)
         offset = mmh3.hash(part_hex, SEED, signed=False) % slots if self.partition_idx else 0
         mp = self.max_parallelism
-        return [balanced_key(f"{part_hex}:{b}", (offset + b) % slots, slots, mp) for b in range(n)]
+        # more buckets than slots: consecutive buckets share a slot, every slot gets n / slots of them
+        return [
+            balanced_key(f"{part_hex}:{b}", (offset + b * slots // n) % slots, slots, mp) for b in range(n)
+        ]
 
-    def _partition_keys(self, values: Sequence[Any]) -> list[str]:
-        return self._keys_for_partition(tuple(values[i] for i in self.partition_idx))
-
-    def _keys_for_partition(self, pv: tuple[Any, ...]) -> list[str]:
+    def _keys_for_partition(self, pv: tuple[Any, ...], n: int) -> list[str]:
+        if not self.partition_idx:
+            keys = self._constant.get(n)
+            if keys is None:
+                keys = self._constant[n] = self._keys_of(serialize_row([], []).hex(), n)
+            return keys
         try:
-            keys = self._keys_by_partition.get(pv)
+            keys = self._keys_by_partition.get((pv, n))
         except TypeError:  # an unhashable value: no caching
-            return self._keys_of(serialize_row(list(pv), self.partition_types).hex())
+            return self._keys_of(serialize_row(list(pv), self.partition_types).hex(), n)
         if keys is None:
-            keys = self._keys_of(serialize_row(list(pv), self.partition_types).hex())
+            keys = self._keys_of(serialize_row(list(pv), self.partition_types).hex(), n)
             if len(self._keys_by_partition) >= _MAX_CACHED_PARTITIONS:
                 self._keys_by_partition.clear()
-            self._keys_by_partition[pv] = keys
+            self._keys_by_partition[(pv, n)] = keys
         return keys
 
     def bucket_row(self, values: Sequence[Any]) -> bytes:
@@ -253,22 +273,29 @@ class KeyEncoder:
                 pass  # a null, a value of another type: the general encoder decides (or raises)
         return to_binary_row(bv, self.bucket_types)
 
-    def bucket(self, values: Sequence[Any]) -> int:
+    def bucket(self, values: Sequence[Any], num_buckets: Optional[int] = None) -> int:
+        """The row's bucket in a partition of ``num_buckets`` buckets (default: the table's)."""
         if self.num_buckets <= 0:
             return 0
-        return abs(self._hash(self.bucket_row(values), SEED, signed=True)) % self.num_buckets
+        n = self._count(num_buckets)
+        return abs(self._hash(self.bucket_row(values), SEED, signed=True)) % n
 
-    def key(self, values: Sequence[Any]) -> str:
-        keys = self._constant if self._constant is not None else self._partition_keys(values)
-        if self.num_buckets <= 0:
-            return keys[0]
-        return keys[abs(self._hash(self.bucket_row(values), SEED, signed=True)) % self.num_buckets]
+    def key(self, values: Sequence[Any], num_buckets: Optional[int] = None) -> str:
+        """The writer key of a row whose partition has ``num_buckets`` buckets (default: the table's)."""
+        n = self._count(num_buckets)
+        keys = self._keys_for_partition(tuple(values[i] for i in self.partition_idx), n)
+        return keys[self.bucket(values, n)]
 
-    def key_for(self, partition_values: Sequence[Any], bucket: int) -> str:
-        """The key of a (partition, bucket) known already (e.g. computed for a whole batch)."""
-        keys = (
-            self._constant
-            if self._constant is not None
-            else self._keys_for_partition(tuple(partition_values))
-        )
-        return keys[bucket if self.num_buckets > 0 else 0]
+    def key_for(self, partition_values: Sequence[Any], bucket: int, num_buckets: Optional[int] = None) -> str:
+        """The key of a (partition, bucket) known already (e.g. computed for a whole batch), in a
+        partition of ``num_buckets`` buckets (default: the table's)."""
+        n = self._count(num_buckets)
+        if self.num_buckets > 0 and not 0 <= bucket < n:
+            raise InvalidInputError(f"bucket {bucket} is outside a partition of {n} buckets")
+        return self._keys_for_partition(tuple(partition_values), n)[bucket if self.num_buckets > 0 else 0]
+
+
+def parse_key(key: str) -> tuple[bytes, int]:
+    """(serialized partition, bucket) of a writer key made by :class:`KeyEncoder`."""
+    part_hex, _, rest = key.partition(":")
+    return bytes.fromhex(part_hex), int(rest.split("~", 1)[0])

@@ -38,12 +38,25 @@ def table_path(table: TableLike) -> str:
     return table_store(table).path
 
 
-def store_with_options(path: str, options: Optional[Mapping[str, str]]) -> TableStore:
-    """The table at ``path`` as a job sees it with dynamic ``options`` (Paimon's dynamic table
-    options: hints, ``SET``) over its stored ones: validated, immutable options refused."""
+def store_with_options(
+    path: str, options: Optional[Mapping[str, str]], schema_id: Optional[int] = None
+) -> TableStore:
+    """The table at ``path`` as a job sees it: schema ``schema_id`` (the one a sink was planned
+    with, so that every stage routes and writes by one schema whatever ALTERs happen meanwhile;
+    None: the latest), with dynamic ``options`` (Paimon's dynamic table options: hints, ``SET``)
+    over its stored ones: validated, immutable options refused, and ``bucket`` refused (a job's
+    stages would route rows by different counts; ``ALTER TABLE`` or ``CALL sys.rescale`` change it)."""
     store = TableStore(path)
+    if schema_id is not None and store.schema.id != schema_id:
+        store = store.with_schema(store.schema_manager.schema(schema_id))
     if not options:
         return store
+    stored_bucket = store.schema.options.get("bucket", "").strip()
+    if "bucket" in options and str(options["bucket"]).strip() != stored_bucket:
+        raise OptionError(
+            f"dynamic options of {path}: 'bucket' cannot be set for one job (its stages would route rows "
+            "by different bucket counts); use ALTER TABLE ... SET ('bucket' = ...) or CALL sys.rescale"
+        )
     merged = {**store.schema.options, **{str(k): str(v) for k, v in options.items()}}
     try:
         CoreOptions(merged)

@@ -493,3 +493,44 @@ def test_follows_a_table_written_by_pypaimon(warehouse: str) -> None:
     got = {i: (r or {}).get("v") for i in range(13) for r in [lt.get(i)]}
     assert got == {i: want.get(i) for i in range(13)}
     assert lt.last_refresh.mode == "delta"
+
+
+def test_lookup_follows_a_rescaled_table(catalog: lakelog.Catalog) -> None:
+    """A dimension whose partitions have different bucket counts (bucket 2 -> 4, one partition
+    rewritten by ``rescale``, a new one written with 4): the lookup table serves every key's latest
+    row through the ALTER, the writes into both kinds of partitions and the rescale's OVERWRITE."""
+    from lakelog.connector.format.schema_changes import SetOption
+
+    schema = pa.schema([pa.field("dt", pa.string(), False), pa.field("id", pa.int64(), False),
+                        pa.field("v", pa.string())])  # fmt: skip
+    t = catalog.create_table("db.dim", schema, primary_key=["dt", "id"], partition_by=["dt"],
+                             options={"bucket": "2"})  # fmt: skip
+    oracle: dict[tuple[str, int], str] = {}
+
+    def write(dt: str, ids: range, tag: str) -> None:
+        t.write(pa.table({"dt": [dt] * len(ids), "id": list(ids), "v": [f"{tag}{i}" for i in ids]}, schema=schema))
+        oracle.update({(dt, i): f"{tag}{i}" for i in ids})
+
+    def check() -> None:
+        assert lt.refresh() or lt.snapshot_id == t.refresh().latest_snapshot().id
+        assert lt.num_rows == len(oracle)
+        assert {k: lt.get(k)["v"] for k in oracle} == oracle
+        modes.append(lt.last_refresh.mode if lt.last_refresh is not None else None)
+
+    modes: list[Optional[str]] = []
+    write("a", range(40), "a")
+    write("b", range(40), "b")
+    lt = LookupTable(t, key_columns=["dt", "id"], columns=["v"], refresh_interval=0)
+    check()
+    t.alter(SetOption("bucket", "4"))
+    write("a", range(20, 60), "a2")  # still 2 buckets
+    write("c", range(30), "c")  # 4 buckets
+    check()
+    assert t.rescale(partitions=[{"dt": "b"}]) is not None
+    check()
+    write("b", range(30, 50), "b2")  # now 4 buckets
+    check()
+    assert lt.get(("a", 59)) == {"v": "a259"} and lt.get(("b", 10)) == {"v": "b10"}
+    # the ALTER re-reads everything (schema change), the rescale's OVERWRITE re-reads the touched
+    # (partition, bucket)s of both counts, the write after it replays its level-0 files
+    assert modes == ["initial", "full", "buckets", "delta"]

@@ -248,3 +248,99 @@ def test_dynamic_options_of_a_job_are_checked_and_immutable_ones_refused(tmp_pat
         store_with_options(t.path, {"merge-engine": "first-row"})
     with pytest.raises(OptionError, match="write-bufer-size"):
         store_with_options(t.path, {"write-bufer-size": "1 mb"})
+    # a job's stages must route by one count: 'bucket' changes by ALTER or sys.rescale only
+    with pytest.raises(OptionError, match="'bucket' cannot be set for one job"):
+        store_with_options(t.path, {"bucket": "4"})
+def test_splitter_routes_each_partition_by_its_own_bucket_count(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A table rescaled from 3 to 5 buckets: the splitter routes the old partition by the 3 buckets
+    its files record, a new one by 5, a partition whose files go away later still by what it learned
+    first; each blob carries that count and its key names a bucket below it."""
+    from lakelog.connector.format.schema_changes import SetOption
+    from lakelog.operators.sink_blobs import BatchSplitter, blob_key, decode_group
+    from lakelog.operators.sink_keys import flink_key_group, parse_key
+
+    t = _table(tmp_path)
+    t.write(_data(50, "old"))
+    t.alter(SetOption("bucket", "5"))
+    data = pa.concat_tables([_data(400, "old"), _data(400, "new")])
+
+    def ipc(table: pa.Table) -> bytes:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        return sink.getvalue().to_pybytes()
+
+    splitter = BatchSplitter(t.store.path, 128, t.store.schema.id)
+    blobs = list(splitter.split(ipc(data)))
+    store = TableStore(t.store.path)
+    seen: dict[str, dict[int, str]] = {}
+    for blob in blobs:
+        rows, kinds, total = decode_group(blob)
+        assert kinds is None and rows.schema.metadata is None
+        partition, bucket = parse_key(blob_key(blob))
+        (dt,) = store.partition_values(partition)
+        assert set(rows.column("dt").to_pylist()) == {dt}
+        assert total == {"old": 3, "new": 5}[dt]
+        keys = list(store.schema.bucket_keys)
+        want = compute_buckets(rows, keys, store.field_types(keys), total)
+        assert (want == bucket).all()
+        seen.setdefault(dt, {})[bucket] = blob_key(blob)
+    assert sorted(seen["old"]) == [0, 1, 2] and sorted(seen["new"]) == [0, 1, 2, 3, 4]
+    # balanced for the partition's own count: 2 writers get 2 and 1 of the old partition's buckets
+    per_writer = sorted(
+        sum(1 for k in seen["old"].values() if flink_key_group(k, 128) * 2 // 128 == w) for w in (0, 1)
+    )
+    assert per_writer == [1, 2]
+    # a count, once learned, stays for the job (a rescale meanwhile makes the writer refuse, the
+    # restarted job learns it again)
+    t.rescale(partitions=[{"dt": "old"}])
+    again = list(splitter.split(ipc(_data(30, "old"))))
+    assert {decode_group(b)[2] for b in again} == {3}
+    fresh = list(BatchSplitter(t.store.path, 128, t.store.schema.id).split(ipc(_data(30, "old"))))
+    assert {decode_group(b)[2] for b in fresh} == {5}
+
+
+def test_splitter_keeps_the_planned_schemas_count_for_new_partitions(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A sink planned at schema 3 buckets keeps routing new partitions by 3 after an ALTER to 6 (its
+    writers write by that schema too)."""
+    from lakelog.connector.format.schema_changes import SetOption
+    from lakelog.operators.sink_blobs import BatchEncoder, decode_group
+
+    t = _table(tmp_path)
+    planned = t.store.schema.id
+    t.alter(SetOption("bucket", "6"))
+    data = _data(200, "fresh")
+    enc = BatchEncoder(t.store.path, False, [False] * 4, None, planned)
+    blobs = [b for b in enc(*[c.to_pandas() for c in data.columns]) if b is not None]
+    assert {decode_group(b)[2] for b in blobs} == {3}
+    latest = BatchEncoder(t.store.path, False, [False] * 4, None)
+    blobs = [b for b in latest(*[c.to_pandas() for c in data.columns]) if b is not None]
+    assert {decode_group(b)[2] for b in blobs} == {6}
+
+
+def test_sink_refuses_tables_that_need_a_bucket_assigner(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Dynamic-bucket and cross-partition-upsert tables (with dynamic or fixed buckets: both need the
+    key index) are refused on the client, naming the table, the missing assigner stage and
+    plain-Python TableWrite (which writes them); fixed-bucket and append tables (bucket-unaware
+    included) pass."""
+    from lakelog.connector.errors import LakelogError
+    from lakelog.operators.sink_blobs import SinkUnsupportedTableError, check_sink_supports
+
+    cat = lakelog.Catalog(str(tmp_path / "wh"))
+    dynamic = cat.create_table("db.dyn", SCHEMA, primary_key=["dt", "id"], partition_by=["dt"],
+                               options={"bucket": "-1"})
+    cross = cat.create_table("db.cross", SCHEMA, primary_key=["id"], partition_by=["dt"])
+    cross_fixed = cat.create_table("db.cross_fixed", SCHEMA, primary_key=["id"], partition_by=["dt"],
+                                   options={"bucket": "2"})
+    for t, what in [(dynamic, "dynamic buckets"), (cross, "cross-partition"), (cross_fixed, "cross-partition")]:
+        with pytest.raises(SinkUnsupportedTableError) as info:
+            check_sink_supports(t.store)
+        msg = str(info.value)
+        assert isinstance(info.value, LakelogError)
+        assert t.store.path in msg and what in msg
+        assert "PyFlink sink has no bucket assigner stage yet" in msg and "TableWrite" in msg
+        t.write(_data(5))  # as the message says: plain Python writes it
+        assert t.to_arrow().num_rows == 5
+    check_sink_supports(_table(tmp_path).store)
+    check_sink_supports(cat.create_table("db.app", SCHEMA, options={"bucket": "-1"}).store)
+    check_sink_supports(cat.create_table("db.app2", SCHEMA, options={"bucket": "2", "bucket-key": "id"}).store)

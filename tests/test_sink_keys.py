@@ -18,6 +18,7 @@ from lakelog.operators.sink_keys import (
     default_max_parallelism,
     fast_binary_row_encoder,
     flink_key_group,
+    parse_key,
 )
 
 BIGINT = DataType("BIGINT")
@@ -145,3 +146,28 @@ def test_balanced_keys_of_a_partition_are_stable() -> None:
     b = KeyEncoder([0], [STRING], [1], [BIGINT], 4, 128)
     rows = [[f"2024-06-0{d}", i] for d in range(1, 8) for i in range(20)]
     assert [a.key(r) for r in rows] == [b.key(r) for r in rows]
+
+
+@pytest.mark.parametrize("counts", [(2, 4), (4, 2), (3, 8), (1, 5), (16, 200)])
+def test_keys_of_a_partition_follow_its_own_bucket_count(counts: tuple[int, int]) -> None:
+    """The table's count is ``counts[0]``; a partition written with ``counts[1]`` buckets (a rescaled
+    table) gets one key per bucket of its own count, its rows in Paimon's bucket for that count, and
+    its keys spread over the writers as evenly as a partition of the table's count."""
+    default, own = counts
+    enc = KeyEncoder([0], [STRING], [1], [BIGINT], default, 128)
+    ids = list(range(3000))
+    keys = [enc.key(["p", i], own) for i in ids]
+    assert len(set(keys)) == own
+    buckets = _oracle_buckets({"id": ids}, [BIGINT], own)
+    assert [enc.bucket(["p", i], own) for i in ids] == buckets
+    assert [parse_key(k)[1] for k in keys] == buckets
+    assert {enc.key_for(["p"], b, own) for b in buckets} == set(keys)
+    for p in (2, 3, 4):
+        if p > own:
+            continue
+        per_writer = Counter(flink_key_group(k, 128) * p // 128 for k in set(keys))
+        assert len(per_writer) == p and max(per_writer.values()) - min(per_writer.values()) <= 1
+    # the table's count is still the default, and a bucket beyond the partition's count is refused
+    assert len({enc.key(["p", i]) for i in ids}) == default
+    with pytest.raises(InvalidInputError, match="outside"):
+        enc.key_for(["p"], own, own)

@@ -113,6 +113,14 @@ class PartitionBucketCounts:
                 )
             self._counts[p] = next(iter(totals)) if totals else self.default
 
+    def learn_missing(self, partitions: Iterable[bytes], snapshot: Optional[Snapshot] = None) -> None:
+        """Learn the counts of those of ``partitions`` not known yet, all from one snapshot (default:
+        the latest), reading its live entries once."""
+        unknown = [p for p in dict.fromkeys(partitions) if p not in self._counts]
+        if unknown:
+            snap = snapshot if snapshot is not None else self.store.snapshot_manager.latest()
+            self.learn(unknown, self.store.live_entries(snap))
+
     def count(self, partition: bytes, snapshot: Optional[Snapshot] = None) -> int:
         c = self._counts.get(partition)
         if c is None:
@@ -147,7 +155,10 @@ def bucket_groups(
     hashes = None
     if keys:
         hashes = bucket_key_hashes(table, keys, store.field_types(keys))
-    for g in partition_groups(store, table):
+    groups = partition_groups(store, table)
+    if hashes is not None and counts is not None:
+        counts.learn_missing(g.partition for g in groups)  # one snapshot read for a batch's new partitions
+    for g in groups:
         if hashes is None:
             out.append((g.values, g.partition, 0, g.rows))
             continue

@@ -165,3 +165,55 @@ def test_streaming_module_with_max_rounds(tmp_path: Any) -> None:
     assert t.refresh().to_arrow().sort_by("id").equals(rows_before)
     latest = t.latest_snapshot()
     assert latest is not None and latest.commit_kind == "COMPACT"
+
+
+def test_batch_job_compacts_a_rescaled_table(tmp_path: Any) -> None:
+    """Partitions written with 2 buckets, then (after ``bucket`` went to 4) one rewritten with 4 and
+    a new one written with 4: the full compaction job compacts every bucket of every partition with
+    the partition's own count (the commit keeps each partition's count), and the table reads the
+    same values before and after."""
+    from lakelog.connector.format.schema_changes import SetOption
+
+    from ..buckets_util import assert_keys_in_their_buckets
+
+    wh = str(tmp_path / "wh")
+    t = _pk_table(wh)
+    expected: dict[tuple[str, int], str] = {}
+    for i in range(4):
+        for dt in ("a", "b"):
+            _write(t, dt, i, expected)
+    t.alter(SetOption("bucket", "4"))
+    assert t.rescale(partitions=[{"dt": "b"}]) is not None
+    for i in range(4, 8):
+        for dt in ("a", "b", "c"):
+            _write(t, dt, i, expected)
+
+    def layout() -> dict[str, set[tuple[int, int]]]:
+        out: dict[str, set[tuple[int, int]]] = {}
+        for e in t.store.live_entries(t.refresh().latest_snapshot()):
+            out.setdefault(t.store.partition_values(e.partition)[0], set()).add((e.bucket, e.total_buckets))
+        return out
+
+    before = layout()
+    assert before == {
+        "a": {(0, 2), (1, 2)},
+        "b": {(b, 4) for b in range(4)},
+        "c": {(b, 4) for b in range(4)},
+    }
+    assert _content(t) == expected
+    runs = sorted_run_counts(t.store)
+    assert len(runs) == 10 and max(runs.values()) > 1
+    last = t.latest_snapshot()
+    assert last is not None
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = cli_main(["--warehouse", wh, "compact", "db.t", "--job", "--full", "--parallelism", "2"])
+    assert rc == 0, out.getvalue()
+    snaps = t.refresh().snapshots()
+    assert [s.commit_kind for s in snaps if s.id > last.id] == ["COMPACT"]
+    assert layout() == before
+    after = sorted_run_counts(t.store)
+    assert set(after) == set(runs) and set(after.values()) == {1}
+    assert _content(t) == expected
+    assert_keys_in_their_buckets(t)
