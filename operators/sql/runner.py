@@ -53,6 +53,7 @@ from lakelog.operators.sql.lexer import (
     hint_options,
     leading_words,
     name_parts,
+    significant,
     split_statements,
     string_pairs,
     unquote,
@@ -206,8 +207,9 @@ class LakelogSql:
         return self.t_env.execute_sql(stmt)
 
     def _set(self, stmt: str) -> None:
-        m = re.match(r"\s*SET\s+(.*)$", stmt, re.I | re.S)
-        body = (m.group(1) if m else "").strip()
+        # what follows the SET keyword (a script's comments before it belong to the statement)
+        tokens = significant(stmt)
+        body = stmt[tokens[0].end :].strip() if tokens else ""
         if not body:
             return None
         if "'" in body:
