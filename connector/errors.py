@@ -20,6 +20,7 @@ __all__ = [
     "InvalidInputError",
     "PathEscapeError",
     "SnapshotNotFoundError",
+    "UnrepresentableValueError",
 ]
 
 
@@ -110,3 +111,8 @@ class StorageError(LakelogError, OSError):
 
 class CommitConflictError(LakelogError):
     """A commit cannot be applied on top of the table's latest snapshot."""
+
+
+class UnrepresentableValueError(LakelogError, ValueError):
+    """A stored value that the column's Arrow type cannot hold, such as a TIMESTAMP(9) after 2262
+    (names the file, the column and the value)."""

@@ -1,5 +1,5 @@
-"""The ``lakelog`` command line: tables, show, files, expire, compact, rollback; ``lakelog sql`` (Flink
-SQL scripts) and ``lakelog kafka`` (a local Kafka broker) dispatch to their own jobs."""
+"""The ``lakelog`` command line: tables, show, files, expire, compact, rollback, rescale; ``lakelog sql``
+(Flink SQL scripts) and ``lakelog kafka`` (a local Kafka broker) dispatch to their own jobs."""
 
 from __future__ import annotations
 
@@ -110,20 +110,55 @@ def cmd_files(args: argparse.Namespace) -> int:
     t = _catalog(args).get_table(_table_arg(args))
     files = t.files(args.snapshot).to_pylist()
     if args.json:
-        print(json.dumps(files, indent=2))
+        print(json.dumps(files, indent=2, default=str))
         return 0
     current = None
     for f in files:
         group = (f["partition"], f["bucket"])
         if group != current:
             current = group
-            print(f"{f['partition'] or '(unpartitioned)'}  bucket-{f['bucket']}")
+            bucket_dir = os.path.dirname(f["file_path"])
+            part = os.path.relpath(os.path.dirname(bucket_dir), t.path) if t.partition_keys else ""
+            print(f"{part or '(unpartitioned)'}  bucket-{f['bucket']}")
         print(
-            f"  L{f['level']}  {f['file_name']}  rows={f['row_count']}  size={f['file_size']}"
-            f"  seq=[{f['min_sequence_number']}, {f['max_sequence_number']}]"
+            f"  L{f['level']}  {os.path.basename(f['file_path'])}  rows={f['record_count']}"
+            f"  size={f['file_size_in_bytes']}  seq=[{f['min_sequence_number']}, {f['max_sequence_number']}]"
         )
     print(f"{len(files)} file(s)")
     return 0
+
+
+def cmd_system(args: argparse.Namespace) -> int:
+    """A system table (Paimon's columns), as JSON lines or an aligned text table."""
+    from lakelog.connector.table.system_tables import METADATA_TABLES, SNAPSHOT_SCOPED, system_table
+
+    name = args.name
+    if name not in METADATA_TABLES:
+        raise UsageError(
+            f"system table {name!r} is not a metadata table; pick one of {', '.join(METADATA_TABLES)}"
+        )
+    if args.snapshot is not None and name not in SNAPSHOT_SCOPED:
+        raise UsageError(f"--snapshot works with {', '.join(SNAPSHOT_SCOPED)}, not {name!r}")
+    t = _catalog(args).get_table(_table_arg(args))
+    snap = t.snapshot(args.snapshot) if args.snapshot is not None else None
+    rows = system_table(t.store, name, snapshot=snap).to_pylist()
+    if args.json:
+        for r in rows:
+            print(json.dumps(r, default=str))
+        return 0
+    print(format_table(list(rows[0]) if rows else [], [list(r.values()) for r in rows]))
+    return 0
+
+
+def format_table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Rows as an aligned text table with a header (``NULL`` for None)."""
+    cells = [[("NULL" if v is None else str(v)) for v in r] for r in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    out = [line, "| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths)) + " |", line]
+    out += ["| " + " | ".join(v.ljust(w) for v, w in zip(r, widths)) + " |" for r in cells]
+    out += [line, f"{len(rows)} row(s)"]
+    return "\n".join(out)
 
 
 def cmd_expire(args: argparse.Namespace) -> int:
@@ -150,6 +185,34 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     before = t.latest_snapshot()
     sid = t.rollback_to(args.snapshot, tag=args.tag)
     print(f"rolled back to snapshot {sid} (latest was {before.id if before else None})")
+    return 0
+
+
+def _partition_arg(text: str) -> dict[str, str]:
+    """``k=v[,k2=v2]``: one partition spec of the command line."""
+    spec: dict[str, str] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--partition {text!r}: expected k=v[,k2=v2...]")
+        spec[key.strip()] = value
+    return spec
+
+
+def cmd_rescale(args: argparse.Namespace) -> int:
+    t = _catalog(args).get_table(_table_arg(args))
+    specs = [_partition_arg(p) for p in args.partition] if args.partition else None
+    before = t.bucket_counts()
+    sid = t.rescale(specs, args.buckets)
+    if sid is None:
+        print("nothing to rescale: the partitions already have that bucket count")
+        return 0
+    after = t.bucket_counts(sid)
+    changed = sorted((p, before.get(p), n) for p, n in after.items() if before.get(p) != n)
+    for p, old, new in changed:
+        name = ",".join(f"{k}={v}" for k, v in zip(t.partition_keys, p)) or "(table)"
+        print(f"{name}: {old} -> {new} buckets")
+    print(f"rescale committed snapshot {sid} (OVERWRITE)")
     return 0
 
 
@@ -236,6 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--snapshot", type=int)
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_files)
+    s = sub.add_parser("sys", help="a system table of a table: snapshots, schemas, files, tags, ...")
+    with_table(s)
+    s.add_argument("name", help="snapshots, schemas, options, files, tags, partitions, buckets, ...")
+    s.add_argument("--snapshot", type=int, help="files, partitions, buckets, manifests: of this snapshot")
+    s.add_argument("--json", action="store_true", help="one JSON object per row")
+    s.set_defaults(func=cmd_system)
     s = sub.add_parser("expire", help="expire snapshots by the table's retention options")
     with_table(s)
     s.add_argument("--retain-min", type=int)
@@ -252,6 +321,18 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--snapshot", type=int, help="the snapshot id to roll back to")
     target.add_argument("--tag", help="the tag whose snapshot to roll back to")
     s.set_defaults(func=cmd_rollback)
+    s = sub.add_parser(
+        "rescale",
+        help="rewrite partitions with the table's bucket count (or --buckets) in one OVERWRITE snapshot",
+    )
+    with_table(s)
+    s.add_argument(
+        "--partition",
+        action="append",
+        help="k=v[,k2=v2] of a partition to rewrite (repeatable; default: those whose count differs)",
+    )
+    s.add_argument("--buckets", type=int, help="the bucket count (default: the table's 'bucket' option)")
+    s.set_defaults(func=cmd_rescale)
     s = sub.add_parser("compact", help="full compaction of every bucket (or universal compaction)")
     with_table(s)
     s.add_argument(

@@ -107,12 +107,15 @@ INSERT INTO lk.shop.customer_totals
 SELECT dt, customer, COUNT(*), SUM(amount), MAX(seq), MAX(made_at) FROM orders GROUP BY dt, customer
 """
 
-# the same table twice: through its Kafka log (the default for a log table) and from its files
+# the same table twice: through its Kafka log (the default for a log table) and from its files.
+# last_at is read as the session's wall clock: PyFlink's collect() cannot hand TIMESTAMP_LTZ values
+# (java.time.Instant) to Python, and the job reads them back as local times
+COLUMNS = "dt, customer, orders, amount, last_order, CAST(last_at AS TIMESTAMP(3)) AS last_at"
 FOLLOW_FILES = (
-    "SELECT 'files' AS path, * FROM lk.shop.customer_totals "
+    f"SELECT 'files' AS path, {COLUMNS} FROM lk.shop.customer_totals "
     "/*+ OPTIONS('streaming-read-mode' = 'file', 'continuous.discovery-interval' = '500 ms') */"
 )
-FOLLOW_BOTH = "SELECT 'log' AS path, * FROM lk.shop.customer_totals UNION ALL " + FOLLOW_FILES
+FOLLOW_BOTH = f"SELECT 'log' AS path, {COLUMNS} FROM lk.shop.customer_totals UNION ALL " + FOLLOW_FILES
 
 SUMMARY = """
 SELECT dt, COUNT(*) AS customers, SUM(orders) AS orders, SUM(amount) AS amount
@@ -332,7 +335,7 @@ def _print_table(table: pa.Table) -> None:
 def _root_cause(e: BaseException) -> str:
     """The innermost ``...Error: message`` line of a (Java-wrapped) failure, else its first line."""
     text = str(e)
-    found = re.findall(r"^\s*(?:Caused by: )?([\w.]*(?:Error|Exception): .+)$", text, re.M)
+    found = re.findall(r"^[\s:]*(?:Caused by: )?([\w.$]*(?:Error|Exception): .+)$", text, re.M)
     return found[-1].strip() if found else (text.splitlines() or [type(e).__name__])[0][:300]
 
 

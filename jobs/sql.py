@@ -1,8 +1,11 @@
-"""``lakelog sql``: run a Flink SQL script over lakelog tables.
+"""``lakelog sql``: run a Flink SQL script over lakelog tables, or type statements at a prompt.
 
 ``lakelog sql -f script.sql`` (= ``python -m lakelog.jobs.sql -f script.sql``) runs the script on a
 local MiniCluster, ``... --remote [host:port]`` on a running cluster, and ``flink run -py jobs/sql.py
--f script.sql`` through Flink's CLI. Settings come from the Flink configuration directory
+-f script.sql`` through Flink's CLI; ``lakelog sql`` alone opens an interactive prompt
+(:mod:`lakelog.jobs.sql_shell`). An error prints as a few lines, its root cause (``--verbose``: with
+Flink's full stack); the JVM's and the Python workers' own output goes to a log file unless
+``--verbose``. Settings come from the Flink configuration directory
 (``--conf-dir``, ``$FLINK_CONF_DIR`` or the repository's ``flink-conf/``; see
 :mod:`lakelog.operators.flink_env`). The statements run through
 :class:`lakelog.operators.sql.LakelogSql`, which says what lakelog adds to Flink SQL.
@@ -14,10 +17,13 @@ interpreter that may lack lakelog: the imports below say so instead of failing w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import os
 import sys
-from collections.abc import Sequence
-from typing import Optional
+import tempfile
+from collections.abc import Iterator, Sequence
+from typing import Optional, TextIO
 
 try:
     from lakelog.connector.errors import LakelogError, OptionError
@@ -31,11 +37,30 @@ except ImportError as _e:  # pragma: no cover - run as a file by an interpreter 
 __all__ = ["main"]
 
 
+@contextlib.contextmanager
+def _quiet_stderr(log_path: str) -> Iterator[TextIO]:
+    """Send file descriptor 2 (inherited by the JVM and its Python workers, whose logs and
+    tracebacks would flood the terminal) to ``log_path``; yield a stream on the original stderr."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 2)
+    os.close(log)
+    original = os.fdopen(os.dup(saved), "w", buffering=1)
+    try:
+        yield original
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        original.close()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``lakelog sql -f script.sql [--mode batch|streaming] [--parallelism N] [--conf-dir DIR]
-    [--remote [HOST:PORT]] [--detached]``."""
-    p = argparse.ArgumentParser(prog="lakelog sql", description="Run a Flink SQL script over lakelog tables")
-    p.add_argument("-f", "--file", required=True, help="SQL script (statements separated by ';')")
+    """``lakelog sql [-f script.sql] [--mode batch|streaming] [--parallelism N] [--conf-dir DIR]
+    [--remote [HOST:PORT]] [--detached] [--verbose]``; without ``-f`` an interactive prompt."""
+    p = argparse.ArgumentParser(prog="lakelog sql", description="Run Flink SQL over lakelog tables")
+    p.add_argument("-f", "--file", help="SQL script (statements separated by ';'); without it: a prompt")
     p.add_argument(
         "--mode",
         default=None,
@@ -62,6 +87,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         action="store_true",
         help="with a remote cluster: submit streaming INSERT jobs and exit without waiting",
     )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="errors with Flink's full stack; the JVM's and workers' output on the terminal",
+    )
     args_in = list(sys.argv[1:] if argv is None else argv)
     if args_in[:1] == ["--"]:  # `flink run -py jobs/sql.py -- -f x.sql` may pass the separator on
         args_in = args_in[1:]
@@ -69,26 +99,50 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if importlib.util.find_spec("pyflink") is None:
         print("lakelog sql: runs Flink: install the flink extra ('lakelog[flink]')", file=sys.stderr)
         return 2
+    if args.verbose:
+        code, message = _run(args, sys.stderr, None)
+    else:
+        log_path = os.path.join(tempfile.gettempdir(), f"lakelog-sql-{os.getpid()}.log")
+        with _quiet_stderr(log_path) as err:
+            code, message = _run(args, err, log_path)
+    if message:
+        print(message, file=sys.stderr, flush=True)
+    return code
+
+
+def _run(args: argparse.Namespace, err: TextIO, log_path: Optional[str]) -> tuple[int, Optional[str]]:
+    """Run the script or the prompt: (exit status, the message of the error that ended it)."""
     from lakelog.operators.flink_env import is_remote, load_settings
+    from lakelog.operators.sql.errors import FlinkError, describe_error
     from lakelog.operators.sql.runner import LakelogSql
 
     try:
         settings = load_settings(args.conf_dir, remote=args.remote)
         if args.detached and not is_remote(settings):
             raise OptionError("--detached needs a remote cluster (--remote or execution.target: remote)")
-        with open(args.file, encoding="utf-8") as fh:
-            text = fh.read()
+        text = None
+        if args.file:
+            with open(args.file, encoding="utf-8") as fh:
+                text = fh.read()
         sql = LakelogSql(
             args.mode,
             parallelism=args.parallelism,
             checkpoint_interval_ms=args.checkpoint_interval_ms,
             config=settings,
         )
+        if text is None:
+            from lakelog.jobs.sql_shell import Shell
+
+            return Shell(sql, verbose=args.verbose, err=err).run(), None
         sql.run_script(text, wait=not args.detached)
-    except (LakelogError, OSError) as e:
-        print(f"lakelog sql: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
-    return 0
+    except Exception as e:  # noqa: BLE001 - every error ends the script with its root cause
+        from_flink = isinstance(e, FlinkError) or not isinstance(e, LakelogError)
+        where = ""
+        if log_path and from_flink:
+            where = f" (JVM and worker output: {log_path}; --verbose shows all)"
+        code = 2 if isinstance(e, (LakelogError, OSError)) else 1
+        return code, f"lakelog sql: {describe_error(e, verbose=args.verbose)}{where}"
+    return 0, None
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ from pyflink.datastream.connectors.file_system import BucketAssigner, FileSink, 
 from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
-from lakelog.connector.format.store import TableStore
 from lakelog.operators.codec import decode_committable
 from lakelog.operators.committer import (
     END_OF_INPUT,
@@ -42,6 +41,7 @@ from lakelog.operators.committer import (
     SinkCommitter,
     commit_released,
 )
+from lakelog.operators.table_ref import store_with_options
 
 __all__ = ["CommitterConfig", "LakelogCommitter", "commit_through_channel", "discard", "constant_key"]
 
@@ -59,10 +59,11 @@ class CommitterConfig:
     channel_dir: Optional[str]
     poll_ms: int
     committer_class: type = SinkCommitter
+    options: tuple[tuple[str, str], ...] = ()  # dynamic table options over the stored ones
 
     def new_committer(self) -> Committer:
         committer: Committer = self.committer_class(
-            TableStore(self.table_path), self.commit_user, self.run_token
+            store_with_options(self.table_path, dict(self.options)), self.commit_user, self.run_token
         )
         return committer
 

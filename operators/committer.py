@@ -255,9 +255,13 @@ class ChannelReader:
 
 def _cancel_chained_compactions(messages: list[CommitMessage]) -> list[CommitMessage]:
     """Within one commit, a file that one compaction wrote and a later one removed never becomes
-    visible: drop it from both sides (one commit publishes all compaction results at once)."""
-    after = {(m.partition, m.bucket, f.file_name) for m in messages for f in m.compact_after}
-    before = {(m.partition, m.bucket, f.file_name) for m in messages for f in m.compact_before}
+    visible: drop it from both sides (one commit publishes all compaction results at once).
+
+    A file is the same file only on the same level: an upgrade (a file moved up without a rewrite,
+    as the lookup producer's compaction of level 0 does) removes it from one level and adds it to
+    another under the same name, and must stay."""
+    after = {(m.partition, m.bucket, f.file_name, f.level) for m in messages for f in m.compact_after}
+    before = {(m.partition, m.bucket, f.file_name, f.level) for m in messages for f in m.compact_before}
     chained = after & before
     if not chained:
         return messages
@@ -265,7 +269,7 @@ def _cancel_chained_compactions(messages: list[CommitMessage]) -> list[CommitMes
     for m in messages:
 
         def keep(f: DataFileMeta, m: CommitMessage = m) -> bool:
-            return (m.partition, m.bucket, f.file_name) not in chained
+            return (m.partition, m.bucket, f.file_name, f.level) not in chained
 
         out.append(
             dataclasses.replace(

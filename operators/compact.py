@@ -18,7 +18,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ from lakelog.operators.compact_buckets import (
     progress_path,
     write_progress,
 )
+from lakelog.operators.flink_env import env_channel_root
 from lakelog.operators.table_ref import TableLike, table_path
 from lakelog.operators.ticker import ticks
 
@@ -238,7 +238,9 @@ def build_compaction(
 
     Defaults: ``commit_user`` a new one per batch run; for streaming a stable one per table
     (``lakelog-compact-<hash of the path>``), so that a restarted job (same ``channel_dir``) commits
-    what the previous run's channel released. ``channel_dir``: ``<tmp>/lakelog-compact-<hash>``.
+    what the previous run's channel released. ``channel_dir``: ``<root>/lakelog-compact-<hash>``,
+    where ``<root>`` is ``lakelog.commit-channel.dir`` of the job's configuration, else the system
+    temp dir.
     """
     path = table_path(table)
     store = TableStore(path)
@@ -246,7 +248,7 @@ def build_compaction(
     ident = _default_id(path)
     if streaming:
         user = commit_user or f"lakelog-compact-{ident}"
-        channel = channel_dir or os.path.join(tempfile.gettempdir(), f"lakelog-compact-{ident}")
+        channel = channel_dir or os.path.join(env_channel_root(env), f"lakelog-compact-{ident}")
         os.makedirs(channel, exist_ok=True)
         interval_s = _interval_seconds(store, discovery_interval)
         if interval_s <= 0:

@@ -20,15 +20,30 @@ scripts use:
   them, submit to the cluster at ``rest.address``:``rest.port`` and ship the ``flink-python`` jar.
 * Under ``flink run -py`` the Flink CLI already made a context environment (with its own
   configuration); :func:`execution_environment` keeps it.
+* Streaming jobs keep their checkpoints on a filesystem, never in the JobManager's memory (which
+  refuses any state handle over 5 MB: a fast source's state alone can be larger, issue 14). The
+  directory is ``execution.checkpointing.dir`` of the configuration; without one, a local run uses a
+  folder of its own process, ``$LAKELOG_CACHE_DIR/checkpoints/<host>-<pid>-<token>`` (default
+  ``~/.cache/lakelog/checkpoints/...``), removed when the process exits (folders of processes on this
+  machine that died without exiting are removed by the next local run), and a job for a cluster is
+  refused (:class:`OptionError`): only the user knows a path that the JobManager and every TaskManager
+  share. ``execution.checkpointing.storage: jobmanager`` without a directory is respected as asked.
+  See :func:`checkpoint_dir`.
 
 This module imports pyflink (it is only imported where a Flink graph is built).
 """
 
 from __future__ import annotations
 
+import atexit
 import glob
 import os
+import re
+import shutil
+import socket
 import sys
+import tempfile
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -51,7 +66,15 @@ __all__ = [
     "runtime_mode",
     "execution_environment",
     "python_jar",
+    "checkpoint_dir",
+    "checkpoint_root",
+    "local_checkpoint_dir",
+    "prune_checkpoint_dirs",
+    "channel_root",
+    "env_channel_root",
     "DEFAULT_CHECKPOINT_MS",
+    "CHECKPOINT_DIR_KEY",
+    "CHANNEL_DIR_KEY",
 ]
 
 DEFAULT_CHECKPOINT_MS = 2000  # streaming jobs whose configuration sets no checkpoint interval
@@ -76,6 +99,19 @@ _CLUSTER_ONLY_PREFIXES = (
     "high-availability",
     "execution.target",
 )
+
+
+# Flink 2.3's checkpoint location keys; the deprecated names (still honoured by Flink) count as well
+CHECKPOINT_DIR_KEY = "execution.checkpointing.dir"
+_CHECKPOINT_DIR_KEYS = (CHECKPOINT_DIR_KEY, "state.checkpoints.dir", "state.backend.fs.checkpointdir")
+_CHECKPOINT_STORAGE_KEYS = ("execution.checkpointing.storage", "state.checkpoint-storage")
+_LOCAL_TARGETS = ("local", "minicluster")
+
+# lakelog's own key: the folder under which sinks and compaction jobs make their commit channels
+CHANNEL_DIR_KEY = "lakelog.commit-channel.dir"
+
+# this process's local checkpoint folder per checkpoint root: {(pid, root): folder}
+_local_checkpoint_dirs: dict[tuple[int, Path], Path] = {}
 
 
 def _repo_conf_dir() -> Optional[str]:
@@ -215,10 +251,135 @@ def execution_environment(settings: Mapping[str, str]) -> StreamExecutionEnviron
         return env
     j_conf = get_j_env_configuration(env._j_stream_execution_environment)
     target = j_conf.getString("execution.target", None)
-    if target is not None and str(target).lower() not in ("local", "minicluster"):
+    if target is not None and str(target).lower() not in _LOCAL_TARGETS:
         return env  # flink run: the CLI's context environment already targets its cluster
     j_env_class = get_gateway().jvm.org.apache.flink.streaming.api.environment.StreamExecutionEnvironment
     return StreamExecutionEnvironment(j_env_class(cfg._j_configuration))
+
+
+def checkpoint_root() -> Path:
+    """Where local runs keep their checkpoints: ``$LAKELOG_CACHE_DIR/checkpoints``, default
+    ``~/.cache/lakelog/checkpoints`` (next to the jars of :mod:`lakelog.operators.jvm`)."""
+    return Path(os.environ.get("LAKELOG_CACHE_DIR", Path.home() / ".cache" / "lakelog")) / "checkpoints"
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "localhost"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def prune_checkpoint_dirs(root: Optional[Path] = None) -> list[Path]:
+    """Remove the checkpoint folders under ``root`` (default :func:`checkpoint_root`) of local runs
+    on this machine whose process has ended without its exit handler (killed, or crashed). Folders
+    of other machines (a shared home directory) and of running processes are left alone. Returns
+    the folders removed."""
+    root = checkpoint_root() if root is None else root
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return []
+    host, removed = _host(), []
+    for entry in entries:
+        parts = entry.name.rsplit("-", 2)
+        if len(parts) != 3 or parts[0] != host or not parts[1].isdigit() or not entry.is_dir():
+            continue
+        if int(parts[1]) != os.getpid() and not _process_alive(int(parts[1])):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def _remove_own_folder(pid: int, folder: Path) -> None:
+    if os.getpid() == pid:  # not in a forked child, which inherits the exit handlers
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def local_checkpoint_dir() -> str:
+    """This process's checkpoint folder for local runs (a ``file://`` URI), made on first use:
+    ``<checkpoint_root()>/<host>-<pid>-<token>``, removed when the process exits. Flink deletes a
+    job's checkpoints when the job ends; the folder goes with the process, which the MiniCluster
+    (and any job that could restore them) does not outlive. Making it first removes the folders
+    that dead processes of this machine left (:func:`prune_checkpoint_dirs`)."""
+    root = checkpoint_root()
+    key = (os.getpid(), root)
+    folder = _local_checkpoint_dirs.get(key)
+    if folder is None:
+        prune_checkpoint_dirs(root)
+        folder = root / f"{_host()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        folder.mkdir(parents=True)
+        atexit.register(_remove_own_folder, os.getpid(), folder)
+        _local_checkpoint_dirs[key] = folder
+    else:
+        folder.mkdir(parents=True, exist_ok=True)
+    return folder.as_uri()
+
+
+def checkpoint_dir(settings: Mapping[str, str], *, local: bool) -> Optional[str]:
+    """The checkpoint directory to add to a streaming job whose effective Flink settings are
+    ``settings``, or None when they already say where checkpoints go.
+
+    - ``execution.checkpointing.dir`` (or a deprecated name of it) is set: None, it is used as is.
+    - ``execution.checkpointing.storage: jobmanager`` without a directory: None, as asked (every
+      state handle of the job must then stay under 5 MB).
+    - Otherwise a local run (``local``: an embedded MiniCluster) gets :func:`local_checkpoint_dir`,
+      and a job for a cluster raises :class:`OptionError`: its checkpoints need a directory that the
+      JobManager and every TaskManager reach under the same name, which only the user knows."""
+    if any(settings.get(k, "").strip() for k in _CHECKPOINT_DIR_KEYS):
+        return None
+    storage = next((settings[k] for k in _CHECKPOINT_STORAGE_KEYS if settings.get(k, "").strip()), "")
+    if storage.strip().lower() == "jobmanager":
+        return None
+    if local:
+        return local_checkpoint_dir()
+    raise OptionError(
+        f"a streaming job for a Flink cluster needs '{CHECKPOINT_DIR_KEY}': a directory that the "
+        "JobManager and every TaskManager reach under the same name (a local path for a cluster on one "
+        "machine; NFS, HDFS or S3 for several), e.g. file:///shared/flink-checkpoints. Set it in the "
+        "config.yaml of the Flink configuration directory, or set 'execution.checkpointing.storage: "
+        "jobmanager' to keep checkpoints in the JobManager's memory (at most 5 MB per state handle)"
+    )
+
+
+def _use_durable_checkpoints(env: StreamExecutionEnvironment) -> None:
+    """Apply :func:`checkpoint_dir` to the environment's effective configuration (under ``flink run``
+    the CLI's, which may differ from the settings lakelog read)."""
+    j_conf = get_j_env_configuration(env._j_stream_execution_environment)
+    keys = (*_CHECKPOINT_DIR_KEYS, *_CHECKPOINT_STORAGE_KEYS)
+    seen = {k: str(v) for k in keys if (v := j_conf.getString(k, None)) is not None}
+    target = j_conf.getString("execution.target", None)
+    local = target is None or str(target).lower() in _LOCAL_TARGETS
+    folder = checkpoint_dir(seen, local=local)
+    if folder is not None:
+        j_conf.setString(CHECKPOINT_DIR_KEY, folder)
+
+
+def channel_root(settings: Mapping[str, str]) -> str:
+    """The folder under which a sink or compaction job given no ``channel_dir`` makes its commit
+    channel folder: ``lakelog.commit-channel.dir`` of ``settings`` (a path, or a ``file://`` URI),
+    else the system temp directory. The committer reads the channel with plain file calls, so on a
+    cluster of several machines it must be a mounted filesystem shared by every TaskManager, at
+    the same path on all (see "Limits and gaps" in ``operators/README.md``)."""
+    value = settings.get(CHANNEL_DIR_KEY, "").strip()
+    if value.startswith("file://"):
+        value = value[len("file://") :]
+    if value and not os.path.isabs(value):
+        raise OptionError(f"'{CHANNEL_DIR_KEY}' must be an absolute path, not {value!r}")
+    return value or tempfile.gettempdir()
+
+
+def env_channel_root(env: StreamExecutionEnvironment) -> str:
+    """:func:`channel_root` of ``env``'s effective configuration."""
+    value = get_j_env_configuration(env._j_stream_execution_environment).getString(CHANNEL_DIR_KEY, None)
+    return channel_root({} if value is None else {CHANNEL_DIR_KEY: str(value)})
 
 
 def runtime_mode(settings: Mapping[str, str], mode: Optional[str] = None) -> str:
@@ -248,7 +409,9 @@ def flink_environment(
     ``mode``: ``"streaming"`` or ``"batch"`` (default: ``execution.runtime-mode`` of the settings,
     else streaming). ``parallelism``: the job's default parallelism (default: the settings').
     Streaming jobs checkpoint every ``checkpoint_interval_ms``, else at the settings'
-    ``execution.checkpointing.interval``, else every :data:`DEFAULT_CHECKPOINT_MS`."""
+    ``execution.checkpointing.interval``, else every :data:`DEFAULT_CHECKPOINT_MS`, into the
+    directory that :func:`checkpoint_dir` picks (a streaming job for a cluster without
+    ``execution.checkpointing.dir`` raises :class:`OptionError`)."""
     merged = dict(settings) if settings is not None else load_settings(conf_dir, remote=remote)
     merged.update(config or {})
     merged.setdefault("python.executable", sys.executable)
@@ -261,6 +424,7 @@ def flink_environment(
         env.set_runtime_mode(RuntimeExecutionMode.STREAMING)
         if checkpoint_interval_ms or "execution.checkpointing.interval" not in merged:
             env.enable_checkpointing(checkpoint_interval_ms or DEFAULT_CHECKPOINT_MS)
+        _use_durable_checkpoints(env)
     if parallelism:
         env.set_parallelism(parallelism)
     return env

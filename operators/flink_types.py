@@ -20,8 +20,17 @@ from pyflink.common import Types
 from pyflink.table import DataTypes
 
 from lakelog.connector.errors import SchemaError
+from lakelog.connector.format.types import MAX_LENGTH
+from lakelog.connector.format.types import DataType as PaimonType
 
-__all__ = ["FlinkTypeError", "type_info_of", "row_type_of", "data_type_of", "row_data_type"]
+__all__ = [
+    "FlinkTypeError",
+    "type_info_of",
+    "row_type_of",
+    "data_type_of",
+    "row_data_type",
+    "column_data_type",
+]
 
 
 class FlinkTypeError(SchemaError):
@@ -116,5 +125,65 @@ def data_type_of(t: pa.DataType, column: str = "?") -> Any:
 
 
 def row_data_type(schema: pa.Schema) -> Any:
-    """``DataTypes.ROW`` of an Arrow schema."""
-    return DataTypes.ROW([DataTypes.FIELD(f.name, data_type_of(f.type, f.name)) for f in schema])
+    """``DataTypes.ROW`` of an Arrow schema (NOT NULL where the schema says so)."""
+    fields = []
+    for f in schema:
+        t = data_type_of(f.type, f.name)
+        fields.append(DataTypes.FIELD(f.name, t if f.nullable else t.not_null()))
+    return DataTypes.ROW(fields)
+
+
+# java.sql classes the sources' DataStream values arrive as (Types.SQL_DATE/SQL_TIME/SQL_TIMESTAMP)
+_BRIDGES = {"DATE": "java.sql.Date", "TIME": "java.sql.Time", "TIMESTAMP": "java.sql.Timestamp",
+            "TIMESTAMP_LTZ": "java.sql.Timestamp"}  # fmt: skip
+
+
+def _atomic(t: PaimonType) -> Any:
+    r = t.root
+    simple = {"BOOLEAN": DataTypes.BOOLEAN, "TINYINT": DataTypes.TINYINT, "SMALLINT": DataTypes.SMALLINT,
+              "INT": DataTypes.INT, "BIGINT": DataTypes.BIGINT, "FLOAT": DataTypes.FLOAT,
+              "DOUBLE": DataTypes.DOUBLE, "DATE": DataTypes.DATE}  # fmt: skip
+    if r in simple:
+        return simple[r]()
+    if r == "VARCHAR":
+        return DataTypes.STRING() if t.length == MAX_LENGTH else DataTypes.VARCHAR(t.length)
+    if r == "CHAR":
+        return DataTypes.CHAR(t.length)
+    if r == "VARBINARY":
+        return DataTypes.BYTES() if t.length == MAX_LENGTH else DataTypes.VARBINARY(t.length)
+    if r == "BINARY":
+        return DataTypes.BINARY(t.length)
+    if r == "DECIMAL":
+        return DataTypes.DECIMAL(t.precision, t.scale)
+    if r == "TIME":
+        return DataTypes.TIME(t.precision)
+    if r == "TIMESTAMP":
+        return DataTypes.TIMESTAMP(t.precision)
+    if r == "TIMESTAMP_LTZ":
+        return DataTypes.TIMESTAMP_LTZ(t.precision)
+    raise FlinkTypeError(f"type {r} has no Flink type")
+
+
+def column_data_type(t: PaimonType, *, bridged: bool = True) -> Any:
+    """The Flink ``DataType`` of a table column's Paimon type, with its exact length, precision and
+    nullability (``TIMESTAMP(3)`` stays ``TIMESTAMP(3)``). ``bridged``: dates, times and timestamps
+    take the java.sql classes the sources' rows carry, as a view over a source's DataStream
+    declares them."""
+    r = t.root
+    if r in ("ARRAY", "MULTISET"):
+        assert t.element is not None
+        inner = column_data_type(t.element, bridged=bridged)
+        out = DataTypes.ARRAY(inner) if r == "ARRAY" else DataTypes.MULTISET(inner)
+    elif r == "MAP":
+        assert t.key is not None and t.value is not None
+        key = column_data_type(t.key, bridged=bridged)
+        out = DataTypes.MAP(key, column_data_type(t.value, bridged=bridged))
+    elif r == "ROW":
+        out = DataTypes.ROW(
+            [DataTypes.FIELD(f.name, column_data_type(f.type, bridged=bridged)) for f in t.fields or ()]
+        )
+    else:
+        out = _atomic(t)
+        if bridged and r in _BRIDGES:
+            out = out.bridged_to(_BRIDGES[r])
+    return out if t.nullable else out.not_null()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -42,7 +41,7 @@ from pyflink.java_gateway import get_gateway
 from pyflink.table import DataTypes, StreamTableEnvironment
 from pyflink.table.udf import udf
 
-from lakelog.connector.errors import CommitConflictError, InvalidInputError
+from lakelog.connector.errors import CommitConflictError, InvalidInputError, SchemaError
 from lakelog.connector.format.options import ChangelogProducer, Duration, MergeEngine
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.log.eventual import EventualLogWriter
@@ -52,6 +51,7 @@ from lakelog.operators import jvm
 from lakelog.operators.channel import CommitterConfig, commit_through_channel
 from lakelog.operators.codec import Committable, encode_committable
 from lakelog.operators.committer import END_OF_INPUT, WAKE, ChannelReader, SinkCommitter, commit_released
+from lakelog.operators.flink_env import env_channel_root
 from lakelog.operators.flink_types import row_type_of, type_info_of
 from lakelog.operators.sink_blobs import (
     KIND_FIELD,
@@ -68,7 +68,7 @@ from lakelog.operators.sink_blobs import (
     needs_null_mask,
 )
 from lakelog.operators.sink_keys import default_max_parallelism, flink_key_group
-from lakelog.operators.table_ref import TableLike, table_path
+from lakelog.operators.table_ref import TableLike, store_with_options, table_path
 
 __all__ = [
     "sink_to_lakelog",
@@ -107,6 +107,10 @@ class WriterConfig:
     batch: bool
     flush_ms: Optional[int]  # timed flushes (None: on markers and buffer size only; 0: every blob)
     restart_wait_s: float
+    options: tuple[tuple[str, str], ...] = ()  # dynamic table options over the stored ones
+
+    def store(self) -> TableStore:
+        return store_with_options(self.table_path, dict(self.options))
 
 
 @dataclass(frozen=True)
@@ -241,7 +245,7 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
         self.config = config
 
     def open(self, runtime_context: RuntimeContext) -> None:
-        self.store = TableStore(self.config.table_path)
+        self.store = self.config.store()
         self.pk = bool(self.store.schema.primary_keys)
         self.buffer_limit = int(self.store.options.write_buffer_size)
         self.writes: dict[str, TableWrite] = {}
@@ -390,7 +394,7 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
     def _writer(self, key: str) -> TableWrite:
         w = self.writes.get(key)
         if w is None:
-            w = TableWrite(TableStore(self.config.table_path), write_only=self.config.write_only)
+            w = TableWrite(self.config.store(), write_only=self.config.write_only)
             self.writes[key] = w
         return w
 
@@ -656,6 +660,7 @@ def sink_to_lakelog(
     poll_interval_ms: int = DEFAULT_POLL_MS,
     restart_wait_s: float = 300.0,
     java: Optional[bool] = None,
+    options: Optional[dict[str, str]] = None,
 ) -> SinkPlan:
     """Write ``ds`` (a DataStream of Rows) into ``table`` (a lakelog ``Table`` or a table path)
     with exactly-once semantics; returns the plan the graph was built from.
@@ -665,7 +670,8 @@ def sink_to_lakelog(
       job loudly. Default: True for primary-key tables, False for append tables. (Free on the Java
       path; on the Python-only path True costs one more Python step per row.)
     - ``channel_dir``: folder of the checkpoint-gated commit channel (default: a fresh folder under
-      the system temp dir; must be reachable by every TaskManager and survive restarts of the job).
+      ``lakelog.commit-channel.dir`` of the job's configuration, else the system temp dir; must be
+      reachable by every TaskManager and survive restarts of the job).
     - ``commit_user``: the snapshot commit user (default: a new UUID per call, i.e. per job graph).
     - ``write_only``: skip compaction in the writers (default: the table's ``write-only``).
     - ``flush_interval``: milliseconds (int) or a duration string ("2 s"); rows wait at most this
@@ -685,6 +691,8 @@ def sink_to_lakelog(
     - ``java``: batch the rows on the JVM with lakelog's ``RowBatcher`` (compiled at first use, see
       :mod:`lakelog.operators.jvm`). Default: when a JDK (or an already built jar) is available,
       else the Python-only path with a warning. A JDK whose ``javac`` fails is an error.
+    - ``options``: dynamic table options for this write (Paimon's hints and ``SET`` options), over
+      the table's stored ones; immutable options cannot change.
 
     The rows must be a DataStream of ``Row``\\s with a declared row type (``output_type=`` of the map
     that makes them, e.g. :func:`row_type_of` of the table; or a Table's stream); columns are matched
@@ -694,7 +702,8 @@ def sink_to_lakelog(
     """
     env = ds.get_execution_environment()
     path = table_path(table)
-    store = TableStore(path)
+    dyn = tuple(sorted((options or {}).items()))
+    store = store_with_options(path, dict(dyn))
     schema = store.schema.arrow_schema()
     for f in schema:  # fail on the client, before any job runs
         java_type_code(f.type, f.name)
@@ -731,7 +740,7 @@ def sink_to_lakelog(
     run_token = uuid.uuid4().hex
     channel: Optional[str] = None
     if not is_batch:
-        channel = channel_dir or os.path.join(tempfile.gettempdir(), f"lakelog-sink-{user}-{run_token[:8]}")
+        channel = channel_dir or os.path.join(env_channel_root(env), f"lakelog-sink-{user}-{run_token[:8]}")
         os.makedirs(channel, exist_ok=True)
     plan = SinkPlan(
         table_path=path,
@@ -741,13 +750,20 @@ def sink_to_lakelog(
         java=java,
         batch_ms=batch_ms,
         writer=WriterConfig(
-            path, user, run_token, channel, write_only, is_batch, writer_flush, restart_wait_s
+            path, user, run_token, channel, write_only, is_batch, writer_flush, restart_wait_s, dyn
         ),
-        committer=CommitterConfig(path, user, run_token, channel, poll_interval_ms),
+        committer=CommitterConfig(path, user, run_token, channel, poll_interval_ms, options=dyn),
         parallelism=parallelism,
         max_parallelism=max_p,
         balance=max_p if _key_groups_match_jvm(max_p) else None,
     )
+    if not java:
+        nested = [f.name for f in schema if pa.types.is_nested(f.type)]
+        if nested:
+            raise SchemaError(
+                f"table {path}: the nested column(s) {nested} need lakelog's Java batcher (a JDK); the "
+                "Python-only path of the sink carries atomic types only"
+            )
     blobs = _java_batches(ds, store, plan) if java else _python_batches(ds, store, plan)
     _write_and_commit(blobs, plan)
     return plan

@@ -261,6 +261,17 @@ def java_type_code(t: pa.DataType, name: str = "?") -> str:
         return f"dec:{t.precision}:{t.scale}"
     if pa.types.is_timestamp(t):
         return f"{'tsz' if t.tz else 'ts'}:{t.unit}"
+
+    def child(f: pa.Field) -> str:
+        flag = "n" if f.nullable else "r"
+        return f"{f.name.encode('utf-8').hex()}~{flag}~{java_type_code(f.type, f'{name}.{f.name}')}"
+
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return f"list({child(t.value_field)})"
+    if pa.types.is_map(t):
+        return f"map({child(t.key_field)},{child(t.item_field)})"
+    if pa.types.is_struct(t):
+        return "row(" + ",".join(child(t.field(i)) for i in range(t.num_fields)) + ")"
     raise SchemaError(f"column {name!r}: the PyFlink sink cannot carry type {t} yet")
 
 

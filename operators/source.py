@@ -46,19 +46,20 @@ from pyflink.datastream import (
 )
 from pyflink.datastream.connectors.number_seq import NumberSequenceSource
 from pyflink.datastream.state import ValueStateDescriptor
+from pyflink.table import DataTypes, Schema
 from pyflink.table import Table as FlinkTable
-from pyflink.table.expressions import col
 
 from lakelog.connector.errors import OptionError
 from lakelog.connector.format.options import CoreOptions, LogSystem, StartupMode
 from lakelog.connector.format.store import TableStore
+from lakelog.connector.format.types import with_nullable
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
 from lakelog.connector.table.scan_start import ScanStart, resolve_start
 from lakelog.connector.table.subscribe import Subscription
 from lakelog.connector.table.table import Table
 from lakelog.operators.channel import constant_key
-from lakelog.operators.flink_types import data_type_of, row_type_of
+from lakelog.operators.flink_types import column_data_type, row_type_of
 from lakelog.operators.source_plan import KIND_CODES, ReadPlan, plan_batch, table_rows
 from lakelog.operators.table_ref import TableLike, table_path
 from lakelog.operators.ticker import ticks
@@ -81,27 +82,36 @@ LOG_TICK_S = 0.05  # how often the log follower looks for new records
 _ROW_KINDS = {0: RowKind.INSERT, 1: RowKind.UPDATE_BEFORE, 2: RowKind.UPDATE_AFTER, 3: RowKind.DELETE}
 
 
-def _flink_rows(t: pa.Table, kinds: Optional[Sequence[str]], audit: bool) -> Iterator[Any]:
-    """Rows of ``t`` as Flink ``Row``\\s: with ``kinds`` as their RowKinds, or (``audit``) as
-    insert-only rows with the kind as a leading column."""
-    if audit:
-        kinds = kinds if kinds is not None else ["+I"] * t.num_rows
-        for k, values in zip(kinds, table_rows(t)):
-            yield Row(k, *values)
-        return
-    if kinds is None:
-        for values in table_rows(t):
+def _row(values: list[Any]) -> Any:
+    return Row(*values)
+
+
+def _audit(t: pa.Table) -> pa.Table:
+    """A full read's rows as an audit log (every row +I)."""
+    kinds = pa.array(["+I"] * t.num_rows, pa.string())
+    return t.add_column(0, pa.field("rowkind", pa.string(), False), kinds)
+
+
+def _emit(plan: ReadPlan, audit: pa.Table, *, streaming: bool, adds_only: bool = False) -> Iterator[Any]:
+    """The Flink rows of an audit log (a leading ``rowkind`` column) in the read's shape: table rows
+    with their RowKinds (streaming), as inserts (batch; ``adds_only``: only the +I/+U rows, as a
+    batch incremental read returns them), or insert-only rows of the audit-log or binlog shape."""
+    if plan.shape != "rows":
+        for values in table_rows(plan.shaped(audit, streaming=streaming), _row):
             yield Row(*values)
         return
-    for k, values in zip(kinds, table_rows(t)):
+    kinds = audit.column(0)
+    data = audit.remove_column(0)
+    if adds_only:
+        data = data.filter(pc.is_in(kinds, value_set=pa.array(["+I", "+U"])))
+    if not streaming or adds_only:
+        for values in table_rows(data, _row):
+            yield Row(*values)
+        return
+    for k, values in zip(kinds.to_pylist(), table_rows(data, _row)):
         r = Row(*values)
         r.set_row_kind(_ROW_KINDS[KIND_CODES[k]])
         yield r
-
-
-def _change_rows(plan: ReadPlan, t: pa.Table) -> Iterator[Any]:
-    """The Flink rows of a changes table (a leading ``rowkind`` column)."""
-    return _flink_rows(t.drop_columns(["rowkind"]), t.column("rowkind").to_pylist(), plan.audit)
 
 
 # ---- operators --------------------------------------------------------------------------------
@@ -151,12 +161,12 @@ class SplitReader(FlatMapFunction):  # type: ignore[misc]
         if start.incremental is not None:
             if value == 0:
                 a, b = start.incremental
-                yield from _change_rows(plan, plan.changes(self.store, a, b))
+                yield from _emit(plan, plan.incremental(self.store, a, b), streaming=False, adds_only=True)
             return
         if value >= len(self.splits):
             return
         for t in self.read.read_split(self.splits[value]):
-            yield from _flink_rows(t, None, plan.audit)
+            yield from _emit(plan, _audit(t), streaming=False)
 
 
 @dataclass(frozen=True)
@@ -198,14 +208,14 @@ class SnapshotFollower(KeyedProcessFunction):  # type: ignore[misc]
                 read = plan.reader(store)
                 for split in plan.splits(store, start.full_snapshot):
                     for t in read.read_split(split):
-                        yield from _flink_rows(t, ["+I"] * t.num_rows, plan.audit)
+                        yield from _emit(plan, _audit(t), streaming=True)
             nxt = int(start.next_snapshot or 1)
             self._save(nxt)
         latest = store.snapshot_manager.latest_id()
         while latest is not None and nxt <= latest:
             t = plan.changes(store, nxt - 1, nxt)
             if t.num_rows:
-                yield from _change_rows(plan, t)
+                yield from _emit(plan, t, streaming=True)
             nxt += 1
             self._save(nxt)
 
@@ -272,7 +282,7 @@ class LogFollower(KeyedProcessFunction):  # type: ignore[misc]
             batch = self.sub.poll(0.0)
             if batch is None:
                 break
-            yield from _change_rows(plan, batch)
+            yield from _emit(plan, batch, streaming=True)
         self.state.update(json.dumps(self.sub.position()))
 
 
@@ -290,6 +300,8 @@ def read_lakelog(
     discovery_interval: Union[str, float, None] = None,
     parallelism: Optional[int] = None,
     audit_log: bool = False,
+    shape: Optional[str] = None,
+    read_optimized: bool = False,
 ) -> DataStream:
     """A DataStream of the rows of ``table`` (a lakelog ``Table`` or a table path).
 
@@ -298,9 +310,12 @@ def read_lakelog(
     ``scan.timestamp-millis``)), or ``incremental-between`` (+ ``incremental-between``: 'a,b') as a
     changelog. ``mode='streaming'``: the start snapshot (per scan mode), then every new snapshot's
     changes, with Flink RowKinds (``audit_log=True``: insert-only rows with a leading ``rowkind``
-    column instead, like Paimon's ``$audit_log``). ``options`` are dynamic table options (any table
-    option, e.g. ``consumer-id``, ``continuous.discovery-interval``, ``scan.*``). ``filter`` is a
-    pyarrow expression or a SQL-like string (``dt = '2024-06-01' AND amount > 10``).
+    column instead, like Paimon's ``$audit_log``; ``shape='binlog'``: ``rowkind`` and every column
+    as an array, like ``$binlog``). A batch ``incremental-between`` read returns the +I/+U rows of
+    the range (Paimon's delta rows; ``$audit_log`` keeps every kind). ``read_optimized``: only the
+    top level of primary-key tables (``$ro``, batch only). ``options`` are dynamic table options
+    (any table option, e.g. ``consumer-id``, ``continuous.discovery-interval``, ``scan.*``).
+    ``filter`` is a pyarrow expression or a SQL-like string (``dt = '2024-06-01' AND amount > 10``).
     """
     if mode not in ("batch", "streaming"):
         raise OptionError(f"mode must be 'batch' or 'streaming', not {mode!r}")
@@ -316,7 +331,9 @@ def read_lakelog(
             if isinstance(discovery_interval, (int, float))
             else str(discovery_interval)
         )
-    plan = ReadPlan(path, columns, filter, opts, audit_log)
+    plan = ReadPlan(path, columns, filter, opts, audit_log, shape=shape, read_optimized=read_optimized)
+    if read_optimized and mode != "batch":
+        raise OptionError(f"the read-optimized read of {path} ($ro) is a batch read; use runtime mode BATCH")
     out_type = row_type_of(plan.output_schema)
     short = path.rstrip("/").rsplit("/", 1)[-1]
     if mode == "batch":
@@ -360,12 +377,17 @@ def read_lakelog_table(
     *,
     env: Optional[StreamExecutionEnvironment] = None,
     mode: Optional[str] = None,
+    computed: Sequence[tuple[str, str]] = (),
+    watermark: Optional[tuple[str, str]] = None,
     **kwargs: Any,
 ) -> FlinkTable:
     """A Flink ``Table`` over :func:`read_lakelog` (a changelog table in streaming mode).
 
     ``t_env`` must be a ``StreamTableEnvironment``; ``env`` defaults to the one it was created on and
-    ``mode`` to the environment's runtime mode. Decimal columns keep their precision and scale.
+    ``mode`` to the environment's runtime mode. Columns keep their exact types (``TIMESTAMP(3)``,
+    ``DECIMAL(10, 2)``, ``VARCHAR(10)``, NOT NULL); ``computed`` adds computed columns (name, SQL
+    expression) after them and ``watermark`` (rowtime column, SQL expression) declares an event-time
+    attribute, as a table's stored Flink schema asks (see :mod:`lakelog.operators.sql.table_ddl`).
     """
     if env is None:
         env = StreamExecutionEnvironment(t_env._j_tenv.execEnv())
@@ -374,19 +396,38 @@ def read_lakelog_table(
         mode = "batch" if rt == "batch" else "streaming"
     path = table_path(table)
     ds = read_lakelog(env, path, mode=mode, **kwargs)
-    audit = bool(kwargs.get("audit_log"))
-    changelog = (mode == "streaming" or _is_incremental(kwargs)) and not audit
-    flink_table = t_env.from_changelog_stream(ds) if changelog else t_env.from_data_stream(ds)
-    schema = ReadPlan(path, kwargs.get("columns"), None, {}, audit).output_schema
-    if any(pa.types.is_decimal(f.type) for f in schema):
-        exprs = []
-        for f in schema:
-            e = col(f.name)
-            if pa.types.is_decimal(f.type):
-                e = e.cast(data_type_of(f.type, f.name)).alias(f.name)
-            exprs.append(e)
-        flink_table = flink_table.select(*exprs)
-    return flink_table
+    shape = kwargs.get("shape") or ("audit_log" if kwargs.get("audit_log") else "rows")
+    schema = _declared_schema(path, kwargs.get("columns"), shape, computed, watermark)
+    if mode == "streaming" and shape == "rows":
+        return t_env.from_changelog_stream(ds, schema)
+    return t_env.from_data_stream(ds, schema)
+
+
+def _declared_schema(
+    path: str,
+    columns: Optional[Sequence[str]],
+    shape: str,
+    computed: Sequence[tuple[str, str]],
+    watermark: Optional[tuple[str, str]],
+) -> Schema:
+    """The exact Flink schema of a read's rows (Paimon's types; java.sql bridges for the values the
+    DataStream carries), its computed columns and watermark."""
+    fields = {f.name: f.type for f in TableStore(path).schema.fields}
+    names = list(columns) if columns is not None else list(fields)
+    b = Schema.new_builder()
+    if shape != "rows":
+        b = b.column("rowkind", DataTypes.STRING())
+    for n in names:
+        t = fields[n]
+        if shape == "binlog":
+            b = b.column(n, DataTypes.ARRAY(column_data_type(with_nullable(t, True))))
+        else:
+            b = b.column(n, column_data_type(t))
+    for name, expr in computed:
+        b = b.column_by_expression(name, expr)
+    if watermark is not None:
+        b = b.watermark(watermark[0], watermark[1])
+    return b.build()
 
 
 def _reads_log(plan: ReadPlan) -> bool:
@@ -394,8 +435,3 @@ def _reads_log(plan: ReadPlan) -> bool:
     ``file``."""
     opts = plan.opts
     return opts.log_system == LogSystem.KAFKA and opts.streaming_read_mode != "file"
-
-
-def _is_incremental(kwargs: Mapping[str, Any]) -> bool:
-    sm = kwargs.get("scan_mode") or (kwargs.get("options") or {}).get("scan.mode")
-    return sm in ("incremental", "incremental-between")

@@ -8,20 +8,22 @@ Flink worker re-plans the same snapshot itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Optional, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.connector.errors import SchemaError, SnapshotNotFoundError
+from lakelog.connector.errors import OptionError, SchemaError, SnapshotNotFoundError
+from lakelog.connector.format.options import ChangelogProducer, CoreOptions, IncrementalBetweenScanMode
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
-from lakelog.connector.table.changes import delta_rows, diff_snapshots
+from lakelog.connector.table.changes import delta_rows, diff_snapshots, read_changelog
 from lakelog.connector.table.expressions import parse_filter
 from lakelog.connector.table.scan import plan_splits
 from lakelog.connector.table.scan_start import ScanStart, resolve_start, scan_options
+from lakelog.connector.table.system_tables import binlog_of, binlog_schema, read_optimized_entries
 from lakelog.operators.table_ref import TableLike, table_path
 
 __all__ = [
@@ -30,22 +32,30 @@ __all__ = [
     "table_rows",
     "check_columns",
     "KIND_CODES",
+    "SHAPES",
 ]
+
+#: What a read emits: the table's rows; ``audit_log``: a leading ``rowkind`` column, every row an
+#: insert; ``binlog``: ``rowkind`` then every column as an array (Paimon's ``$binlog``).
+SHAPES = ("rows", "audit_log", "binlog")
 
 # audit-log row kind -> Flink RowKind ordinal (INSERT 0, UPDATE_BEFORE 1, UPDATE_AFTER 2, DELETE 3)
 KIND_CODES: dict[str, int] = {"+I": 0, "-U": 1, "+U": 2, "-D": 3}
 
 
 # ---- rows -------------------------------------------------------------------------------------------
-def _struct_to_tuple(v: Any, t: pa.DataType) -> Any:
+RowFactory = Callable[[list[Any]], Any]
+
+
+def _nested_value(v: Any, t: pa.DataType, row: RowFactory) -> Any:
     if v is None:
         return None
     if pa.types.is_struct(t):
-        return tuple(_struct_to_tuple(v.get(t.field(i).name), t.field(i).type) for i in range(t.num_fields))
+        return row([_nested_value(v.get(t.field(i).name), t.field(i).type, row) for i in range(t.num_fields)])
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return [_struct_to_tuple(x, t.value_type) for x in v]
+        return [_nested_value(x, t.value_type, row) for x in v]
     if pa.types.is_map(t):
-        return {k: _struct_to_tuple(x, t.item_type) for k, x in v}
+        return {k: _nested_value(x, t.item_type, row) for k, x in v}
     return v
 
 
@@ -57,10 +67,11 @@ def _needs_fixup(t: pa.DataType) -> bool:
     )
 
 
-def table_rows(t: pa.Table) -> Iterator[tuple[Any, ...]]:
+def table_rows(t: pa.Table, row: RowFactory = tuple) -> Iterator[tuple[Any, ...]]:
     """Rows of ``t`` as tuples of Python values (the Flink boundary needs Python objects).
 
-    Timestamps with a time zone become naive UTC; structs become tuples, maps dicts.
+    Timestamps with a time zone become naive UTC; structs become ``row(values)`` (tuples by
+    default; the sources pass Flink's ``Row``), maps dicts.
     """
     cols: list[list[Any]] = []
     for f, col in zip(t.schema, t.columns):
@@ -68,7 +79,7 @@ def table_rows(t: pa.Table) -> Iterator[tuple[Any, ...]]:
             col = col.cast(pa.timestamp(f.type.unit))
         values = col.to_pylist()
         if _needs_fixup(f.type):
-            values = [_struct_to_tuple(v, f.type) for v in values]
+            values = [_nested_value(v, f.type, row) for v in values]
         cols.append(values)
     if not cols:
         return iter(())
@@ -85,8 +96,9 @@ def check_columns(schema: pa.Schema, columns: Optional[Sequence[str]]) -> list[s
 
 
 class ReadPlan:
-    """What a read of one table needs: columns, filter, dynamic options, audit-log shape. Picklable
-    (paths, options, strings and an Arrow schema); checks columns and filter when made."""
+    """What a read of one table needs: columns, filter, dynamic options, the shape of its rows
+    (:data:`SHAPES`) and whether it reads only the top level (``t$ro``). Picklable (paths,
+    options, strings and an Arrow schema); checks columns and filter when made."""
 
     def __init__(
         self,
@@ -95,9 +107,16 @@ class ReadPlan:
         filter: Union[str, pc.Expression, None],
         options: Mapping[str, str],
         audit: bool = False,
+        *,
+        shape: Optional[str] = None,
+        read_optimized: bool = False,
     ) -> None:
         self.table_path = table_path
-        self.audit = audit
+        self.shape = shape or ("audit_log" if audit else "rows")
+        if self.shape not in SHAPES:
+            raise OptionError(f"read shape {self.shape!r}: expected one of {SHAPES}")
+        self.audit = self.shape != "rows"  # rows carry their kind in a column, every row an insert
+        self.read_optimized = read_optimized
         self.options = {str(k): str(v) for k, v in options.items()}
         store = TableStore(table_path)
         self.schema: pa.Schema = store.schema.arrow_schema()
@@ -106,8 +125,10 @@ class ReadPlan:
         parse_filter(filter, self.schema)  # fail early on a bad filter
         self.opts = scan_options(store, self.options)
         self.output_schema = pa.schema([self.schema.field(c) for c in self.columns])
-        if audit:
+        if self.shape == "audit_log":
             self.output_schema = self.output_schema.insert(0, pa.field("rowkind", pa.string(), False))
+        elif self.shape == "binlog":
+            self.output_schema = binlog_schema(self.output_schema)
 
     def store(self) -> TableStore:
         return TableStore(self.table_path)
@@ -118,22 +139,61 @@ class ReadPlan:
     def splits(self, store: TableStore, snapshot_id: Optional[int]) -> list[Split]:
         if snapshot_id is None:
             return []
-        return plan_splits(store, store.snapshot_manager.snapshot(snapshot_id), filter=self.expr())
+        snap = store.snapshot_manager.snapshot(snapshot_id)
+        entries = read_optimized_entries(store, snap) if self.read_optimized else None
+        return plan_splits(store, snap, filter=self.expr(), entries=entries)
 
     def reader(self, store: TableStore) -> SplitRead:
         return SplitRead(store, columns=self.columns, filter=self.expr())
 
     def changes(self, store: TableStore, from_id: int, to_id: int) -> pa.Table:
+        """What changed after ``from_id`` up to ``to_id`` (a streaming read), as an audit log."""
         try:
             t = diff_snapshots(store, from_id, to_id)
         except SnapshotNotFoundError:
             # the snapshot before ``to_id`` expired (a consumer only protects ``to_id`` on): read
             # what the snapshots wrote, with the row kinds they were written with (Paimon's delta read)
             t = delta_rows(store, from_id, to_id)
+        return self._project(t)
+
+    def incremental(self, store: TableStore, from_id: int, to_id: int) -> pa.Table:
+        """``incremental-between`` (a batch read), as an audit log, by Paimon's
+        ``incremental-between-scan-mode``: ``delta`` the rows the APPEND snapshots in the range
+        wrote (with the kinds written), ``changelog`` their changelog files, ``diff`` the difference
+        of the two snapshots; ``auto`` is ``changelog`` for tables with a changelog producer, else
+        ``delta``."""
+        if to_id <= from_id:
+            return self._project(diff_snapshots(store, to_id, to_id))
+        mode = self.opts.get(CoreOptions.INCREMENTAL_BETWEEN_SCAN_MODE)
+        producer = store.options.changelog_producer if store.is_primary_key_table else ChangelogProducer.NONE
+        if mode == IncrementalBetweenScanMode.AUTO:
+            has_changelog = producer != ChangelogProducer.NONE
+            mode = IncrementalBetweenScanMode.CHANGELOG if has_changelog else IncrementalBetweenScanMode.DELTA
+        if mode == IncrementalBetweenScanMode.DELTA:
+            t = delta_rows(store, from_id, to_id)
+        elif mode == IncrementalBetweenScanMode.CHANGELOG:
+            if producer == ChangelogProducer.NONE:
+                raise OptionError(
+                    f"'incremental-between-scan-mode' = 'changelog' reads changelog files; table "
+                    f"{self.table_path} has 'changelog-producer' = 'none'"
+                )
+            t = read_changelog(store, from_id, to_id)
+        else:
+            t = diff_snapshots(store, from_id, to_id)
+        return self._project(t)
+
+    def _project(self, t: pa.Table) -> pa.Table:
         expr = self.expr()
         if expr is not None and t.num_rows:
             t = t.filter(expr)
         return t.select(["rowkind", *self.columns])
+
+    def shaped(self, audit: pa.Table, *, streaming: bool) -> pa.Table:
+        """An audit log (leading ``rowkind``) in this read's shape (binlog: arrays, and in
+        streaming reads -U/+U pairs packed into one +U row)."""
+        if self.shape == "binlog":
+            return binlog_of(audit, pack_updates=streaming)
+        return audit
 
 
 def plan_batch(

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +26,10 @@ def test_repository_conf_is_found_and_flattened(monkeypatch: pytest.MonkeyPatch)
     conf = flink_env.read_flink_conf(conf_dir)
     assert conf["execution.checkpointing.interval"] == "2s"
     assert conf["state.backend.type"] == "hashmap"
+    # checkpoints on a filesystem (issue 14); no directory, so each local run gets its own
+    assert conf["execution.checkpointing.storage"] == "filesystem"
+    assert not any(k.endswith("checkpoints.dir") or k == flink_env.CHECKPOINT_DIR_KEY for k in conf)
+    assert flink_env.CHANNEL_DIR_KEY not in conf  # commit channels in the temp dir by default
     assert conf["execution.runtime-mode"] == "STREAMING"
     assert conf["env.java.opts.all"].startswith("--add-exports=") and "\n" not in conf["env.java.opts.all"]
 
@@ -70,3 +78,67 @@ def test_sql_cli_rejects_detached_without_a_cluster(
     # a leading "--" (as `flink run -py jobs/sql.py -- -f x.sql` may pass it) is accepted
     assert sql_main(["--", "-f", str(script), "--detached", "--conf-dir", str(ROOT / "flink-conf")]) == 2
     assert "--detached needs a remote cluster" in capsys.readouterr().err
+
+
+def test_checkpoint_dir_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAKELOG_CACHE_DIR", str(tmp_path / "cache"))
+    first = flink_env.checkpoint_dir({}, local=True)
+    assert first is not None and first.startswith("file://")
+    folder = Path(first[len("file://") :])
+    assert folder.is_dir() and folder.parent == tmp_path / "cache" / "checkpoints"
+    host, pid, _token = folder.name.rsplit("-", 2)
+    assert int(pid) == os.getpid() and host
+    # one folder per process (and cache root), however many jobs it builds
+    assert flink_env.checkpoint_dir({"execution.checkpointing.storage": "filesystem"}, local=True) == first
+    # a directory in the configuration is used as it is, under its 2.3 name or a deprecated one
+    for key in ("execution.checkpointing.dir", "state.checkpoints.dir", "state.backend.fs.checkpointdir"):
+        assert flink_env.checkpoint_dir({key: "file:///elsewhere"}, local=True) is None
+        assert flink_env.checkpoint_dir({key: "hdfs:///ck"}, local=False) is None
+    # the JobManager's memory, when asked for by name
+    assert flink_env.checkpoint_dir({"execution.checkpointing.storage": "jobmanager"}, local=False) is None
+    assert flink_env.checkpoint_dir({"state.checkpoint-storage": "JobManager"}, local=True) is None
+    # a cluster job without a directory: refused, naming the key (lakelog cannot know a shared path)
+    with pytest.raises(OptionError, match="execution.checkpointing.dir.*JobManager and every TaskManager"):
+        flink_env.checkpoint_dir({"execution.checkpointing.storage": "filesystem"}, local=False)
+    with pytest.raises(OptionError, match="execution.checkpointing.dir"):
+        flink_env.checkpoint_dir({}, local=False)
+
+
+def test_checkpoint_folders_of_dead_processes_are_pruned(tmp_path: Path) -> None:
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    host = flink_env._host()
+    root = tmp_path / "checkpoints"
+    dead = root / f"{host}-{ended.pid}-0a1b2c3d"
+    keep = [
+        root / f"{host}-{os.getpid()}-0a1b2c3d",  # this process
+        root / f"{host}-{os.getppid()}-0a1b2c3d",  # a running one
+        root / f"other-host-{ended.pid}-0a1b2c3d",  # another machine's (a shared home directory)
+        root / "notes",
+    ]
+    for d in [dead, *keep]:
+        (d / "0123abcd" / "chk-3").mkdir(parents=True)
+    assert flink_env.prune_checkpoint_dirs(root) == [dead]
+    assert not dead.exists() and all(d.is_dir() for d in keep)
+    assert flink_env.prune_checkpoint_dirs(tmp_path / "missing") == []
+
+
+@pytest.mark.e2e
+def test_a_process_removes_its_checkpoint_folder_when_it_exits(tmp_path: Path) -> None:
+    env = {**os.environ, "LAKELOG_CACHE_DIR": str(tmp_path / "cache")}
+    code = "from lakelog.operators.flink_env import local_checkpoint_dir as d; print(d())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    folder = Path(out.stdout.strip()[len("file://") :])
+    assert folder.parent == tmp_path / "cache" / "checkpoints"
+    assert (tmp_path / "cache" / "checkpoints").is_dir() and not folder.exists()
+
+
+def test_channel_root() -> None:
+    key = flink_env.CHANNEL_DIR_KEY
+    assert key == "lakelog.commit-channel.dir"
+    assert flink_env.channel_root({}) == flink_env.channel_root({key: " "}) == tempfile.gettempdir()
+    assert flink_env.channel_root({key: "/shared/channels"}) == "/shared/channels"
+    assert flink_env.channel_root({key: "file:///shared/channels"}) == "/shared/channels"
+    with pytest.raises(OptionError, match="absolute path"):
+        flink_env.channel_root({key: "channels"})

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import glob
 import os
 import random
 from typing import Any, Optional
@@ -23,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakelog
+from lakelog.connector.format import parquet_layout
 
 from .paimon_java.oracle import PaimonOracle, PaimonOracleError, arrow_to_rows, canonical, session_fixture
 
@@ -52,13 +54,6 @@ COMMON = pa.schema(
 )
 NANOS = [pa.field("ts9", pa.timestamp("ns")), pa.field("ltz9", pa.timestamp("ns", tz="UTC"))]
 WITH_NANOS = pa.schema([*COMMON, *NANOS])
-
-TS9_XFAIL = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="lakelog writes TIMESTAMP(7-9) as Parquet INT64 nanoseconds; Paimon Java 1.3 expects INT96 "
-    "for precision 7-9: it reads TIMESTAMP(9) as milliseconds and fails on TIMESTAMP_LTZ(9) (hardening issue, item 15)",
-)
 
 
 # ---- data ----------------------------------------------------------------------------------------------
@@ -167,14 +162,13 @@ def test_paimon_java_reads_lakelog_append_table(
     assert_java_reads_every_snapshot(paimon_java, wh, "db.log", t)
 
 
-@TS9_XFAIL
 @pytest.mark.parametrize("primary_key", [["dt", "id"], None], ids=["pk", "append"])
 @pytest.mark.parametrize("column", NANOS, ids=["TIMESTAMP(9)", "TIMESTAMP_LTZ(9)"])
 def test_paimon_java_reads_lakelog_nanosecond_timestamps(
     paimon_java: PaimonOracle, tmp_path: Any, primary_key: Optional[list[str]], column: pa.Field
 ) -> None:
-    """Seen with Paimon 1.3: TIMESTAMP(9) comes back as if the nanoseconds were milliseconds (year
-    +53872825), TIMESTAMP_LTZ(9) fails with a ClassCastException (HeapTimestampVector)."""
+    """lakelog wrote INT64 nanoseconds before, which Paimon 1.3 read as milliseconds (TIMESTAMP(9),
+    year +53872825) or failed on (TIMESTAMP_LTZ(9), ClassCastException); it writes INT96 now."""
     wh = str(tmp_path / "wh")
     schema = pa.schema([*KEY, column])
     t = lakelog.Catalog(wh).create_table("db.ns", schema, primary_key=primary_key, options={"bucket": "2"}
@@ -216,42 +210,50 @@ def test_lakelog_reads_paimon_java_append_table(
     assert_same(arrow_to_rows(t.to_arrow()), paimon_java.read(wh, name), "append table written by Paimon Java")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="Arrow's timestamp[ns] ends in 1677 and 2262; pyarrow turns Paimon's INT96 TIMESTAMP(9) values "
-    "outside that range into other dates without an error, and lakelog returns them",
+@pytest.mark.parametrize(
+    "instant",
+    ["3000-01-01T00:00:00.000000001", "1000-06-01T12:00:00.500000000", "1600-01-01T00:00:01.000000000",
+     "2262-04-12T00:00:00.000000000"],
 )
 def test_lakelog_never_misreads_paimon_timestamp_9_outside_the_nanosecond_range(
-    paimon_java: PaimonOracle, tmp_path: Any
+    paimon_java: PaimonOracle, tmp_path: Any, instant: str
 ) -> None:
+    """Arrow's timestamp[ns] ends in 1677 and 2262, and pyarrow's readings of INT96 turn values outside
+    into other instants (1600-01-01 00:00:01 into 2184-07-20 in both of them). lakelog reads the
+    stored bytes and refuses such a value, naming the file, the column and the value."""
     wh, name = str(tmp_path / "wh"), "db.far"
     paimon_java.create_table(wh, name, [("id", "INT NOT NULL"), ("ts9", "TIMESTAMP(9)")], primary_key=["id"],
                              options={"bucket": "1"})
-    far = [{"id": 1, "ts9": "3000-01-01T00:00:00.000000001"}, {"id": 2, "ts9": "1000-06-01T12:00:00.500000000"}]
-    paimon_java.write(wh, name, far)
-    assert canonical(paimon_java.read(wh, name)) == canonical(far)
-    try:
-        got = arrow_to_rows(lakelog.Catalog(wh).get_table(name).to_arrow())
-    except (lakelog.LakelogError, pa.ArrowInvalid):
-        return  # refusing is fine; returning other instants is not
-    assert canonical(got) == canonical(far)
+    rows = [{"id": 1, "ts9": instant}, {"id": 2, "ts9": "2000-01-01T00:00:00.000000007"}]
+    paimon_java.write(wh, name, rows)
+    assert canonical(paimon_java.read(wh, name)) == canonical(rows)
+    t = lakelog.Catalog(wh).get_table(name)
+    with pytest.raises(lakelog.LakelogError) as e:
+        t.to_arrow()
+    assert isinstance(e.value, ValueError)
+    message = str(e.value)
+    assert ".parquet" in message and "'ts9'" in message and instant[:19] in message, message
+    assert sorted(t.to_arrow(columns=["id"]).column("id").to_pylist()) == [1, 2]  # other columns still read
 
 
 # ---- both, in turns --------------------------------------------------------------------------------------
-def test_lakelog_and_paimon_java_write_the_same_table_in_turns(paimon_java: PaimonOracle, tmp_path: Any) -> None:
+@pytest.mark.parametrize("schema", [COMMON, WITH_NANOS], ids=["common", "with-nanos"])
+def test_lakelog_and_paimon_java_write_the_same_table_in_turns(
+    paimon_java: PaimonOracle, tmp_path: Any, schema: pa.Schema
+) -> None:
+    """With nanoseconds, each side compacts files the other wrote, INT96 columns included."""
     wh, name, pj = str(tmp_path / "wh"), "db.turns", paimon_java
     t = lakelog.Catalog(wh).create_table(
-        name, COMMON, primary_key=["dt", "id"], partition_by=["dt"], options={"bucket": "4"}
+        name, schema, primary_key=["dt", "id"], partition_by=["dt"], options={"bucket": "4"}
     )
-    t.write(sample(COMMON, range(0, 200), 0))
-    pj.write(wh, name, sample(COMMON, range(100, 300), 1))
+    t.write(sample(schema, range(0, 200), 0))
+    pj.write(wh, name, sample(schema, range(100, 300), 1))
     t.delete(keys(range(0, 300, 5)))
     pj.delete(wh, name, keys(range(1, 300, 5)))
     pj.compact(wh, name)
-    t.write(sample(COMMON, range(250, 350), 2))
+    t.write(sample(schema, range(250, 350), 2))
     t.compact(full=True)
-    pj.write(wh, name, sample(COMMON, range(0, 20), 3))
+    pj.write(wh, name, sample(schema, range(0, 20), 3))
     t = lakelog.Catalog(wh).get_table(name)
     for s in t.snapshots():
         assert_same(pj.read(wh, name, snapshot=s.id), arrow_to_rows(t.to_arrow(snapshot_id=s.id)),
@@ -346,3 +348,219 @@ def test_oracle_command_line_reads_and_writes_like_the_server(paimon_java: Paimo
     assert [b["_bucket"] for b in cli_buckets] == paimon_java.buckets(wh, "db.cli", rows)
     bad = subprocess.run([*cmd, "read", wh, "db.missing"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "does not exist" in bad.stderr
+
+
+# ---- the physical layout: field ids, statistics, every timestamp precision ----------------------------
+PRECISIONS = [
+    ("id", "INT NOT NULL"),
+    *[(f"ts{p}", f"TIMESTAMP({p})") for p in range(10)],
+    *[(f"ltz{p}", f"TIMESTAMP({p}) WITH LOCAL TIME ZONE") for p in range(10)],
+    ("arr4", {"type": "ARRAY", "element": "TIMESTAMP(4)"}),
+    ("row", {"type": "ROW", "fields": [{"id": 0, "name": "a", "type": "TIMESTAMP(8)"},
+                                       {"id": 1, "name": "b", "type": "TIMESTAMP(2)"},
+                                       {"id": 2, "name": "c", "type": "TIMESTAMP(0)"}]}),
+    ("m", {"type": "MAP", "key": "STRING NOT NULL", "value": "TIMESTAMP(7)"}),
+]
+_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
+
+
+def _timestamp_value(rnd: random.Random, unit: str, precision: int, far: bool) -> int:
+    """A value of TIMESTAMP(precision) in Arrow ``unit``: digits to the precision only; years 0001..9999
+    when ``far`` (and the unit can hold them), else 1685..2255."""
+    lo, hi = (-62135596800, 253402300799) if far else (-9 * 10**9, 9 * 10**9)
+    seconds = rnd.choice([lo, hi, -1, 0]) if rnd.random() < 0.1 else rnd.randrange(lo, hi + 1)
+    digits = rnd.randrange(10**precision) * 10 ** (9 - precision)  # nanoseconds within the second
+    return (seconds * 10**9 + digits) * _PER_SECOND[unit] // 10**9
+
+
+def precision_rows(schema: pa.Schema, ids: range, version: int) -> pa.Table:
+    """Rows for lakelog's Arrow schema of PRECISIONS (the precision is in the column name)."""
+
+    def value(rnd: random.Random, name: str, t: pa.DataType) -> Any:
+        if rnd.random() < 0.1:
+            return None
+        if pa.types.is_timestamp(t):
+            precision = int(name[-1]) if name[-1].isdigit() else {"a": 8, "b": 2, "c": 0}[name]
+            return _timestamp_value(rnd, t.unit, precision, far=t.unit != "ns")
+        if pa.types.is_list(t):
+            return [value(rnd, "arr4", t.value_type) for _ in range(rnd.randrange(3))]
+        if pa.types.is_struct(t):
+            return {f.name: value(rnd, f.name, f.type) for f in t}
+        assert pa.types.is_map(t)
+        return [(f"k{j}", value(rnd, "m7", t.item_type)) for j in range(rnd.randrange(3))]
+
+    def to_arrow(values: list[Any], t: pa.DataType) -> pa.Array:
+        if pa.types.is_timestamp(t):
+            return pa.array(values, pa.int64()).view(t)
+        if pa.types.is_list(t):
+            flat = [x for v in values if v is not None for x in v]
+            offsets = [0]
+            for v in values:
+                offsets.append(offsets[-1] + len(v or []))
+            mask = pa.array([v is None for v in values])
+            return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), to_arrow(flat, t.value_type), mask=mask)
+        if pa.types.is_struct(t):
+            children = [to_arrow([None if v is None else v[f.name] for v in values], f.type) for f in t]
+            return pa.StructArray.from_arrays(children, fields=list(t), mask=pa.array([v is None for v in values]))
+        if not pa.types.is_map(t):
+            return pa.array(values, t)
+        keys = [k for v in values if v is not None for k, _ in v]
+        items = to_arrow([x for v in values if v is not None for _, x in v], t.item_type)
+        entries = pa.StructArray.from_arrays([pa.array(keys, pa.string()), items], fields=[t.key_field, t.item_field])
+        offsets = [0]
+        for v in values:
+            offsets.append(offsets[-1] + len(v or []))
+        validity = pa.array([v is not None for v in values]).buffers()[1]
+        return pa.Array.from_buffers(t, len(values), [validity, pa.array(offsets, pa.int32()).buffers()[1]],
+                                     children=[entries])
+
+    rows: dict[str, list[Any]] = {f.name: [] for f in schema}
+    for i in ids:
+        rnd = random.Random(i * 1000 + version)
+        for f in schema:
+            rows[f.name].append(i if f.name == "id" else value(rnd, f.name, f.type))
+    return pa.Table.from_arrays([to_arrow(rows[f.name], f.type) for f in schema], schema=schema)
+
+
+def parquet_leaves(path: str) -> dict[str, tuple[str, Optional[str], bool]]:
+    """Leaf column path -> (physical type, logical annotation, has min/max statistics)."""
+    f = pq.ParquetFile(path)
+    rg = f.metadata.row_group(0)
+    out = {}
+    for i in range(len(f.schema)):
+        c = f.schema.column(i)
+        logical = str(c.logical_type)
+        stats = rg.column(i).statistics
+        out[c.path] = (c.physical_type, None if logical == "None" else logical, bool(stats and stats.has_min_max))
+    return out
+
+
+def parquet_field_ids(path: str) -> dict[str, int]:
+    """Named field path -> Parquet field id, nested fields included."""
+    out: dict[str, int] = {}
+
+    def walk(f: pa.Field, prefix: str) -> None:
+        name = prefix + f.name
+        out[name] = int((f.metadata or {}).get(b"PARQUET:field_id", b"-1"))
+        t = f.type
+        children = [t.value_field] if pa.types.is_list(t) else [t.key_field, t.item_field] if pa.types.is_map(t) \
+            else list(t) if pa.types.is_struct(t) else []
+        for c in children:
+            walk(c, name + ".")
+
+    for f in pq.ParquetFile(path).schema_arrow:
+        walk(f, "")
+    return out
+
+
+@pytest.mark.parametrize("primary_key", [["id"], None], ids=["pk", "append"])
+def test_paimon_java_reads_every_timestamp_precision_lakelog_writes(
+    paimon_java: PaimonOracle, tmp_path: Any, primary_key: Optional[list[str]]
+) -> None:
+    """TIMESTAMP(0..9) and TIMESTAMP_LTZ(0..9), also inside ARRAY, ROW and MAP, in one file: INT96 for
+    precision 7..9, INT64 milliseconds or microseconds for 0..6, as Paimon writes them; years
+    0001..9999 wherever Arrow's unit holds them."""
+    wh, name = str(tmp_path / "wh"), "db.p"
+    paimon_java.create_table(wh, name, PRECISIONS, primary_key=primary_key or (),
+                             options={"bucket": "2"} if primary_key else {})
+    t = lakelog.Catalog(wh).get_table(name)
+    data = precision_rows(t.schema, range(200), 0)
+    t.write(data)
+    t.write(precision_rows(t.schema, range(100, 250), 1))
+    if primary_key:
+        t.compact(full=True)
+    assert_java_reads_every_snapshot(paimon_java, wh, name, t)
+    want = pa.concat_tables([data.slice(0, 100), precision_rows(t.schema, range(100, 250), 1)]) if primary_key \
+        else pa.concat_tables([data, precision_rows(t.schema, range(100, 250), 1)])
+    assert canonical(arrow_to_rows(t.to_arrow())) == canonical(arrow_to_rows(want))
+    leaves = parquet_leaves(lakelog_data_files(wh)[-1])
+    for p in range(10):
+        assert leaves[f"ts{p}"][0] == leaves[f"ltz{p}"][0] == ("INT96" if p >= 7 else "INT64"), p
+        unit = "milli" if p <= 3 else "micro" if p <= 6 else None
+        assert unit is None or f"timeUnit={unit}seconds" in str(leaves[f"ts{p}"][1]), p
+    assert leaves["row.a"][0] == leaves["m.key_value.value"][0] == "INT96"
+    assert leaves["row.b"][0] == leaves["row.c"][0] == leaves["arr4.list.element"][0] == "INT64"
+
+
+def test_layout_matches_paimon_java_but_for_what_pyarrow_cannot_write(paimon_java: PaimonOracle, tmp_path: Any) -> None:
+    """Field ids, physical types and statistics of a file lakelog writes equal those of the file
+    Paimon Java writes for the same table, except DECIMAL(p <= 18) with pyarrow 16 (no INT32/INT64)."""
+    wh, name = str(tmp_path / "wh"), "db.l"
+    fields = [
+        ("k", "STRING NOT NULL"), ("id", "BIGINT NOT NULL"), ("b", "BOOLEAN"), ("i8", "TINYINT"), ("i", "INT"),
+        ("f", "FLOAT"), ("d9", "DECIMAL(9, 2)"), ("d18", "DECIMAL(18, 4)"), ("d38", "DECIMAL(38, 10)"),
+        ("s", "STRING"), ("by", "BYTES"), ("day", "DATE"), ("t3", "TIME(3)"), ("ts3", "TIMESTAMP(3)"),
+        ("ts6", "TIMESTAMP(6)"), ("ts9", "TIMESTAMP(9)"), ("ltz9", "TIMESTAMP(9) WITH LOCAL TIME ZONE"),
+        ("arr", {"type": "ARRAY", "element": "INT"}),
+        ("mp", {"type": "MAP", "key": "INT NOT NULL", "value": {"type": "ARRAY", "element": "STRING"}}),
+        ("row", {"type": "ROW", "fields": [{"id": 0, "name": "x", "type": "BIGINT"},
+                                           {"id": 1, "name": "ys", "type": {"type": "ARRAY", "element": {
+                                               "type": "ROW", "fields": [{"id": 2, "name": "z", "type": "DOUBLE"}]}}}]}),
+    ]
+    paimon_java.create_table(wh, name, fields, primary_key=["k", "id"], options={"bucket": "1"})
+    row = {"k": "a", "id": 1, "b": True, "i8": 1, "i": 2, "f": 1.5, "d9": "1.25", "d18": "2.5000", "d38": "3.0000000000",
+           "s": "x", "by": "AQI=", "day": "2024-01-02", "t3": "01:02:03.456", "ts3": "2024-01-02T03:04:05.678000000",
+           "ts6": "1969-12-31T23:59:59.999999000", "ts9": "1969-12-31T23:59:59.999999999",
+           "ltz9": "2024-01-02T03:04:05.123456789Z", "arr": [1, None], "mp": [[1, ["p", None]]],
+           "row": {"x": 7, "ys": [{"z": 0.5}, None]}}
+    paimon_java.write(wh, name, [row])
+    (theirs,) = lakelog_data_files(wh)
+    t = lakelog.Catalog(wh).get_table(name)
+    paimon_rows = paimon_java.read(wh, name)
+    t.write(t.to_arrow().set_column(1, "id", pa.array([2], pa.int64())))  # the same values, key 2
+    (ours,) = [f for f in lakelog_data_files(wh) if f != theirs]
+    assert canonical(paimon_java.read(wh, name)) == canonical([*paimon_rows, {**paimon_rows[0], "id": 2}])
+
+    assert parquet_field_ids(ours) == parquet_field_ids(theirs)
+    mine, paimon = parquet_leaves(ours), parquet_leaves(theirs)
+    assert list(mine) == list(paimon)
+    expected_differences: set[str] = set()
+    if not parquet_layout.decimal_as_integer_supported():
+        expected_differences |= {"d9", "d18"}  # FIXED_LEN_BYTE_ARRAY
+    physical = {c for c in mine if mine[c][0] != paimon[c][0]}
+    assert physical <= expected_differences, {c: (mine[c], paimon[c]) for c in physical}
+    assert {c for c in mine if paimon[c][2] and not mine[c][2]} == set(), "statistics Paimon writes and lakelog not"
+    assert {c for c in mine if mine[c][2]} == {c for c in mine if mine[c][0] != "INT96"}
+
+
+def test_lakelog_compaction_turns_its_old_nanosecond_files_into_what_paimon_reads(
+    paimon_java: PaimonOracle, tmp_path: Any, monkeypatch: Any
+) -> None:
+    """Files lakelog wrote before (TIMESTAMP(9) as INT64 nanoseconds, which Paimon Java misreads) still
+    read in lakelog, and a full compaction rewrites them in the layout Paimon Java reads."""
+    wh, name = str(tmp_path / "wh"), "db.old"
+    schema = pa.schema([*KEY, ("ts6", pa.timestamp("us")), *NANOS])
+    t = lakelog.Catalog(wh).create_table(name, schema, primary_key=["dt", "id"], options={"bucket": "2"})
+    old = parquet_layout.WriteLayout(field_ids=False, statistics="none", int96=False, decimal_as_integer=False)
+    monkeypatch.setattr(parquet_layout, "DEFAULT_LAYOUT", old)
+    t.write(sample(schema, range(0, 100), 0))
+    assert {parquet_leaves(f)["ts9"][0] for f in lakelog_data_files(wh)} == {"INT64"}
+    monkeypatch.undo()
+    t.write(sample(schema, range(50, 150), 1))
+    want = arrow_to_rows(pa.concat_tables([sample(schema, range(0, 50), 0), sample(schema, range(50, 150), 1)]))
+    assert canonical(arrow_to_rows(t.to_arrow())) == canonical(want)
+    t.compact(full=True)
+    assert canonical(java_read(paimon_java, wh, name)) == canonical(want)
+    assert canonical(arrow_to_rows(t.to_arrow())) == canonical(want)
+
+
+# ---- the Parquet footer ------------------------------------------------------------------------------
+def lakelog_data_files(wh: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(wh, "**", "bucket-*", "data-*.parquet"), recursive=True))
+
+
+def test_thrift_footer_of_paimon_java_files_round_trips(paimon_java: PaimonOracle, tmp_path: Any) -> None:
+    """lakelog edits Parquet footers to read INT96 exactly; a footer Paimon Java wrote must come back
+    byte for byte."""
+    from lakelog.connector.format import thrift_compact
+    from lakelog.connector.format.parquet_footer import read_footer
+
+    wh, name = str(tmp_path / "wh"), "db.pk"
+    paimon_java.create_table(wh, name, WITH_NANOS, primary_key=["dt", "id"], partition_by=["dt"],
+                             options={"bucket": "1"})
+    paimon_java.write(wh, name, sample(WITH_NANOS, range(50), 0))
+    files = lakelog_data_files(wh)
+    assert files
+    for f in files:
+        _, footer = read_footer(f)
+        assert thrift_compact.write_struct(thrift_compact.read_struct(footer)) == footer

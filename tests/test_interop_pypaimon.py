@@ -19,7 +19,6 @@ import pyarrow.compute as pc
 import pytest
 
 import lakelog
-from lakelog.connector.errors import OptionError
 from lakelog.connector.format.bucket import compute_buckets
 
 from .interop_util import (
@@ -978,32 +977,29 @@ def test_merge_engines_read_the_same(warehouse: str, name: str, opts: dict[str, 
 # ---- dynamic bucket mode of primary-key tables ------------------------------------------------------------
 
 
-def test_dynamic_bucket_primary_key_tables_are_refused_and_left_to_pypaimon(tmp_path: Any) -> None:
-    """lakelog keeps no HASH index, so it neither creates nor writes a dynamic-bucket (bucket = -1)
-    primary-key table: both are refused by name, and a table pypaimon wrote stays as pypaimon left
-    it (readable by lakelog, writable by pypaimon)."""
+def test_dynamic_bucket_primary_key_tables_stay_writable_by_pypaimon(tmp_path: Any) -> None:
+    """A dynamic-bucket (bucket = -1) primary-key table stays writable by pypaimon after lakelog
+    wrote it, and the other way round (tests/test_interop_pypaimon_buckets.py goes further)."""
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("a", pa.string())])
 
     def rows(ids: range, v: str) -> pa.Table:
         return pa.table({"id": list(ids), "a": [v] * len(ids)}, schema=schema)
 
-    ours = lakelog.Catalog(str(tmp_path / "ours"))
-    with pytest.raises(OptionError, match=r"'bucket' = -1.*fixed bucket count"):
-        ours.create_table("db.t", schema, primary_key=["id"], options={"bucket": "-1"})
-    assert not ours.table_exists("db.t")
+    ours = str(tmp_path / "ours")
+    t = lakelog.Catalog(ours).create_table("db.t", schema, primary_key=["id"], options={"bucket": "-1"})
+    t.write(rows(range(20), "ll"))
+    pp_write(ours, "db.t", rows(range(10, 30), "pp"))
+    assert sorted(pp_read(ours, "db.t").column("id").to_pylist()) == list(range(30))
 
     theirs = str(tmp_path / "theirs")
     pp_create_table(theirs, "db.t", schema, primary_key=["id"], options={"bucket": "-1"})
     pp_write(theirs, "db.t", rows(range(20), "pp"))
     t = lakelog.Catalog(theirs).get_table("db.t")
     assert canon(t.to_arrow()) == canon(rows(range(20), "pp"))  # reading is fine
-    before = sorted(os.listdir(os.path.join(theirs, "db.db", "t", "snapshot")))
-    with pytest.raises(OptionError, match=r"bucket = -1.*cannot write"):
-        t.write(rows(range(10, 30), "ll"))
-    assert sorted(os.listdir(os.path.join(theirs, "db.db", "t", "snapshot"))) == before
+    t.write(rows(range(10, 30), "ll"))
     pp_write(theirs, "db.t", rows(range(0, 30), "pp2"))
     got = pp_read(theirs, "db.t")
-    assert canon(got) == canon(rows(range(0, 30), "pp2"))
+    assert canon(got) == canon(rows(range(30), "pp2"))
     assert canon(t.to_arrow()) == canon(got)
 
 
@@ -1078,3 +1074,84 @@ def test_pypaimon_streams_lakelog_changelog(warehouse: str, producer: str, expec
     got = _pp_stream_changelog(warehouse, len(with_changelog))
     assert got.column_names[0] == "_row_kind"
     assert canon(got) == sorted(expected, key=repr)
+
+
+# ---- timestamps beside TIMESTAMP(9): INT96 and INT64 in one file --------------------------------------
+BESIDE_NANOS = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        ("ts0", pa.timestamp("s")),
+        ("ts3", pa.timestamp("ms")),
+        ("ts6", pa.timestamp("us")),
+        ("ts9", pa.timestamp("ns")),
+        ("ltz0", pa.timestamp("s", tz="UTC")),
+        ("ltz6", pa.timestamp("us", tz="UTC")),
+        ("ltz9", pa.timestamp("ns", tz="UTC")),
+        ("arr6", pa.list_(pa.timestamp("us"))),
+        ("row", pa.struct([("a", pa.timestamp("ns")), ("b", pa.timestamp("ms"))])),
+    ]
+)
+
+
+def beside_nanos_rows(ids: list[int]) -> pa.Table:
+    """TIMESTAMP(0..6) over years 0001..9999 (stored as INT64); TIMESTAMP(9) anywhere in Arrow's
+    nanosecond range (stored as INT96)."""
+    far = [dt.datetime(1, 1, 1, 0, 0, 1), dt.datetime(1600, 1, 1, 0, 0, 1, 250000),
+           dt.datetime(1969, 12, 31, 23, 59, 59, 999999), dt.datetime(2024, 2, 29, 12),
+           dt.datetime(9999, 12, 31, 23, 59, 59, 999999), None]
+    nanos = [None, -1, 1_700_000_000_123_456_789, -(2**62) + 7, 2**63 - 1]
+    w = [far[i % len(far)] for i in ids]
+    n = [nanos[i % len(nanos)] for i in ids]
+    s = [None if v is None else v.replace(microsecond=0) for v in w]
+    return pa.table(
+        {
+            "id": ids,
+            "ts0": pa.array(s, pa.timestamp("s")),
+            "ts3": pa.array(w, pa.timestamp("us")).cast(pa.timestamp("ms"), safe=False),
+            "ts6": w,
+            "ts9": pa.array(n, pa.int64()).view(pa.timestamp("ns")),
+            "ltz0": pa.array(s, pa.timestamp("s")).cast(pa.timestamp("s", tz="UTC")),
+            "ltz6": pa.array(w, pa.timestamp("us")).cast(pa.timestamp("us", tz="UTC")),
+            "ltz9": pa.array(n, pa.int64()).view(pa.timestamp("ns", tz="UTC")),
+            "arr6": [None if v is None else [v, None] for v in w],
+            "row": pa.StructArray.from_arrays(
+                [pa.array(n, pa.int64()).view(pa.timestamp("ns")),
+                 pa.array(w, pa.timestamp("us")).cast(pa.timestamp("ms"), safe=False)],
+                fields=list(BESIDE_NANOS.field("row").type),
+            ),
+        },
+        schema=BESIDE_NANOS,
+    )
+
+
+@pytest.mark.parametrize("kind", ["pk", "append"])
+def test_pypaimon_reads_timestamps_lakelog_stores_beside_nanoseconds(warehouse: str, kind: str) -> None:
+    pk = ["id"] if kind == "pk" else None
+    t = lakelog.Catalog(warehouse).create_table(
+        "db.ns", BESIDE_NANOS, primary_key=pk, options={"bucket": "2"} if pk else {}
+    )
+    first, second = beside_nanos_rows(list(range(40))), beside_nanos_rows(list(range(30, 70)))
+    t.write(first)
+    got = pp_read(warehouse, "db.ns")
+    assert got.schema.equals(BESIDE_NANOS), got.schema
+    assert_same_rows(got, first, "pypaimon reading INT96 and INT64 timestamps")
+    t.write(second)
+    want = pa.concat_tables([first.filter(pc.field("id") < 30), second]) if pk else pa.concat_tables([first, second])
+    assert_same_rows(t.to_arrow(), want, "lakelog reading its own table")
+    got = pp_read(warehouse, "db.ns")
+    if pk:  # pypaimon's merging read keeps microseconds only (so it did with lakelog's INT64 nanoseconds)
+        nanos = ["ts9", "ltz9", "row"]
+        assert_same_rows(got.drop_columns(nanos), want.drop_columns(nanos), "pypaimon merging lakelog's files")
+        for c in ("ts9", "ltz9"):
+            floor = [None if v is None else v // 1000 * 1000 for v in want.column(c).cast(pa.int64()).to_pylist()]
+            assert sorted(got.column(c).cast(pa.int64()).to_pylist(), key=repr) == sorted(floor, key=repr)
+    else:
+        assert_same_rows(got, want, "pypaimon reading INT96 and INT64 timestamps")
+    # filters on a timestamp column beside an INT96 column, and on the INT96 column
+    cut = dt.datetime(1970, 1, 1)
+    got = pp_read(warehouse, "db.ns", columns=["id", "ts6"], predicate=lambda b: b.less_than("ts6", cut))
+    expect = want.filter(pc.field("ts6") < pa.scalar(cut, pa.timestamp("us")))
+    assert canon(got) == canon(expect, ["id", "ts6"]) and got.num_rows > 0
+    got = pp_read(warehouse, "db.ns", columns=["id", "ts9"], predicate=lambda b: b.less_than("ts9", cut))
+    expect = want.filter(pc.field("ts9") < pa.scalar(cut, pa.timestamp("ns")))
+    assert sorted(got.column("id").to_pylist()) == sorted(expect.column("id").to_pylist()) and got.num_rows > 0

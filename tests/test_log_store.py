@@ -58,8 +58,10 @@ def topic_records(t: lakelog.Table, *, committed: bool = True, timeout: float = 
             headers = dict(m.headers() or [])
             if m.value() is not None or "lakelog.gap" in headers:
                 out.append({"partition": m.partition(), "offset": m.offset(), "key": m.key(), "value": m.value(), "headers": headers})
-            if m.offset() + 1 >= end[m.partition()]:
-                done.add(m.partition())
+        # the position passes transaction markers, which are never delivered as records
+        for tp in c.position([TopicPartition(config.topic, p) for p in end]):
+            if tp.offset >= end[tp.partition]:
+                done.add(tp.partition)
     c.close()
     return out
 
@@ -322,3 +324,116 @@ def test_kafka_properties_reach_the_clients(tmp_path: Path, kafka_broker: KafkaE
     t = make(tmp_path / "ok", kafka_broker, **{"kafka.client.id": "lakelog-test-client"})
     t.write(rows("a", [1], "x"))
     assert decoded(t, topic_records(t)) == [("+I", 1, "x")]
+
+
+def test_writers_in_several_processes_share_one_exact_log(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    """Each process's publisher fences the others' (one transactional id per topic); a commit whose
+    producer was fenced starts again, and a snapshot another process left unpublished is published
+    by the next commit: every change reaches the log once."""
+    t = make(tmp_path, kafka_broker)
+    script = textwrap.dedent(
+        f"""
+        import sys, pyarrow as pa, lakelog
+        t = lakelog.Catalog({str(tmp_path)!r}).get_table("db.t")
+        w = int(sys.argv[1])
+        for i in range(8):
+            t.write(pa.table({{"dt": ["p"], "id": [w * 100 + i], "v": [str(i)]}}, schema=t.schema))
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(w)], stderr=subprocess.PIPE, text=True) for w in (1, 2, 3)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+    t.write(rows("p", [999], "last"))  # publishes whatever a process left unpublished
+    got = decoded(t, topic_records(t))
+    assert sorted(i for _, i, _ in got) == sorted([w * 100 + i for w in (1, 2, 3) for i in range(8)] + [999])
+
+
+def test_a_new_tables_log_starts_with_marker_zero(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+    """The marker exists before the first commit: a writer fenced in its first commit has its
+    snapshot caught up by the next writer instead of being taken for history."""
+    from lakelog.connector.log.publisher import LogPublisher
+
+    t = make(tmp_path, kafka_broker)
+    config = log_config(t.store)
+    assert config is not None
+    pub = LogPublisher(config)
+    try:
+        assert pub.marker() == 0
+        t.write(rows("a", [1], "x"))
+        latest = t.latest_snapshot()
+        assert latest is not None and pub.marker() == latest.id
+    finally:
+        pub.close()
+
+
+@pytest.mark.parametrize(
+    "key, value", [("log.system", "kafka"), ("log.consistency", "eventual"), ("kafka.topic", "other"), ("log.system.partitions", "4")]
+)
+def test_the_log_cannot_be_attached_or_moved_by_alter(tmp_path: Path, key: str, value: str) -> None:
+    """Attaching a log to a table with history (or moving or re-partitioning it) is refused by
+    name: the log is set up with the table."""
+    t = lakelog.Catalog(str(tmp_path)).create_table("db.t", SCHEMA, primary_key=["dt", "id"], partition_by=["dt"])
+    with pytest.raises(OptionError, match=key):
+        t.alter(lakelog.SetOption(key, value))
+
+
+@pytest.mark.parametrize("consistency", ["transactional", "eventual"])
+def test_alter_bucket_keeps_each_partitions_keys_in_their_kafka_partition(
+    tmp_path: Path, kafka_broker: KafkaEndpoint, consistency: str
+) -> None:
+    """ALTER bucket: old partitions keep their count (and so each key its bucket and its Kafka
+    partition), new partitions take the new one; a bucket beyond the topic's partitions writes
+    partition bucket mod P. The log stays exact and a hybrid read equals the table."""
+    from lakelog.connector.format.bucket import compute_buckets
+
+    t = make(tmp_path, kafka_broker, **{"log.consistency": consistency})
+    t.write(rows("a", list(range(20)), "x"))
+    sub = t.subscribe()  # the table's rows, then the log: it follows the ALTER and both partitions
+    t.alter(lakelog.SetOption("bucket", "3"))  # the topic keeps its 2 partitions
+    t = lakelog.Catalog(str(tmp_path)).get_table("db.t")
+    with t.stream_writer() as w:
+        w.write(rows("a", list(range(10)), "y")).commit()  # old partition: still 2 buckets
+        w.write(rows("b", list(range(20)), "z")).commit()  # new partition: 3 buckets
+    recs = topic_records(t)
+    bucket_key = list(t.store.schema.bucket_keys)  # ["id"]: the primary key less the partition
+    types = t.store.field_types(bucket_key)
+    for dt, n in (("a", 2), ("b", 3)):
+        mine = [r for r in recs if json.loads(r["key"])["dt"] == dt]
+        keys = pa.table({"id": pa.array([json.loads(r["key"])["id"] for r in mine], pa.int64())})
+        want = compute_buckets(keys, bucket_key, types, n) % 2
+        assert len(mine) > 0 and [r["partition"] for r in mine] == want.tolist()
+        assert (n == 3) == any(b >= 2 for b in compute_buckets(keys, bucket_key, types, n).tolist())
+    assert sorted((r["dt"], r["id"], r["v"]) for r in t.to_arrow().to_pylist()) == sorted(
+        [("a", i, "y" if i < 10 else "x") for i in range(20)] + [("b", i, "z") for i in range(20)]
+    )
+    state: dict[tuple[str, int], Any] = {}
+    seen = 0
+
+    def applied(changes: list[dict[str, Any]]) -> bool:
+        nonlocal seen
+        for c in changes[seen:]:
+            if c["rowkind"] in ("+I", "+U"):
+                state[(c["dt"], c["id"])] = c["v"]
+            else:
+                state.pop((c["dt"], c["id"]), None)
+        seen = len(changes)
+        return len(state) == 40 and sum(v == "y" for v in state.values()) == 10
+
+    with sub:
+        collect_changes(sub, applied)
+    assert state == {(r["dt"], r["id"]): r["v"] for r in t.to_arrow().to_pylist()}
+    with pytest.raises(OptionError, match="Kafka log"):
+        t.rescale(partitions=[{"dt": "a"}])  # a rewrite would move keys between partitions
+
+
+def collect_changes(sub: Any, until: Any, timeout: float = 60.0) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        batch = sub.poll(0.2)
+        if batch is not None:
+            out += batch.to_pylist()
+        if until(out):
+            return out
+    raise AssertionError(f"timed out with {len(out)} changes")

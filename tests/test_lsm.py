@@ -71,7 +71,7 @@ def _batch(rng: np.random.Generator, n: int, keys: int) -> pa.Table:
 def _max_runs(t: lakelog.Table) -> int:
     by_bucket: dict[tuple[str, int], set[tuple[int, str]]] = {}
     for f in t.files().to_pylist():
-        run = (0, f["file_name"]) if f["level"] == 0 else (f["level"], "")
+        run = (0, f["file_path"]) if f["level"] == 0 else (f["level"], "")
         by_bucket.setdefault((f["partition"], f["bucket"]), set()).add(run)
     return max((len(r) for r in by_bucket.values()), default=0)
 

@@ -47,6 +47,9 @@ class Config:
     partitions: int  # 0: unpartitioned
     options: dict[str, str]
     key_space: int
+    rescale: bool = False  # ALTER the bucket count and rescale partitions now and then
+    overwrite: bool = False  # overwrite partitions now and then
+    cross: bool = False  # the primary key is the id alone: keys move between partitions
 
 
 CONFIGS = [
@@ -54,6 +57,13 @@ CONFIGS = [
     Config("pk-unpartitioned-1b", True, 0, {"bucket": "1"}, 20),
     Config("append-partitioned-unaware", False, 2, {}, 8),
     Config("append-unpartitioned-fixed", False, 0, {"bucket": "2", "bucket-key": "id"}, 8),
+    Config("pk-rescaled", True, 3, {"bucket": "2"}, 12, rescale=True, overwrite=True),
+    Config("pk-dynamic", True, 3, {"bucket": "-1", "dynamic-bucket.target-row-num": "3"}, 12, overwrite=True),
+    Config(
+        "pk-cross-partition", True, 3, {"bucket": "-1", "dynamic-bucket.target-row-num": "4"}, 12,
+        overwrite=True, cross=True,
+    ),
+    Config("append-rescaled", False, 2, {"bucket": "2", "bucket-key": "id"}, 8, rescale=True),
 ]
 
 
@@ -160,11 +170,12 @@ class Model:
             f"model.{cfg.name.replace('-', '_')}_{seed}",
             SCHEMA,
             primary_key=["dt", "id"]
-            if cfg.primary_key and cfg.partitions
+            if cfg.primary_key and cfg.partitions and not cfg.cross
             else (["id"] if cfg.primary_key else None),
             partition_by=["dt"] if cfg.partitions else None,
             options=dict(cfg.options),
         )
+        self.overwrites: set[int] = set()  # ids of OVERWRITE snapshots (incremental reads skip them)
         self.state: State = {}
         self.history: dict[int, State] = {0: {}}
         self.retained: list[int] = []  # snapshot ids the table should still have
@@ -207,7 +218,7 @@ class Model:
         return rows
 
     def rand_keys(self) -> list[tuple[Any, Any]]:
-        present = list(self.state)
+        present = [_key(r) for r in self.state.values()] if self.cfg.primary_key else []
         keys = []
         for _ in range(self.rnd.randint(1, 5)):
             if present and self.rnd.random() < 0.6:
@@ -216,14 +227,22 @@ class Model:
                 keys.append((self.rnd.choice(self.partitions), self.rnd.randrange(self.cfg.key_space)))
         return keys
 
+    def key(self, row_or_key: tuple[Any, ...]) -> Any:
+        """The oracle's key of a row or (dt, id): the id alone for a cross-partition key."""
+        return row_or_key[1] if self.cfg.cross else (row_or_key[0], row_or_key[1])
+
     # ---- oracle updates ----------------------------------------------------------------------------
     def apply_write(self, state: State, rows: list[Row]) -> None:
         for row in rows:
             if self.cfg.primary_key:
-                state[_key(row)] = row
+                state[self.key(row)] = row
             else:
                 state[self.next_append] = row
                 self.next_append += 1
+
+    def apply_delete(self, state: State, keys: list[tuple[Any, Any]]) -> None:
+        for k in keys:
+            state.pop(self.key(k), None)
 
     def committed(self, sid: Optional[int], what: str) -> None:
         self.log.append(f"{what} -> snapshot {sid}")
@@ -253,8 +272,7 @@ class Model:
     def op_delete(self) -> None:
         keys = self.rand_keys()
         sid = self.table.delete(self.keys_table(keys))
-        for k in keys:
-            self.state.pop(k, None)
+        self.apply_delete(self.state, keys)
         self.committed(sid, f"delete {keys}")
 
     def op_multi(self) -> None:
@@ -264,8 +282,7 @@ class Model:
                 if self.cfg.primary_key and self.rnd.random() < 0.4:
                     keys = self.rand_keys()
                     w.delete(self.keys_table(keys))
-                    for k in keys:
-                        self.state.pop(k, None)
+                    self.apply_delete(self.state, keys)
                     parts.append(f"delete {keys}")
                 else:
                     rows = self.rand_batch()
@@ -290,13 +307,21 @@ class Model:
     def op_stream_commit(self) -> None:
         if self.stream is None:
             return
-        sid = self.stream.commit()
+        try:
+            sid = self.stream.commit()
+        except lakelog.LakelogError as e:
+            # a rescale under the writer: it fails with a clear error and loses what it had (the
+            # only failure allowed; anything else is a bug)
+            assert self.cfg.rescale and "Total buckets of" in str(e), repr(e)
+            self.log.append(f"stream commit refused: {e}")
+            self.stream = None
+            self.pending = []
+            return
         for kind, what in self.pending:
             if kind == "write":
                 self.apply_write(self.state, what)
             else:
-                for k in what:
-                    self.state.pop(k, None)
+                self.apply_delete(self.state, what)
         self.committed(sid, f"stream commit of {len(self.pending)} change(s)")
         self.pending = []
 
@@ -320,6 +345,44 @@ class Model:
         if sid is not None:
             assert self.table.snapshot(sid).commit_kind == "COMPACT"
         self.committed(sid, "compact(full=True)")
+
+    def op_alter_bucket(self) -> None:
+        """A new bucket count for partitions written from now on (old ones keep theirs)."""
+        n = self.rnd.randint(1, 5)
+        self.table.alter(lakelog.SetOption("bucket", str(n)))
+        self.log.append(f"alter bucket = {n}")
+
+    def op_rescale(self) -> None:
+        if not self.retained:
+            return
+        r = self.rnd
+        parts = None
+        if self.cfg.partitions and r.random() < 0.6:
+            present = sorted({row[0] for row in self.state.values()})
+            if not present:
+                return
+            parts = [{"dt": p} for p in r.sample(present, r.randint(1, len(present)))]
+        buckets = r.choice([None, None, r.randint(1, 4)])
+        sid = self.table.rescale(partitions=parts, buckets=buckets)
+        if sid is not None:
+            assert self.table.snapshot(sid).commit_kind == "OVERWRITE"
+            self.overwrites.add(sid)
+        self.committed(sid, f"rescale(partitions={parts}, buckets={buckets})")
+
+    def op_overwrite(self) -> None:
+        """A dynamic partition overwrite of one partition with a new batch of its rows."""
+        p = self.rnd.choice(self.partitions)
+        rows = [(p,) + r[1:] for r in self.rand_batch()]
+        if self.cfg.cross:  # a key may not move out of a partition it does not replace
+            rows = [r for r in rows if r[1] not in self.state or self.state[r[1]][0] == p]
+            if not rows:
+                return
+        sid = self.table.overwrite(self.rows_table(rows))
+        self.state = {k: r for k, r in self.state.items() if r[0] != p}
+        self.apply_write(self.state, rows)
+        if sid is not None:
+            self.overwrites.add(sid)
+        self.committed(sid, f"overwrite {p} with {rows}")
 
     def op_expire(self) -> None:
         r = self.rnd
@@ -390,7 +453,7 @@ class Model:
                 f"missing rows {_sort_rows(list(missing.elements()))}"
             )
         if self.cfg.primary_key and columns is None:
-            keys = [_key(r) for r in have]
+            keys = [self.key(r) for r in have]
             assert len(keys) == len(set(keys)), f"{what}: duplicate keys"
 
     def check(self) -> None:
@@ -401,6 +464,10 @@ class Model:
         assert t.tags() == self.tags
         full = t.to_arrow()
         self.assert_same(full, self.state, "to_arrow()")
+        if self.rnd.random() < 0.3:  # every key in the bucket its partition's count or index says
+            from .buckets_util import assert_keys_in_their_buckets
+
+            assert_keys_in_their_buckets(t)
         # streaming reader: the same rows in the same order
         reader_rows = pa.Table.from_batches(list(t.to_reader()), schema=full.schema)
         assert reader_rows.equals(full), "to_reader() differs from to_arrow()"
@@ -441,12 +508,27 @@ class Model:
         what = f"changes({a}, {b})"
         assert got.column_names == ["rowkind"] + COLUMNS, what
         have = _table_rows(got, ["rowkind"] + COLUMNS)
-        old, new = self.history[a], self.history[b]
+        # OVERWRITE snapshots are skipped (streaming-read-overwrite false): the change is that of
+        # the stretches between them (when the snapshots in between have expired, nothing tells of
+        # the overwrites: the change is that of the whole stretch)
+        cuts = sorted(o for o in self.overwrites if a < o <= b)
+        if any(s not in self.retained for s in range(a + 1, b + 1)):
+            cuts = []
+        segments = list(zip([a] + cuts, [o - 1 for o in cuts] + [b]))
         if not self.cfg.primary_key:
-            added = _multiset(list(new.values())) - _multiset(list(old.values()))
-            want_ms = collections.Counter(("+I",) + r for r in added.elements())
+            want_ms: collections.Counter[tuple[Any, ...]] = collections.Counter()
+            for lo, hi in segments:
+                added = _multiset(list(self.history[hi].values())) - _multiset(list(self.history[lo].values()))
+                want_ms += collections.Counter(("+I",) + r for r in added.elements())
             assert _multiset(have) == want_ms, f"{what}: got {have}, want {list(want_ms.elements())}"
             return
+        want: list[tuple[Any, ...]] = []
+        for lo, hi in segments:
+            if hi > lo:
+                want += self.diff(self.history[lo], self.history[hi])
+        assert have == want, f"{what}:\n got {have}\nwant {want}"
+
+    def diff(self, old: State, new: State) -> list[tuple[Any, ...]]:
         want: list[tuple[Any, ...]] = []
         for k in sorted(set(old) | set(new)):
             if k not in new:
@@ -456,7 +538,7 @@ class Model:
             elif old[k] != new[k]:
                 want.append(("-U",) + old[k])
                 want.append(("+U",) + new[k])
-        assert have == want, f"{what}:\n got {have}\nwant {want}"
+        return want
 
     def rand_pred(self) -> Pred:
         r = self.rnd
@@ -506,6 +588,10 @@ class Model:
                 (0.09, self.op_stream_commit),
                 (0.03, self.op_stream_restart),
             ]
+            if self.cfg.rescale:
+                table += [(0.04, self.op_alter_bucket), (0.06, self.op_rescale)]
+            if self.cfg.overwrite:
+                table += [(0.05, self.op_overwrite)]
         else:
             table = [
                 (0.41, self.op_write),
@@ -515,6 +601,10 @@ class Model:
                 (0.18, self.op_expire),
                 (0.12, self.op_tag),
             ]
+            if self.cfg.rescale:
+                table += [(0.05, self.op_alter_bucket), (0.08, self.op_rescale)]
+        if self.cfg.rescale or self.cfg.overwrite:
+            r *= sum(p for p, _ in table)
         acc = 0.0
         for p, op in table:
             acc += p

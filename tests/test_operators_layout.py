@@ -21,6 +21,9 @@ FLINK_MODULES = {
     "lookup",
     "sink",
     "source",
+    "sql.dml",
+    "sql.mirror",
+    "sql.reads",
     "sql.runner",
     "ticker",
 }

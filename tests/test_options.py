@@ -162,9 +162,12 @@ def test_cross_option_rules() -> None:
 
 
 def test_registry_shape() -> None:
-    for key in ("bucket", "bucket-key", "primary-key", "partition", "merge-engine", "sequence.field"):
+    assert "bucket" in ALL_OPTIONS and isinstance(ALL_OPTIONS["bucket"], ConfigOption)
+    for key in ("bucket-key", "primary-key", "partition", "merge-engine", "sequence.field"):
         assert key in IMMUTABLE_KEYS
-    assert "changelog-producer" not in IMMUTABLE_KEYS
+    assert "changelog-producer" not in IMMUTABLE_KEYS and "bucket" not in IMMUTABLE_KEYS
+    assert CoreOptions.SEQUENCE_FIELD.immutable and not CoreOptions.WRITE_ONLY.immutable
+    assert not CoreOptions.BUCKET.immutable  # it changes between counts > 0 (check_alter's rules)
     for opt in set(ALL_OPTIONS.values()):
         assert opt.description
         if opt.default is not None:  # every default survives a format/parse round trip
@@ -179,11 +182,20 @@ def test_check_alter_refuses_immutable_options() -> None:
     check_alter({"bucket": "2", "write-only": "false"}, {"bucket": "2", "write-only": "true"})
     check_alter({}, {"bucket": "-1"})  # explicitly setting the default is no change
     check_alter({"merge-engine": "deduplicate"}, {})
-    for old, new, key in [({"bucket": "2"}, {"bucket": "4"}, "'bucket'"), ({}, {"merge-engine": "first-row"},
-                          "'merge-engine'"), ({"bucket-key": "a"}, {}, "'bucket-key'"),
-                          ({}, {"sequence.field": "ts"}, "'sequence.field'")]:
-        with pytest.raises(OptionError, match=key):
-            check_alter(old, new)
+    check_alter({"bucket": "2"}, {"bucket": "4"})  # a rescale: new partitions take 4 buckets
+    with pytest.raises(OptionError, match="'bucket' cannot change from -1"):
+        check_alter({"bucket": "-1"}, {"bucket": "4"})
+    with pytest.raises(OptionError, match="'bucket' cannot change from 2 to -1"):
+        check_alter({"bucket": "2"}, {"bucket": "-1"})
+    with pytest.raises(OptionError, match="'bucket' cannot be reset"):
+        check_alter({"bucket": "2"}, {})
+    check_alter({"bucket": "-1"}, {"bucket": "4"}, has_snapshots=False)  # Paimon: free before any data
+    with pytest.raises(OptionError, match="'merge-engine'"):
+        check_alter({}, {"merge-engine": "first-row"})
+    with pytest.raises(OptionError, match="'bucket-key'"):
+        check_alter({"bucket-key": "a"}, {})
+    with pytest.raises(OptionError, match="'sequence.field'"):
+        check_alter({}, {"sequence.field": "ts"})
 
 
 # ---- refused keys ------------------------------------------------------------------------------------
@@ -233,7 +245,7 @@ def test_refused_keys_say_not_supported_at_create_and_alter(make_table: MakeTabl
 
 
 def test_value_restricted_options_accept_their_supported_values(make_table: MakeTable) -> None:
-    t = make_table(options={"branch": "main", "consumer.mode": "exactly-once", "streaming-read-overwrite": "false",
+    t = make_table(options={"branch": "main", "consumer.mode": "exactly-once",
                             "incremental-between-scan-mode": "auto"})
     assert t.options["branch"] == "main"
     with pytest.raises(OptionError, match=r"'branch' = 'dev' is not supported by lakelog \(only 'main'\)"):
@@ -242,7 +254,7 @@ def test_value_restricted_options_accept_their_supported_values(make_table: Make
 
 def test_not_yet_supported_keys_are_one_grep_away() -> None:
     planned = sorted(k for k in REFUSED if (unsupported_reason(k) or "").startswith(NOT_YET))
-    assert planned == sorted(["dynamic-bucket.initial-buckets", "dynamic-bucket.target-row-num"])
+    assert planned == ["dynamic-bucket.assigner-parallelism"]
 
 
 def test_foreign_tables_with_refused_keys_still_open_and_alter(catalog: lakelog.Catalog) -> None:
@@ -297,6 +309,14 @@ def test_typed_accessors() -> None:
 _REFUSAL = "tests/test_options.py::test_refused_keys_say_not_supported_at_create_and_alter"
 _MALFORMED = "tests/test_options.py::test_malformed_values_name_key_value_and_what_is_allowed"
 HONOURED_BY: dict[str, str] = {
+    # buckets that change (dynamic bucket mode, cross-partition upsert, overwrite)
+    "dynamic-bucket.target-row-num": "tests/test_dynamic_bucket.py::test_assignment_of_paimon_worked_example",
+    "dynamic-bucket.initial-buckets":
+        "tests/test_dynamic_bucket.py::test_initial_buckets_spread_new_keys_over_assigners",
+    "dynamic-bucket.max-buckets": "tests/test_dynamic_bucket.py::test_max_buckets_caps_a_partition",
+    "dynamic-partition-overwrite": "tests/test_rescale.py::test_overwrite_static_partitions",
+    "cross-partition-upsert.bootstrap-parallelism":
+        "tests/test_cross_partition.py::test_bootstrap_reads_as_many_splits_at_once_as_the_option_says",
     # layout
     "bucket": "tests/test_bucket.py::test_primary_key_buckets_match_pypaimon",
     "bucket-key": "tests/test_bucket.py::test_bucket_key_option_on_append_table_with_nulls",
@@ -397,10 +417,12 @@ HONOURED_BY: dict[str, str] = {
     "scan.tag-name": "tests/test_interop_pypaimon.py::test_tags_and_expiration_across_writers",
     "incremental-between": "tests/test_scan_start.py::test_scan_modes",
     "incremental-between-timestamp": "tests/test_scan_start.py::test_timestamp_spellings_of_start_and_range",
-    "incremental-between-scan-mode": _REFUSAL,  # auto only
+    "incremental-between-scan-mode": "tests/test_source_plan.py::test_incremental_delta_reads_the_rows_written_with_their_kinds",
+    "schema.*": "tests/flink/test_sql_ddl.py::test_sql_ddl_lasts_and_event_time_windows_work",
     "continuous.discovery-interval":
         "tests/test_option_effects.py::test_streaming_read_options_consumer_and_discovery_interval",
-    "streaming-read-overwrite": _REFUSAL,  # false only
+    "streaming-read-overwrite":
+        "tests/test_rescale.py::test_streaming_read_overwrite_reads_an_overwrite_as_retract_and_insert",
     # the Kafka log
     "log.system": "tests/test_log_store.py::test_every_commit_reaches_the_topic_once_with_the_snapshots_offsets",
     "log.consistency": "tests/test_log_store.py::test_eventual_writes_reach_the_log_before_the_commit",

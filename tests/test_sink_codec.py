@@ -222,3 +222,29 @@ def test_channel_reader_skips_in_progress(tmp_path) -> None:  # type: ignore[no-
     r = ChannelReader(str(tmp_path))
     assert set(r.released(set())) == {"a", "b"}
     assert set(r.released({"a"})) == {"b"}
+
+
+def test_nested_columns_have_type_codes_with_their_children() -> None:
+    from lakelog.operators.sink_blobs import java_type_code
+
+    row = pa.struct([pa.field("a", pa.int32()), pa.field("b c", pa.string(), False)])
+    assert java_type_code(pa.list_(pa.field("item", pa.int64()))) == "list(6974656d~n~i64)"
+    assert java_type_code(row) == "row(61~n~i32,622063~r~str)"
+    got = java_type_code(pa.map_(pa.field("key", pa.string(), False), pa.field("value", row)))
+    assert got == "map(6b6579~r~str,76616c7565~n~row(61~n~i32,622063~r~str))"
+
+
+def test_dynamic_options_of_a_job_are_checked_and_immutable_ones_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from lakelog.connector.errors import OptionError
+    from lakelog.operators.table_ref import store_with_options
+
+    t = lakelog.Catalog(str(tmp_path)).create_table(
+        "db.t", pa.schema([pa.field("k", pa.int64(), False)]), primary_key=["k"]
+    )
+    store = store_with_options(t.path, {"write-buffer-size": "1 mb"})
+    assert int(store.options.write_buffer_size) == 1 << 20 and store.schema.id == t.store.schema.id
+    assert "write-buffer-size" not in lakelog.Catalog(str(tmp_path)).get_table("db.t").options
+    with pytest.raises(OptionError, match="merge-engine"):
+        store_with_options(t.path, {"merge-engine": "first-row"})
+    with pytest.raises(OptionError, match="write-bufer-size"):
+        store_with_options(t.path, {"write-bufer-size": "1 mb"})

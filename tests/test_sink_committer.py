@@ -138,3 +138,28 @@ def test_a_writer_commits_what_the_channel_released_only_once_and_never_an_unrel
     assert commit_released(committer, ChannelReader(channel)) is None
     assert released.id in committer.done and unreleased.id not in committer.done
     assert sorted(t.refresh().to_arrow().column("id").to_pylist()) == [7, 8]
+
+
+def test_a_level_0_file_moved_up_by_the_lookup_compaction_stays_moved(tmp_path: Path) -> None:
+    """The lookup producer moves a new level-0 file up under the same name (an upgrade: before at
+    level 0, after at a higher level). The committer took it for a file written and removed again in
+    one commit and dropped both sides, leaving the file at level 0; the next writer then found no
+    older row and produced +I where -U/+U was due (issue 13)."""
+    schema = pa.schema([pa.field("k", pa.int32(), False), ("v", pa.string())])
+    t = lakelog.Catalog(str(tmp_path / "wh")).create_table(
+        "db.t", schema, primary_key=["k"], options={"changelog-producer": "lookup"}
+    )
+    for run, rows in enumerate(([(1, "a")], [(1, "a2"), (2, "b")])):
+        w = TableWrite(t.store)
+        w.write(pa.table({"k": [r[0] for r in rows], "v": [r[1] for r in rows]}, schema=schema))
+        c = Committable(uuid.uuid4().hex, "k", w.prepare_commit(), None)
+        w.close()
+        SinkCommitter(t.store, f"sink-{run}", "run").commit([c], 1, final=True)
+    assert {f["level"] for f in t.files().to_pylist()} == {5}
+    last = t.latest_snapshot().id
+    got = t.changes(last - 1, last).to_pylist()
+    assert got == [
+        {"rowkind": "-U", "k": 1, "v": "a"},
+        {"rowkind": "+U", "k": 1, "v": "a2"},
+        {"rowkind": "+I", "k": 2, "v": "b"},
+    ]

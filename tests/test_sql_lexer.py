@@ -47,7 +47,7 @@ def test_statements_words_and_options() -> None:
 def test_table_references_become_views() -> None:
     seen: list[tuple[list[str], Optional[str]]] = []
 
-    def view_for(parts: list[str], hint: Optional[str]) -> Optional[str]:
+    def view_for(parts: list[str], hint: Optional[str], at: Optional[str] = None) -> Optional[str]:
         seen.append((parts, hint))
         return f"`v_{parts[-1]}`" if parts[-1].startswith("lk") else None
 

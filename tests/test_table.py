@@ -94,7 +94,7 @@ def test_compaction_keeps_content(pk_table: lakelog.Table) -> None:
     assert rows(pk_table.to_arrow(), "id") == before
     files = pk_table.files().to_pylist()
     assert {f["level"] for f in files} == {5}
-    assert all(f["delete_row_count"] == 0 for f in files)
+    assert all(f["deleteRowCount"] == 0 for f in files)
     assert pk_table.compact(full=True) is None  # nothing left to do
 
 

@@ -2,13 +2,15 @@
 
 Plain, picklable dataclasses of data-file metadata; the committer turns them into manifest
 entries (new files ADD; compaction inputs DELETE, outputs ADD; changelog files into the changelog
-manifest list).
+manifest list; index files into the snapshot's index manifest).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
+from lakelog.connector.format.index_file import IndexFileMeta
 from lakelog.connector.format.manifest import DataFileMeta
 
 __all__ = ["CommitMessage"]
@@ -26,10 +28,17 @@ class CommitMessage:
     compact_before: list[DataFileMeta] = field(default_factory=list)
     compact_after: list[DataFileMeta] = field(default_factory=list)
     compact_changelog_files: list[DataFileMeta] = field(default_factory=list)  # lookup / full-compaction
+    # Dynamic bucket mode: the bucket's new HASH index file (it replaces the bucket's live one), and
+    # the HASH file the writer's view of the bucket started from (None: the bucket had none). The
+    # committer checks that the bucket's live file is still that one, or merges another writer's
+    # additions into the new file when no key went to two buckets (see TableCommit).
+    index_files: list[IndexFileMeta] = field(default_factory=list)
+    index_base: Optional[str] = None
 
     def is_empty(self) -> bool:
         return not (
             self.new_files
+            or self.index_files
             or self.changelog_files
             or self.compact_before
             or self.compact_after

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import uuid
 from collections.abc import Iterator, Sequence
@@ -14,9 +15,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakelog.connector.errors import CorruptFileError, MissingFileError
+from lakelog.connector.format import parquet_layout
 from lakelog.connector.format.binary_row import serialize_row
 from lakelog.connector.format.fileio import os_error_code, storage_errors
 from lakelog.connector.format.manifest import DataFileMeta, SimpleStats, local_now_millis
+from lakelog.connector.format.parquet_layout import PhysicalLayout, WriteLayout
+from lakelog.connector.format.parquet_read import conform, readable
 from lakelog.connector.format.types import NESTED_ROOTS, DataType
 
 __all__ = [
@@ -63,6 +67,36 @@ def _truncate_max(v: Any, length: Optional[int]) -> Any:
     return v
 
 
+class _Timestamp(dt.datetime):
+    """A datetime with the nanoseconds a ``datetime`` cannot hold (``serialize_row`` reads them from
+    ``nanosecond``, as it does from ``pandas.Timestamp``)."""
+
+    nanosecond: int = 0
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_TZ_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_NS_PER_UNIT = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+
+
+def _timestamp(value: int, t: pa.TimestampType) -> dt.datetime:
+    """The datetime (naive, or UTC for a zoned type) of a timestamp's integer ``value``, its
+    nanoseconds kept; pyarrow's ``as_py`` needs pandas for those."""
+    ns = value * _NS_PER_UNIT[t.unit]
+    base = (_EPOCH if t.tz is None else _TZ_EPOCH) + dt.timedelta(microseconds=ns // 1000)
+    out = _Timestamp(base.year, base.month, base.day, base.hour, base.minute, base.second, base.microsecond,
+                     base.tzinfo)
+    out.nanosecond = ns % 1000
+    return out
+
+
+def _py(scalar: pa.Scalar) -> Any:
+    """A scalar as the Python value ``serialize_row`` takes."""
+    if isinstance(scalar, pa.TimestampScalar):
+        return None if scalar.value is None else _timestamp(scalar.value, scalar.type)
+    return scalar.as_py()
+
+
 @dataclass(frozen=True)
 class StatsMode:
     """One column's ``metadata.stats-mode``: ``none`` (no statistics), ``counts`` (null counts only),
@@ -90,7 +124,8 @@ DEFAULT_STATS_MODE = StatsMode("truncate", STRING_STATS_TRUNCATE)
 
 class _ColumnStats:
     """Min, max and null count of columns, accumulated chunk by chunk, as each column's
-    :class:`StatsMode` asks (min/max are not even computed for ``none`` and ``counts``)."""
+    :class:`StatsMode` asks (min/max are not even computed for ``none`` and ``counts``; timestamps
+    as their integers, so that nanoseconds count)."""
 
     def __init__(self, types: Sequence[DataType], modes: Optional[Sequence[StatsMode]] = None) -> None:
         self.types = list(types)
@@ -101,6 +136,7 @@ class _ColumnStats:
         self.nulls = [0] * n
         self.unknown = [t.root in NESTED_ROOTS or not m.min_max for t, m in zip(self.types, self.modes)]
         self.kept = [m.kind != "none" for m in self.modes]
+        self.timestamp_types: list[Optional[pa.TimestampType]] = [None] * n
 
     def update(self, columns: Sequence[pa.ChunkedArray | pa.Array]) -> None:
         for i, col in enumerate(columns):
@@ -108,7 +144,12 @@ class _ColumnStats:
             if self.unknown[i] or col.null_count == len(col):
                 continue
             mm = pc.min_max(col)
-            lo, hi = mm["min"].as_py(), mm["max"].as_py()
+            lo_s, hi_s = mm["min"], mm["max"]
+            if isinstance(lo_s, pa.TimestampScalar):
+                self.timestamp_types[i] = lo_s.type
+                lo, hi = lo_s.value, hi_s.value
+            else:
+                lo, hi = lo_s.as_py(), hi_s.as_py()
             if (isinstance(lo, float) and lo != lo) or (isinstance(hi, float) and hi != hi):
                 self.unknown[i] = True  # NaN: no usable bound
                 self.lo[i] = self.hi[i] = None
@@ -122,12 +163,19 @@ class _ColumnStats:
     def all_kept(self) -> bool:
         return all(self.kept)
 
+    def _bound(self, i: int, bounds: list[Any]) -> Any:
+        """Column ``i``'s bound as ``serialize_row`` takes it (timestamps with their nanoseconds)."""
+        v, t = bounds[i], self.timestamp_types[i]
+        if self.unknown[i]:
+            return None
+        return _timestamp(v, t) if t is not None and v is not None else v
+
     def to_stats(self) -> SimpleStats:
         """Statistics of the kept columns (all but those of mode ``none``, which Paimon's dense
         statistics leave out; the file's ``_VALUE_STATS_COLS`` then names the kept ones)."""
         idx = [i for i, k in enumerate(self.kept) if k]
-        mins = [None if self.unknown[i] else _truncate_min(self.lo[i], self.modes[i].length) for i in idx]
-        maxs = [None if self.unknown[i] else _truncate_max(self.hi[i], self.modes[i].length) for i in idx]
+        mins = [_truncate_min(self._bound(i, self.lo), self.modes[i].length) for i in idx]
+        maxs = [_truncate_max(self._bound(i, self.hi), self.modes[i].length) for i in idx]
         nulls: list[Optional[int]] = [self.nulls[i] for i in idx]
         types = [self.types[i] for i in idx]
         return SimpleStats(serialize_row(mins, types), serialize_row(maxs, types), nulls)
@@ -155,6 +203,7 @@ class DataFileWriter:
     value_stats_modes: Optional[Sequence[StatsMode]] = None  # per value column; default truncate(16)
     key_stats_mode: StatsMode = DEFAULT_STATS_MODE
     file_schema: Optional[pa.Schema] = None  # every chunk is cast to it (nullability differences)
+    layout: Optional[WriteLayout] = None  # None: parquet_layout.DEFAULT_LAYOUT
 
     def rolling(self, *, level: int, file_source: int = 0) -> RollingFileWriter:
         return RollingFileWriter(self, level=level, file_source=file_source)
@@ -197,6 +246,7 @@ class RollingFileWriter:
         self.files: list[DataFileMeta] = []
         self.paths: list[str] = []
         self._writer: Optional[pq.ParquetWriter] = None
+        self._physical: Optional[PhysicalLayout] = None
         self._sink: Any = None
         self._name = ""
         self._reset_stats()
@@ -223,6 +273,11 @@ class RollingFileWriter:
         spec = self.spec
         if spec.file_schema is not None and chunk.schema != spec.file_schema:
             chunk = chunk.select(spec.file_schema.names).cast(spec.file_schema)
+        if self._physical is None:
+            schema = spec.file_schema if spec.file_schema is not None else chunk.schema
+            layout = spec.layout if spec.layout is not None else parquet_layout.DEFAULT_LAYOUT
+            self._physical = PhysicalLayout(schema, spec.key_columns, layout)
+        physical = self._physical
         if self._writer is None:
             self._name = new_data_file_name(spec.file_prefix, spec.file_suffix)
             path = os.path.join(spec.bucket_dir, self._name)
@@ -233,19 +288,19 @@ class RollingFileWriter:
                 self._sink = pa.OSFile(path, "wb")
                 self._writer = pq.ParquetWriter(
                     self._sink,
-                    chunk.schema,
+                    physical.schema,
                     compression=spec.compression,
                     compression_level=spec.compression_level,
                     use_dictionary=_dictionary_columns(chunk.schema, spec.key_columns),
-                    write_statistics=False,
+                    **physical.options,
                 )
         with storage_errors("write the data file", os.path.join(spec.bucket_dir, self._name)):
-            self._writer.write_table(chunk, row_group_size=max(n, 1))
+            self._writer.write_table(physical.to_physical(chunk), row_group_size=max(n, 1))
         self._rows += n
         if spec.key_columns:
             if self._first_key is None:
-                self._first_key = [chunk.column(k)[0].as_py() for k in spec.key_columns]
-            self._last_key = [chunk.column(k)[n - 1].as_py() for k in spec.key_columns]
+                self._first_key = [_py(chunk.column(k)[0]) for k in spec.key_columns]
+            self._last_key = [_py(chunk.column(k)[n - 1]) for k in spec.key_columns]
             self._key_stats.update([chunk.column(k) for k in spec.key_columns])
             mm = pc.min_max(chunk.column("_SEQUENCE_NUMBER"))
             lo, hi = int(mm["min"].as_py()), int(mm["max"].as_py())
@@ -265,6 +320,8 @@ class RollingFileWriter:
         with storage_errors("write the data file", path):
             self._writer.close()
             self._sink.close()
+            assert self._physical is not None
+            self._physical.finish(path)
         if spec.key_columns:
             assert self._first_key is not None and self._last_key is not None
             min_key = serialize_row(self._first_key, spec.key_types)
@@ -360,13 +417,26 @@ def _open_checked(path: str, expect: Optional[DataFileMeta]) -> pq.ParquetFile:
 
 
 def read_data_file(
-    path: str, columns: Optional[Sequence[str]] = None, *, expect: Optional[DataFileMeta] = None
+    path: str,
+    columns: Optional[Sequence[str]] = None,
+    *,
+    expect: Optional[DataFileMeta] = None,
+    schema: Optional[pa.Schema] = None,
 ) -> pa.Table:
     """Read a Parquet data file; a missing or undecodable file, or one that does not match its
-    manifest record ``expect``, raises an error naming it."""
+    manifest record ``expect``, raises an error naming it.
+
+    ``schema`` is the file's Arrow schema (:func:`~lakelog.connector.format.store.file_schema`): each
+    column comes back with its type whichever physical layout stored it (see
+    :mod:`~lakelog.connector.format.parquet_read`); without it INT96 columns come back as
+    ``timestamp[ns]``, and plain INT64 timestamps as integers.
+    """
+    cols = list(columns) if columns is not None else None
     with _named_errors(path):
         f = _open_checked(path, expect)
-        return f.read(columns=list(columns) if columns is not None else None, use_threads=False)
+        with readable(f, path, cols) as source:
+            table = source.read(columns=cols, use_threads=False)
+        return conform(table, schema, path)
 
 
 def iter_data_file(
@@ -375,10 +445,13 @@ def iter_data_file(
     batch_rows: int = 65536,
     *,
     expect: Optional[DataFileMeta] = None,
+    schema: Optional[pa.Schema] = None,
 ) -> Iterator[pa.Table]:
-    """Read a Parquet data file in chunks of about ``batch_rows`` rows (bounded memory)."""
+    """Read a Parquet data file in chunks of about ``batch_rows`` rows (bounded memory); ``schema`` as
+    for :func:`read_data_file`."""
+    cols = list(columns) if columns is not None else None
     with _named_errors(path):
         f = _open_checked(path, expect)
-        cols = list(columns) if columns is not None else None
-        for batch in f.iter_batches(batch_size=batch_rows, columns=cols):
-            yield pa.Table.from_batches([batch])
+        with readable(f, path, cols) as source:
+            for batch in source.iter_batches(batch_size=batch_rows, columns=cols):
+                yield conform(pa.Table.from_batches([batch]), schema, path)

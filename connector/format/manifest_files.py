@@ -87,12 +87,20 @@ def _gc_paused() -> Iterator[None]:
 
 
 class _Namer:
-    """``<prefix>-<uuid>-<n>`` names: one UUID per instance and a counter, like Paimon."""
+    """``<prefix>-<uuid>-<n>`` names: one UUID per instance and a counter, like Paimon. A copy made
+    by pickling (another process) takes a UUID of its own, so the two never name alike."""
 
     def __init__(self, prefix: str) -> None:
+        self._base = prefix
         self._prefix = f"{prefix}-{uuid.uuid4()}-"
         self._counter = itertools.count()
         self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, str]:
+        return {"base": self._base}
+
+    def __setstate__(self, state: dict[str, str]) -> None:
+        self.__init__(state["base"])  # type: ignore[misc]
 
     def next(self) -> str:
         with self._lock:

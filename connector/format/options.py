@@ -240,6 +240,7 @@ class IncrementalBetweenScanMode(_ValueEnum):
     AUTO = "auto"
     DELTA = "delta"
     CHANGELOG = "changelog"
+    DIFF = "diff"
 
 
 class LogSystem(_ValueEnum):
@@ -499,7 +500,7 @@ NOT_YET = "not yet (planned): "
 """The prefix of the reasons of refused keys whose Paimon feature lakelog is going to add; grep for
 it to find them all."""
 
-_DYNAMIC_BUCKETS = NOT_YET + "dynamic bucket mode ('bucket' = -1, primary key) needs Paimon's hash index"
+_DYNAMIC_BUCKETS = NOT_YET + "the PyFlink sink has no bucket assigner stage for dynamic bucket mode yet"
 
 
 
@@ -523,8 +524,12 @@ class CoreOptions:
 
     # ---- table layout --------------------------------------------------------------------------
     BUCKET: ClassVar[ConfigOption[int]] = _opt(
-        "bucket", int, -1, "Bucket number for file store: -1 (dynamic bucket mode) or greater than 0.",
-        immutable=True, validator=_bucket)
+        "bucket", int, -1,
+        "Bucket number for file store: -1 (dynamic bucket mode) or greater than 0. A change applies to "
+        "partitions written from then on; existing partitions keep the count their files record until "
+        "they are rescaled (Table.rescale, an overwrite). Cannot change from or to -1 once the table has "
+        "snapshots.",
+        validator=_bucket)
     BUCKET_KEY: ClassVar[ConfigOption[list[str]]] = _opt(
         "bucket-key", list, None,
         "Columns hashed to pick a bucket, comma-separated. Defaults to the primary key minus partition keys.",
@@ -549,11 +554,34 @@ class CoreOptions:
         unsupported="lakelog reads and writes the main branch only", supported_values=("main",))
     DYNAMIC_BUCKET_TARGET_ROW_NUM: ClassVar[ConfigOption[int]] = _opt(
         "dynamic-bucket.target-row-num", int, 2_000_000,
-        "In dynamic bucket mode, the target number of rows in one bucket.", long=True, validator=_at_least(1),
-        unsupported=_DYNAMIC_BUCKETS)
+        "In dynamic bucket mode, the target number of rows in one bucket.", long=True, validator=_at_least(1))
     DYNAMIC_BUCKET_INITIAL_BUCKETS: ClassVar[ConfigOption[int]] = _opt(
-        "dynamic-bucket.initial-buckets", int, None, "Initial buckets of a partition in dynamic bucket mode.",
-        immutable=True, validator=_at_least(1), unsupported=_DYNAMIC_BUCKETS)
+        "dynamic-bucket.initial-buckets", int, None,
+        "Initial buckets of a partition in dynamic bucket mode: the number of assigners a partition's new "
+        "keys are spread over (an embedded writer runs that many; a Flink sink min(this, its assigner "
+        "parallelism)).",
+        immutable=True, validator=_at_least(1))
+    DYNAMIC_BUCKET_MAX_BUCKETS: ClassVar[ConfigOption[int]] = _opt(
+        "dynamic-bucket.max-buckets", int, -1,
+        "In dynamic bucket mode, the most buckets a partition may have (-1: unlimited, up to 32767); once "
+        "reached, a new key goes to a random bucket of its assigner.",
+        validator=lambda v: None if v == -1 or 1 <= v <= 32768 else "expected -1 or 1..32768")
+    DYNAMIC_BUCKET_ASSIGNER_PARALLELISM: ClassVar[ConfigOption[int]] = _opt(
+        "dynamic-bucket.assigner-parallelism", int, None,
+        "Parallelism of a Flink sink's bucket assigner in dynamic bucket mode (default: the sink's).",
+        validator=_at_least(1), unsupported=_DYNAMIC_BUCKETS)
+    DYNAMIC_PARTITION_OVERWRITE: ClassVar[ConfigOption[bool]] = _opt(
+        "dynamic-partition-overwrite", bool, True,
+        "An overwrite of a partitioned table replaces only the partitions its rows fall into (false: every "
+        "partition matching the static partition spec, all of them without one).")
+    CROSS_PARTITION_UPSERT_INDEX_TTL: ClassVar[ConfigOption[Duration]] = _opt(
+        "cross-partition-upsert.index-ttl", Duration, None,
+        "Cross-partition upsert: forget keys not written for this long (lakelog keeps them all).",
+        unsupported="lakelog's key index keeps every key (a TTL may duplicate keys)")
+    CROSS_PARTITION_UPSERT_BOOTSTRAP_PARALLELISM: ClassVar[ConfigOption[int]] = _opt(
+        "cross-partition-upsert.bootstrap-parallelism", int, 10,
+        "Cross-partition upsert: splits read at once while a writer loads the key index.",
+        validator=_at_least(1))
 
     # ---- files ------------------------------------------------------------------------------------
     FILE_FORMAT: ClassVar[ConfigOption[str]] = _opt(
@@ -788,17 +816,15 @@ class CoreOptions:
         "incremental-between-timestamp", str, None, "Read changes between two timestamps: 't1,t2'.")
     INCREMENTAL_BETWEEN_SCAN_MODE: ClassVar[ConfigOption[IncrementalBetweenScanMode]] = _opt(
         "incremental-between-scan-mode", IncrementalBetweenScanMode, IncrementalBetweenScanMode.AUTO,
-        "What an incremental-between read scans.",
-        unsupported="an incremental read returns the changelog when the table has a changelog producer, "
-        "else the difference of the two snapshots ('auto')",
-        supported_values=(IncrementalBetweenScanMode.AUTO,))
+        "What an incremental-between read scans: 'delta' the rows APPEND snapshots wrote, 'changelog' "
+        "the changelog files, 'diff' the difference of the two snapshots; 'auto' is 'changelog' for "
+        "tables with a changelog producer, else 'delta'.")
     CONTINUOUS_DISCOVERY_INTERVAL: ClassVar[ConfigOption[Duration]] = _opt(
         "continuous.discovery-interval", Duration, Duration.parse("10 s"),
         "Snapshot polling interval of streaming reads.")
     STREAMING_READ_OVERWRITE: ClassVar[ConfigOption[bool]] = _opt(
-        "streaming-read-overwrite", bool, False, "Streaming reads also read the changes of overwrites.",
-        unsupported="lakelog writes no overwrite commits for a streaming read to follow",
-        supported_values=(False,))
+        "streaming-read-overwrite", bool, False,
+        "Streaming reads also read the changes of overwrites (primary-key tables).")
     READ_BATCH_SIZE: ClassVar[ConfigOption[int]] = _opt(
         "read.batch-size", int, 1024, "Read batch size.", validator=_at_least(1),
         unsupported="readers return merged key ranges; size batches with to_reader(max_chunksize=...)")
@@ -811,11 +837,13 @@ class CoreOptions:
 
     # ---- log system -----------------------------------------------------------------------------
     LOG_SYSTEM: ClassVar[ConfigOption[LogSystem]] = _opt(
-        "log.system", LogSystem, LogSystem.NONE, "Log system next to the file store: none or kafka.")
+        "log.system", LogSystem, LogSystem.NONE, "Log system next to the file store: none or kafka.",
+        immutable=True)
     LOG_CHANGELOG_MODE: ClassVar[ConfigOption[LogChangelogMode]] = _opt(
         "log.changelog-mode", LogChangelogMode, LogChangelogMode.AUTO, "Changes kept in the log system.")
     LOG_CONSISTENCY: ClassVar[ConfigOption[LogConsistency]] = _opt(
-        "log.consistency", LogConsistency, LogConsistency.TRANSACTIONAL, "Visibility of log records.")
+        "log.consistency", LogConsistency, LogConsistency.TRANSACTIONAL, "Visibility of log records.",
+        immutable=True)
     LOG_FORMAT: ClassVar[ConfigOption[str]] = _opt(
         "log.format", str, "debezium-json", "Message format of the log system.")
     LOG_KEY_FORMAT: ClassVar[ConfigOption[str]] = _opt(
@@ -824,7 +852,7 @@ class CoreOptions:
         "log.retention", Duration, None, "How long the log system keeps changes (the topic's retention.ms).")
     LOG_SYSTEM_PARTITIONS: ClassVar[ConfigOption[int]] = _opt(
         "log.system.partitions", int, None, "Partitions of the log's topic (default: the bucket count).",
-        validator=_at_least(1))
+        validator=_at_least(1), immutable=True)
     LOG_SYSTEM_REPLICATION: ClassVar[ConfigOption[int]] = _opt(
         "log.system.replication", int, 1, "Replication factor of the log's topic.", validator=_at_least(1))
     LOG_SYSTEM_AUTO_REGISTER: ClassVar[ConfigOption[bool]] = _opt(
@@ -860,6 +888,11 @@ class CoreOptions:
         "fields.*.stats-mode", str, None, "Column statistics mode of one field.", _stats_mode)
     FIELD_DEFAULT_VALUE: ClassVar[PatternOption] = PatternOption(
         "fields.*.default-value", str, None, "Default value of a field.")
+    FLINK_SCHEMA: ClassVar[PatternOption] = PatternOption(
+        "schema.*", str, None,
+        "Flink's computed columns and watermark, as Paimon's Flink catalog stores them "
+        "(schema.<n>.name/data-type/expr/comment, schema.watermark.0.rowtime/strategy.expr/"
+        "strategy.data-type); the storage ignores them, Flink SQL reads them.")
 
     # ------------------------------------------------------------------------------------------------
 
@@ -958,6 +991,26 @@ class CoreOptions:
     @property
     def bucket(self) -> int:
         return self.get(self.BUCKET)
+
+    @property
+    def dynamic_bucket_target_row_num(self) -> int:
+        return self.get(self.DYNAMIC_BUCKET_TARGET_ROW_NUM)
+
+    @property
+    def dynamic_bucket_initial_buckets(self) -> int | None:
+        return self.get(self.DYNAMIC_BUCKET_INITIAL_BUCKETS)
+
+    @property
+    def dynamic_bucket_max_buckets(self) -> int:
+        return self.get(self.DYNAMIC_BUCKET_MAX_BUCKETS)
+
+    @property
+    def dynamic_partition_overwrite(self) -> bool:
+        return self.get(self.DYNAMIC_PARTITION_OVERWRITE)
+
+    @property
+    def streaming_read_overwrite(self) -> bool:
+        return self.get(self.STREAMING_READ_OVERWRITE)
 
     @property
     def bucket_key(self) -> list[str] | None:
@@ -1237,10 +1290,14 @@ IMMUTABLE_KEYS: frozenset[str] = frozenset(
         "bucket-function.type", "data-file.path-directory", "sequence.snapshot-ordering",
         "primary-key.nullable", "row-tracking.enabled", "data-evolution.enabled",
         "index-file-in-data-file-dir",
+        # the log is set up with the table (topic, partitions, marker): lakelog does not attach,
+        # move or re-partition it later
+        "kafka.topic",
     }
 )
-"""Options that cannot change once a table exists (Paimon's immutable options, plus ``bucket``
-and ``sequence.field`` because lakelog does not rescale or re-sort existing data)."""
+"""Options that cannot change once a table exists (Paimon's immutable options, plus
+``sequence.field`` because lakelog does not re-sort existing data). ``bucket`` may change between
+counts greater than 0 (see :func:`check_alter`)."""
 
 
 def find_option(key: str) -> Union[ConfigOption[Any], PatternOption, None]:
@@ -1416,8 +1473,14 @@ def _normalized(key: str, options: Mapping[str, str]) -> Any:
     return opt.default
 
 
-def check_alter(old: Mapping[str, str], new: Mapping[str, str]) -> None:
-    """Refuse a change of any immutable option (set, changed or removed) with :class:`OptionError`."""
+def check_alter(old: Mapping[str, str], new: Mapping[str, str], *, has_snapshots: bool = True) -> None:
+    """Refuse a change of any immutable option (set, changed or removed) with :class:`OptionError`.
+
+    ``bucket`` follows Paimon: once the table has snapshots it may change between counts greater than
+    0 (a rescale: partitions written from then on take the new count), never from or to -1 (dynamic
+    bucket mode keeps its hash index), and it cannot be removed."""
+    if has_snapshots:
+        _check_bucket_change(old, new)
     keys = (set(old) | set(new)) & IMMUTABLE_KEYS
     for key in sorted(keys):
         before, after = _normalized(key, old), _normalized(key, new)
@@ -1426,3 +1489,22 @@ def check_alter(old: Mapping[str, str], new: Mapping[str, str]) -> None:
                 f"option {key!r} cannot be changed once the table exists "
                 f"(from {old.get(key, '<unset>')!r} to {new.get(key, '<unset>')!r})"
             )
+
+
+def _check_bucket_change(old: Mapping[str, str], new: Mapping[str, str]) -> None:
+    key = CoreOptions.BUCKET.key
+    if key in old and key not in new:
+        raise OptionError(f"option {key!r} cannot be reset once the table has snapshots (it is {old[key]!r})")
+    before, after = _normalized(key, old), _normalized(key, new)
+    if before == after:
+        return
+    if before == -1:
+        raise OptionError(
+            f"option {key!r} cannot change from -1 (dynamic bucket mode) to {after}: the table's keys are "
+            "placed by its hash index; create a new table and copy the rows"
+        )
+    if after == -1:
+        raise OptionError(
+            f"option {key!r} cannot change from {before} to -1 (dynamic bucket mode): the table has no hash "
+            "index to place its existing keys"
+        )

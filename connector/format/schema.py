@@ -40,12 +40,21 @@ from lakelog.connector.format.types import (
     with_nullable,
 )
 
-__all__ = ["CURRENT_VERSION", "SchemaExistsError", "TableSchema"]
+__all__ = ["CURRENT_VERSION", "SchemaExistsError", "TableSchema", "BucketMode"]
 
 CURRENT_VERSION = 3
 """The schema file version Paimon 0.9+ writes (and lakelog writes)."""
 
 
+
+
+class BucketMode:
+    """How a table's rows find their bucket (Paimon's bucket modes)."""
+
+    HASH_FIXED = "HASH_FIXED"  # bucket > 0: hash of the bucket key modulo the partition's bucket count
+    HASH_DYNAMIC = "HASH_DYNAMIC"  # bucket -1, primary key holds the partition: per-partition hash index
+    KEY_DYNAMIC = "KEY_DYNAMIC"  # bucket -1, cross-partition primary key: a key index kept by the writer
+    BUCKET_UNAWARE = "BUCKET_UNAWARE"  # append tables with bucket -1: everything in bucket 0
 
 
 class SchemaExistsError(TableAlreadyExistsError, FileExistsError):
@@ -184,6 +193,15 @@ class TableSchema:
     @property
     def cross_partition_update(self) -> bool:
         return bool(self.primary_keys) and not all(k in self.primary_keys for k in self.partition_keys)
+
+    @property
+    def bucket_mode(self) -> str:
+        """The table's :class:`BucketMode`."""
+        if self.core_options.bucket > 0:
+            return BucketMode.HASH_FIXED
+        if not self.primary_keys:
+            return BucketMode.BUCKET_UNAWARE
+        return BucketMode.KEY_DYNAMIC if self.cross_partition_update else BucketMode.HASH_DYNAMIC
 
     @property
     def core_options(self) -> CoreOptions:

@@ -43,6 +43,7 @@ __all__ = [
     "UpdateColumnType",
     "UpdateComment",
     "UpdateColumnComment",
+    "MoveColumn",
     "SchemaChange",
     "can_widen",
     "apply_changes",
@@ -109,9 +110,18 @@ class UpdateColumnComment:
     comment: str | None
 
 
+@dataclass(frozen=True)
+class MoveColumn:
+    """Move a column first, or after another column (Paimon's ``SchemaChange.move``)."""
+
+    name: str
+    after: str | None = None
+    first: bool = False
+
+
 SchemaChange = Union[
     SetOption, RemoveOption, AddColumn, RenameColumn, DropColumn, UpdateColumnType, UpdateComment,
-    UpdateColumnComment,
+    UpdateColumnComment, MoveColumn,
 ]
 
 _INT_RANK = {"TINYINT": 0, "SMALLINT": 1, "INT": 2, "BIGINT": 3}
@@ -245,7 +255,9 @@ def _resolve_type(t: Union[pa.DataType, DataType], column: str, ids: FieldIdCoun
     raise SchemaError(f"column {column!r}: expected a pyarrow.DataType or DataType, got {type(t).__name__}")
 
 
-def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange]) -> TableSchema:
+def apply_changes(
+    schema: TableSchema, changes: Sequence[SchemaChange], *, has_snapshots: bool = True
+) -> TableSchema:
     """The schema that follows ``schema`` after ``changes`` (id + 1), validated.
 
     Partition and primary-key columns cannot be dropped, renamed or retyped; immutable options cannot
@@ -351,10 +363,20 @@ def apply_changes(schema: TableSchema, changes: Sequence[SchemaChange]) -> Table
         elif isinstance(ch, UpdateColumnComment):
             i = index_of(ch.name)
             fields[i] = dataclasses.replace(fields[i], description=ch.comment)
+        elif isinstance(ch, MoveColumn):
+            moved = fields.pop(index_of(ch.name))
+            if ch.first:
+                fields.insert(0, moved)
+            elif ch.after is not None:
+                if ch.after == ch.name:
+                    raise SchemaError(f"cannot move column {ch.name!r} after itself")
+                fields.insert(index_of(ch.after) + 1, moved)
+            else:
+                fields.append(moved)
         else:
             raise SchemaError(f"unsupported schema change {ch!r}")
 
-    check_alter(baseline, options)
+    check_alter(baseline, options, has_snapshots=has_snapshots)
     new = TableSchema(
         version=CURRENT_VERSION,
         id=schema.id + 1,

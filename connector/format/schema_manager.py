@@ -95,7 +95,9 @@ class SchemaManager:
                 raise TableNotFoundError(
                     f"no table at {self.table_path} (no schema files in {self.schema_dir})"
                 )
-            new = apply_changes(latest, list(changes))
+            names = self.file_io.list_dir(f"{self.table_path}/snapshot")
+            has_snapshots = any(n.startswith("snapshot-") for n in names)
+            new = apply_changes(latest, list(changes), has_snapshots=has_snapshots)
             if self.commit(new):
                 return new
         raise CommitConflictError(

@@ -74,7 +74,7 @@ def check_column_name(name: str) -> None:
 
 
 def validate_schema(schema: TableSchema, strict_keys: Iterable[str] | None = None) -> None:
-    """Paimon's table rules (plus lakelog's: partition keys must be part of the primary key).
+    """Paimon's table rules.
 
     ``strict_keys``: option keys that must be known to lakelog (default: all of them); other keys
     are only checked when known. Raises :class:`SchemaError` or :class:`OptionError`.
@@ -96,18 +96,11 @@ def validate_schema(schema: TableSchema, strict_keys: Iterable[str] | None = Non
                     f"{kind} column {k!r} has type {type_to_string(by_name[k].type)}; "
                     f"{kind} columns must have atomic types"
                 )
-    if schema.primary_keys:
-        outside = [k for k in schema.partition_keys if k not in schema.primary_keys]
-        if outside:
-            raise SchemaError(
-                f"partition key(s) {outside} must be part of the primary key {schema.primary_keys} "
-                "(lakelog does not support cross-partition updates)"
-            )
-        if not schema.trimmed_primary_keys:
-            raise SchemaError(
-                f"primary key {schema.primary_keys} must not equal the partition keys "
-                f"{schema.partition_keys}: each partition would hold a single row"
-            )
+    if schema.primary_keys and not schema.trimmed_primary_keys:
+        raise SchemaError(
+            f"primary key {schema.primary_keys} must not equal the partition keys "
+            f"{schema.partition_keys}: each partition would hold a single row"
+        )
 
     if strict_keys is None:
         validate_options(schema.options, strict=True)
@@ -127,6 +120,8 @@ def _validate_bucket(schema: TableSchema, core: CoreOptions, names: list[str]) -
     if core.bucket == -1:
         if configured:
             raise OptionError("cannot define 'bucket-key' with bucket -1; set a bucket number")
+        if schema.primary_keys and core.log_system.value != "none":
+            raise OptionError("dynamic bucket mode (bucket -1) cannot work with a log system ('log.system')")
         if not schema.primary_keys and core.full_compaction_delta_commits is not None:
             raise OptionError(
                 "append tables in dynamic bucket mode do not support 'full-compaction.delta-commits'"
@@ -200,6 +195,12 @@ def _validate_merge_options(
                 raise OptionError(f"sequence field {s!r} has nested type {nested}")
         if engine == MergeEngine.FIRST_ROW:
             raise OptionError("merge-engine 'first-row' does not support 'sequence.field'")
+        if schema.cross_partition_update:
+            raise OptionError(
+                f"'sequence.field' cannot be used with a primary key {schema.primary_keys} that does not "
+                f"hold every partition field {schema.partition_keys} (cross-partition update): a key "
+                "moving between partitions is ordered by arrival"
+            )
 
     # fields.<name>.<suffix>: the named fields must exist
     for p in FIELD_OPTION_PATTERNS:

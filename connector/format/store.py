@@ -25,11 +25,14 @@ from lakelog.connector.errors import (
 from lakelog.connector.format.binary_row import deserialize_row
 from lakelog.connector.format.consumers import ConsumerManager
 from lakelog.connector.format.data_file import DataFileWriter, StatsMode
-from lakelog.connector.format.fileio import FileIO
-from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
+from lakelog.connector.format.fileio import FileIO, local_path
+from lakelog.connector.format.index_file import IndexManifestEntry
+from lakelog.connector.format.index_manifest import IndexManifestFile
+from lakelog.connector.format.key_value import key_column
 from lakelog.connector.format.manifest import ManifestEntry, ManifestFileMeta, merge_entries
 from lakelog.connector.format.manifest_files import ManifestFile, ManifestList
 from lakelog.connector.format.options import CoreOptions
+from lakelog.connector.format.parquet_layout import data_file_schema
 from lakelog.connector.format.partition import partition_path
 from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.schema_manager import SchemaManager
@@ -80,7 +83,10 @@ class TableStore:
         self.tag_manager = TagManager(self.file_io, path)
         self.consumer_manager = ConsumerManager(self.file_io, path)
         self.manifest_dir = os.path.join(path, "manifest")
+        self.index_dir = os.path.join(path, "index")
         self._cache = _ManifestCache()
+        self._index_cache: dict[str, list[IndexManifestEntry]] = {}
+        self._live_cache: Optional[tuple[tuple[int, str, str], list[ManifestEntry]]] = None
         loaded = schema if schema is not None else self.schema_manager.latest()
         if loaded is None:
             if self.snapshot_manager.snapshot_ids():
@@ -102,15 +108,19 @@ class TableStore:
             compression=compression,
         )
         self.manifest_list = ManifestList(self.file_io, self.manifest_dir, compression=compression)
+        self.index_manifest_file = IndexManifestFile(self.file_io, self.manifest_dir, compression=compression)
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_cache"] = None
+        state["_index_cache"] = None
+        state["_live_cache"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._cache = _ManifestCache()
+        self._index_cache = {}
 
     # ---- schema-derived facts -------------------------------------------------------------
     @property
@@ -204,10 +214,18 @@ class TableStore:
         self, partition: bytes, bucket: int, file_name: str, external_path: Optional[str] = None
     ) -> str:
         if external_path:
-            from lakelog.connector.format.fileio import local_path
-
             return local_path(external_path)
         return os.path.join(self.bucket_dir(partition, bucket), file_name)
+
+    def index_file_path(self, entry: IndexManifestEntry) -> str:
+        """Where an index file lives: ``<table>/index/``, or its bucket directory for tables made with
+        Paimon's ``index-file-in-data-file-dir``, or its external path."""
+        f = entry.index_file
+        if f.external_path:
+            return local_path(f.external_path)
+        if self.schema.options.get("index-file-in-data-file-dir", "false").lower() == "true":
+            return os.path.join(self.bucket_dir(entry.partition, entry.bucket), f.file_name)
+        return os.path.join(self.index_dir, f.file_name)
 
     # ---- manifests ----------------------------------------------------------------------------
     def read_manifest(self, name: str) -> list[ManifestEntry]:
@@ -231,11 +249,18 @@ class TableStore:
         return out
 
     def live_entries(self, snapshot: Optional[Snapshot]) -> list[ManifestEntry]:
-        """The ADD entries of every data file live in ``snapshot``."""
+        """The ADD entries of every data file live in ``snapshot`` (the last snapshot's are kept:
+        a commit asks several times for those of the snapshot it follows)."""
         if snapshot is None:
             return []
+        key = (snapshot.id, snapshot.base_manifest_list, snapshot.delta_manifest_list)
+        last = self._live_cache
+        if last is not None and last[0] == key:
+            return list(last[1])
         merged = merge_entries(self.entries_of(self.manifest_metas(snapshot)))
-        return [e for e in merged if e.kind == 0]
+        live = [e for e in merged if e.kind == 0]
+        self._live_cache = (key, live)
+        return list(live)
 
     def on_latest(
         self, read: Callable[[Optional[Snapshot]], T], *, attempts: int = 5
@@ -253,6 +278,19 @@ class TableStore:
                     raise
         raise AssertionError("unreachable")
 
+    def index_entries(self, snapshot: Optional[Snapshot]) -> list[IndexManifestEntry]:
+        """The live index files of ``snapshot`` (its full-state index manifest; none without one)."""
+        if snapshot is None or not snapshot.index_manifest:
+            return []
+        name = snapshot.index_manifest
+        cached = self._index_cache.get(name)
+        if cached is None:
+            cached = self.index_manifest_file.read(name)
+            if len(self._index_cache) >= _MANIFEST_CACHE_ENTRIES:
+                self._index_cache.pop(next(iter(self._index_cache)))
+            self._index_cache[name] = cached
+        return cached
+
     def delta_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
         return self.entries_of(self.manifest_metas(snapshot, delta_only=True))
 
@@ -263,11 +301,11 @@ def _key_stats_mode(table_mode: StatsMode) -> StatsMode:
     return table_mode if table_mode.min_max else StatsMode("truncate", 16)
 
 
-def file_schema(store: TableStore) -> pa.Schema:
-    """The Arrow schema of the table's data files (key-value layout for primary-key tables)."""
-    table = store.schema.arrow_schema()
-    if not store.is_primary_key_table:
-        return table
-    fields = [pa.field(key_column(k), table.field(k).type, nullable=False) for k in store.key_names]
-    fields += [pa.field(SEQUENCE_NUMBER, pa.int64(), False), pa.field(VALUE_KIND, pa.int8(), False)]
-    return pa.schema(fields + list(table))
+def file_schema(
+    store: TableStore, schema: Optional[TableSchema] = None, *, field_ids: bool = True
+) -> pa.Schema:
+    """The Arrow schema of the table's data files written under ``schema`` (default: the store's),
+    key-value layout for primary-key tables, with Paimon's Parquet field ids unless ``field_ids`` is
+    false."""
+    s = schema if schema is not None else store.schema
+    return data_file_schema(s.fields, s.trimmed_primary_keys, s.primary_keys, field_ids=field_ids)

@@ -13,14 +13,14 @@ snapshot it starts from and committed after it; transactional logs have no such 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 import pyarrow as pa
 
 from lakelog.connector.errors import LogSystemError
 from lakelog.connector.log.codec import KIND_HEADER, SCHEMA_HEADER, USER_HEADER, encode_changes, kind_header
-from lakelog.connector.log.kafka import DEFAULT_REQUEST_TIMEOUT_S, LogConfig
+from lakelog.connector.log.kafka import Deliveries, LogConfig
 from lakelog.connector.log.publisher import COMMIT_KIND_HEADER, records_partition
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,32 +38,22 @@ class EventualLogWriter:
         self.user = user.encode()
         self._producer: Optional[Producer] = None
         self._partitions = 0
-        self._offsets: dict[int, int] = {}
-        self._errors: list[str] = []
+        self._deliveries = Deliveries(config)
 
     def _ensure(self) -> Producer:
         if self._producer is None:
             parts = self.config.topic_partitions()
             if parts is None:
                 raise LogSystemError(f"{self.config.describe()} does not exist")
-            self.config.check_partitions(parts)
             self._partitions = parts
             self._producer = self.config.producer()
         return self._producer
 
     def send(self, rows: pa.Table, kinds: np.ndarray, buckets: np.ndarray, schema_id: int) -> None:
-        """One record per row (the table's columns), into partition = the row's bucket."""
+        """One record per row (the table's columns), into its bucket's partition (see
+        :func:`~lakelog.connector.log.publisher.records_partition`)."""
         producer = self._ensure()
         cfg = self.config
-        offsets, errors = self._offsets, self._errors
-
-        def delivered(err: Any, msg: Any) -> None:
-            if err is not None:
-                errors.append(str(err))
-            else:
-                p = msg.partition()
-                offsets[p] = max(offsets.get(p, 0), msg.offset() + 1)
-
         kinds = np.asarray(kinds, dtype=np.int8)
         keep = np.ones(len(kinds), dtype=bool)
         if cfg.ignore_delete:
@@ -79,30 +69,14 @@ class EventualLogWriter:
             (SCHEMA_HEADER, str(schema_id).encode()),
         ]
         for key, value, kind, bucket in zip(records.keys, records.values, records.kinds, buckets):
-            partition = records_partition(int(bucket), self._partitions, cfg.topic)
-            headers = [(KIND_HEADER, kind_header(int(kind))), *base]
-            while True:
-                try:
-                    producer.produce(
-                        cfg.topic,
-                        value=value,
-                        key=key,
-                        partition=partition,
-                        headers=headers,
-                        on_delivery=delivered,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            partition = records_partition(int(bucket), self._partitions)
+            self._deliveries.send(
+                producer, key, value, partition, [(KIND_HEADER, kind_header(int(kind))), *base]
+            )
         producer.poll(0)
 
     def flush(self) -> dict[int, int]:
         """Wait until every record sent so far is in the log; ``{partition: offset after them}``."""
         if self._producer is None:
             return {}
-        remaining = self._producer.flush(DEFAULT_REQUEST_TIMEOUT_S * 2)
-        if remaining or self._errors:
-            raise LogSystemError(
-                f"records for {self.config.describe()} were not delivered: {self._errors[:3] or remaining}"
-            )
-        return dict(self._offsets)
+        return self._deliveries.wait(self._producer)

@@ -30,6 +30,7 @@ __all__ = [
     "default_topic",
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
     "retrying",
+    "Deliveries",
 ]
 
 log = logging.getLogger(__name__)
@@ -314,3 +315,87 @@ class LogConfig:
             c.close()
         end = self.list_offsets("latest")
         return {tp.partition: (tp.offset if tp.offset >= 0 else end[tp.partition]) for tp in found}
+
+
+def producer_ended(err: Any) -> bool:
+    """Whether a Kafka error means the producer cannot go on: fatal (another process's producer
+    with the same transactional id fenced it), or its queue was purged because of that."""
+    ck = kafka_module()
+    if hasattr(err, "fatal") and err.fatal():
+        return True
+    code = err.code() if hasattr(err, "code") else None
+    return code in (
+        ck.KafkaError._FENCED,
+        ck.KafkaError.INVALID_PRODUCER_EPOCH,  # "Producer attempted an operation with an old epoch"
+        ck.KafkaError.PRODUCER_FENCED,
+        ck.KafkaError._PURGE_QUEUE,
+        ck.KafkaError._PURGE_INFLIGHT,
+    )
+
+
+class Deliveries:
+    """What a producer delivered: the offset after its last record per partition, and the errors
+    of records it could not deliver. :meth:`send` queues one record; :meth:`wait` flushes."""
+
+    def __init__(self, config: LogConfig) -> None:
+        self.config = config
+        self.offsets: dict[int, int] = {}
+        self.errors: list[str] = []
+        self.fatal: Optional[BaseException] = None  # the Kafka error that ended the producer
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        # librdkafka calls this from inside flush/poll: an exception escaping here would be lost
+        # (confluent-kafka then fails with a bare SystemError), so nothing may escape.
+        try:
+            if err is not None:
+                self.errors.append(err.str() if hasattr(err, "str") else repr(err))
+                if self.fatal is None and producer_ended(err):
+                    self.fatal = kafka_module().KafkaException(err)
+                return
+            p, offset = msg.partition(), msg.offset()
+            if offset is None or offset < 0:
+                self.errors.append(f"partition {p}: delivered without an offset")
+                return
+            self.offsets[p] = max(self.offsets.get(p, 0), offset + 1)
+        except Exception as e:
+            # confluent-kafka 2.x raises a fatal error (a fenced producer) and then still calls the
+            # delivery callbacks with that error pending: Python reports it as the cause here.
+            cause = e.__cause__ or e.__context__
+            if cause is not None and self.fatal is None:
+                self.fatal = cause
+            self.errors.append(f"delivery report could not be read: {cause or e!r}")
+
+    def send(
+        self, producer: Producer, key: Optional[bytes], value: bytes, partition: int, headers: Any
+    ) -> None:
+        while True:
+            try:
+                producer.produce(
+                    self.config.topic,
+                    value=value,
+                    key=key,
+                    partition=partition,
+                    headers=headers,
+                    on_delivery=self._delivered,
+                )
+                return
+            except BufferError:  # the local queue is full: let it drain
+                producer.poll(0.05)
+
+    def wait(self, producer: Producer) -> dict[int, int]:
+        """Flush; ``{partition: offset after the records}``, or :class:`LogSystemError` naming what
+        was not delivered."""
+        try:
+            remaining = producer.flush(DEFAULT_REQUEST_TIMEOUT_S * 2)
+        except SystemError as e:
+            # confluent-kafka lost the real error (the producer turned fatal, e.g. fenced, while
+            # flushing): raise the error that the delivery callbacks saw, so callers can tell.
+            raise LogSystemError(
+                f"records for {self.config.describe()} were not delivered: {self.errors[:3]}"
+            ) from (self.fatal or e)
+        if remaining or self.errors:
+            raise LogSystemError(
+                f"records for {self.config.describe()} were not delivered: "
+                f"{self.errors[:3] or f'{remaining} still queued'}"
+            ) from self.fatal
+        return dict(self.offsets)

@@ -49,7 +49,14 @@ from lakelog.connector.log.codec import (
     encode_changes,
     kind_header,
 )
-from lakelog.connector.log.kafka import DEFAULT_REQUEST_TIMEOUT_S, LogConfig, kafka_module, retrying
+from lakelog.connector.log.kafka import (
+    DEFAULT_REQUEST_TIMEOUT_S,
+    Deliveries,
+    LogConfig,
+    kafka_module,
+    producer_ended,
+    retrying,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from confluent_kafka import Consumer, Producer
@@ -87,16 +94,33 @@ def marker_group(topic: str) -> str:
     return f"lakelog-log-{topic}"
 
 
-def records_partition(bucket: int, partitions: int, topic: str) -> int:
-    """The Kafka partition of a bucket's records: the bucket itself (an append table without
-    buckets writes partition 0)."""
-    p = max(bucket, 0)
-    if p >= partitions:
-        raise LogSystemError(
-            f"bucket {bucket} has no partition in topic {topic!r} ({partitions} partition(s)): the topic "
-            "needs at least one partition per bucket"
+def records_partition(bucket: int, partitions: int) -> int:
+    """The Kafka partition of a bucket's records: the bucket modulo the topic's partitions (an
+    append table without buckets writes partition 0). A key keeps its bucket, and so its partition,
+    while its table partition keeps its bucket count; an ``ALTER`` of ``bucket`` changes only the
+    count of table partitions written from then on, whose buckets may exceed the topic's
+    partitions."""
+    return max(bucket, 0) % partitions
+
+
+def start_marker(config: LogConfig, snapshot_id: int = 0) -> None:
+    """Set the marker of a new table's log to ``snapshot_id`` (0: no snapshot yet).
+
+    Called when the table is created, before anything can be committed: every later snapshot is
+    then published by its writer or caught up by the next one. (Were the marker left unset, the
+    first writers racing with a fenced one could not tell "nothing published yet" from "nothing
+    to publish".) A reused topic's old marker is overwritten; the old table's records stay in the
+    topic before the offsets of the new table's snapshots."""
+    ck = kafka_module()
+    consumer = config.consumer(group_id=marker_group(config.topic))
+    marker = [ck.TopicPartition(config.topic, 0, snapshot_id)]
+    try:
+        retrying(
+            lambda: consumer.commit(offsets=marker, asynchronous=False),
+            f"cannot set the publication marker of {config.describe()}",
         )
-    return p
+    finally:
+        consumer.close()
 
 
 class LogPublisher:
@@ -113,8 +137,7 @@ class LogPublisher:
         self._partitions: Optional[int] = None
         self._in_txn = False
         self._was_fatal = False
-        self._offsets: dict[int, int] = {}
-        self._errors: list[str] = []
+        self._deliveries = Deliveries(config)
 
     # ---- producer lifecycle -------------------------------------------------------------------
     def _ensure(self) -> Producer:
@@ -125,7 +148,6 @@ class LogPublisher:
                 raise LogSystemError(
                     f"{self.config.describe()} does not exist (create it, or set 'log.system.auto-register')"
                 )
-            self.config.check_partitions(parts)
             self._partitions = parts
             producer = self.config.producer(transactional_id=f"lakelog-{self.config.topic}")
             try:
@@ -193,6 +215,11 @@ class LogPublisher:
                     raise
                 log.info("producer of %s was fenced by another writer; taking over", self.config.describe())
 
+    @property
+    def was_fenced(self) -> bool:
+        """Whether the last failure was this producer being fenced by another process's."""
+        return self._was_fatal
+
     def catch_up(
         self,
         latest: Optional[Snapshot],
@@ -206,7 +233,15 @@ class LogPublisher:
             marker = self.marker()
             target = latest.id if latest is not None else 0
             if marker is None:
-                marker = target  # a new log: history before it is not replayed
+                # the marker is set when the table is created; it is gone only when Kafka expired
+                # the group's offsets (offsets.retention.minutes after the last commit)
+                log.warning(
+                    "the publication marker of %s is missing (expired?): snapshots before %s are taken "
+                    "as published",
+                    self.config.describe(),
+                    target,
+                )
+                marker = target
             if marker < target:
                 self._publish_missing(marker, target, changes_of, snapshot_of)
 
@@ -231,8 +266,7 @@ class LogPublisher:
         assert self._producer is not None
         self._producer.begin_transaction()
         self._in_txn = True
-        self._offsets = {}
-        self._errors = []
+        self._deliveries = Deliveries(self.config)
 
     def _publish_missing(
         self,
@@ -289,16 +323,6 @@ class LogPublisher:
             (COMMIT_HEADER, str(identifier).encode()),
             (COMMIT_KIND_HEADER, commit_kind.encode()),
         ]
-        offsets = self._offsets
-        errors = self._errors
-
-        def delivered(err: Any, msg: Any) -> None:
-            if err is not None:
-                errors.append(str(err))
-            else:
-                p = msg.partition()
-                offsets[p] = max(offsets.get(p, 0), msg.offset() + 1)
-
         for ch in changes:
             rows, kinds = ch.rows, ch.kinds
             if config.ignore_delete:
@@ -306,22 +330,12 @@ class LogPublisher:
                 rows, kinds = rows.filter(pa.array(keep)), kinds[keep]
             records = encode_changes(rows, kinds, config.primary_keys, upsert=config.upsert)
             schema = (SCHEMA_HEADER, str(ch.schema_id).encode())
-            partition = records_partition(ch.bucket, self._partitions, self.config.topic)
+            partition = records_partition(ch.bucket, self._partitions)
             kind_headers = [kind_header(int(k)) for k in records.kinds]
             for key, value, kind in zip(records.keys, records.values, kind_headers):
-                while True:
-                    try:
-                        producer.produce(
-                            self.config.topic,
-                            value=value,
-                            key=key,
-                            partition=partition,
-                            headers=[(KIND_HEADER, kind), schema, *headers_base],
-                            on_delivery=delivered,
-                        )
-                        break
-                    except BufferError:  # the local queue is full: let it drain
-                        producer.poll(0.05)
+                self._deliveries.send(
+                    producer, key, value, partition, [(KIND_HEADER, kind), schema, *headers_base]
+                )
             producer.poll(0)
 
     def end_offsets(self) -> dict[int, int]:
@@ -332,13 +346,7 @@ class LogPublisher:
 
     def _end_offsets(self) -> dict[int, int]:
         assert self._producer is not None
-        remaining = self._producer.flush(DEFAULT_REQUEST_TIMEOUT_S * 2)
-        if remaining or self._errors:
-            raise LogSystemError(
-                f"records for {self.config.describe()} were not delivered: "
-                f"{self._errors[:3] or f'{remaining} still queued'}"
-            )
-        return dict(self._offsets)
+        return self._deliveries.wait(self._producer)
 
     def commit(self, snapshot_id: int) -> None:
         """Commit the open transaction with the marker = ``snapshot_id``."""
@@ -369,7 +377,7 @@ class LogPublisher:
 def _fatal(e: BaseException) -> bool:
     """Whether a Kafka error is fatal to the producer (fenced, or otherwise unusable)."""
     err = e.args[0] if e.args else None
-    return err is not None and hasattr(err, "fatal") and bool(err.fatal())
+    return err is not None and producer_ended(err)
 
 
 class _Session:

@@ -49,7 +49,6 @@ class WriterContext(Protocol):
     merge: Any
     arrow_schema: pa.Schema
     write_only: bool
-    num_buckets: int
     full_compacted: bool
     stale: bool  # set when a compaction found its inputs gone: reload the buckets after the commit
 
@@ -57,6 +56,8 @@ class WriterContext(Protocol):
     def changelog_producer(self) -> ChangelogProducer: ...
 
     def spill_dir(self) -> str: ...
+
+    def total_buckets(self, partition: bytes) -> int: ...
 
     def compaction_executor(self) -> ThreadPoolExecutor: ...
 
@@ -338,7 +339,7 @@ class KeyValueBucketWriter:
         msg = CommitMessage(
             partition=self.partition,
             bucket=self.bucket,
-            total_buckets=self.tw.num_buckets,
+            total_buckets=self.tw.total_buckets(self.partition),
             new_files=self.new_files,
             changelog_files=self.changelog,
             compact_before=self.compacted.before,
@@ -397,7 +398,9 @@ class AppendBucketWriter:
     def prepare_commit(self) -> CommitMessage:
         from lakelog.connector.format.commit_message import CommitMessage
 
-        msg = CommitMessage(self.partition, self.bucket, self.tw.num_buckets, new_files=self.new_files)
+        msg = CommitMessage(
+            self.partition, self.bucket, self.tw.total_buckets(self.partition), new_files=self.new_files
+        )
         self.new_files = []
         return msg
 

@@ -15,13 +15,17 @@ __all__ = ["diff_by_key", "semi_join"]
 _SIDE = "__lakelog_side"
 
 
+_ROW = "__lakelog_row"
+
+
 def semi_join(table: pa.Table, keys_table: pa.Table, keys: Sequence[str]) -> pa.Table:
-    """Rows of ``table`` whose key (``keys``) appears in ``keys_table``."""
+    """Rows of ``table`` whose key (``keys``) appears in ``keys_table``, in ``table``'s order. Only
+    the keys go through the join (Arrow's hash join cannot carry nested non-key columns)."""
     if table.num_rows == 0 or keys_table.num_rows == 0:
         return table.slice(0, 0)
-    return table.join(
-        keys_table.select(list(keys)), keys=list(keys), join_type="left semi", use_threads=False
-    )
+    rows = table.select(list(keys)).append_column(_ROW, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    hit = rows.join(keys_table.select(list(keys)), keys=list(keys), join_type="left semi", use_threads=False)
+    return table.take(pa.array(np.sort(hit.column(_ROW).to_numpy())))
 
 
 def diff_by_key(

@@ -16,7 +16,7 @@ from lakelog.connector.errors import CommitConflictError
 from lakelog.connector.format.data_file import read_data_file
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER
 from lakelog.connector.format.manifest import DataFileMeta
-from lakelog.connector.format.store import TableStore
+from lakelog.connector.format.store import TableStore, file_schema
 
 __all__ = ["rebase_file"]
 
@@ -28,12 +28,16 @@ def rebase_file(
     changelog file) of one bucket with its sequence numbers raised by ``offset``; return the new
     file's metadata (the original is left in place)."""
     if f.schema_id != store.schema.id:
-        raise CommitConflictError(
-            f"cannot rebase data file {f.file_name} of {store.path}: it was written with schema "
-            f"{f.schema_id}, the table now has schema {store.schema.id}; write the rows again"
-        )
+        written = store.schema_manager.schema(f.schema_id)
+        if written.fields != store.schema.fields:
+            raise CommitConflictError(
+                f"cannot rebase data file {f.file_name} of {store.path}: it was written with schema "
+                f"{f.schema_id}, the table now has schema {store.schema.id} with other columns; write the "
+                "rows again"
+            )
+        store = store.with_schema(written)  # only options changed (a rescale, say): keep its schema
     path = store.data_file_path(partition, bucket, f.file_name)
-    table = read_data_file(path)
+    table = read_data_file(path, schema=file_schema(store, field_ids=False))
     i = table.schema.get_field_index(SEQUENCE_NUMBER)
     shifted = pc.add(table.column(i), pa.scalar(offset, pa.int64()))
     table = table.set_column(i, table.schema.field(i), shifted)

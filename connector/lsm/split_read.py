@@ -22,7 +22,7 @@ from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_
 from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.schema_evolution import evolve_table, physical_names
-from lakelog.connector.format.store import TableStore
+from lakelog.connector.format.store import TableStore, file_schema
 from lakelog.connector.format.types import DataType
 from lakelog.connector.lsm.kv import DEDUPLICATE, MergeFunction, comparable_value
 from lakelog.connector.lsm.merge.engine import merge_function_for
@@ -99,6 +99,7 @@ class SplitRead:
         self.key_names = [key_column(k) for k in store.key_names]
         self._key_types = store.key_types
         self._schemas: dict[int, TableSchema] = {self.schema.id: self.schema}
+        self._arrow_schemas: dict[int, pa.Schema] = {}
         self.batch_rows = batch_rows
         self.merge_function: MergeFunction = merge_function_for(store)
         # engines other than plain deduplicate look at more than the key and sequence number
@@ -112,6 +113,14 @@ class SplitRead:
         if s is None:
             s = self.store.schema_manager.schema(schema_id)
             self._schemas[schema_id] = s
+        return s
+
+    def _file_arrow_schema(self, schema_id: int) -> pa.Schema:
+        """The Arrow schema of files written under schema ``schema_id`` (their columns' types)."""
+        s = self._arrow_schemas.get(schema_id)
+        if s is None:
+            s = file_schema(self.store, self._file_schema(schema_id), field_ids=False)
+            self._arrow_schemas[schema_id] = s
         return s
 
     def read_file(self, split: Split, f: DataFileMeta, *, system: bool) -> pa.Table:
@@ -134,17 +143,18 @@ class SplitRead:
         sys_cols = self.key_names + [SEQUENCE_NUMBER, VALUE_KIND] if system else []
         rows = batch_rows or self.batch_rows
         wanted = list(columns) if columns is not None else self.read_columns
+        types = self._file_arrow_schema(f.schema_id)
         if f.schema_id == self.schema.id:
             if rows >= f.row_count:
-                yield read_data_file(path, sys_cols + wanted, expect=f)
+                yield read_data_file(path, sys_cols + wanted, expect=f, schema=types)
             else:
-                yield from iter_data_file(path, sys_cols + wanted, rows, expect=f)
+                yield from iter_data_file(path, sys_cols + wanted, rows, expect=f, schema=types)
             return
-        file_schema = self._file_schema(f.schema_id)
-        mapping = physical_names(file_schema, self.schema, wanted)
+        old = self._file_schema(f.schema_id)
+        mapping = physical_names(old, self.schema, wanted)
         phys = [p for p in (mapping[c] for c in wanted) if p is not None]
-        for data in iter_data_file(path, sys_cols + phys, rows, expect=f):
-            values = evolve_table(data.select(phys), file_schema, self.schema, wanted)
+        for data in iter_data_file(path, sys_cols + phys, rows, expect=f, schema=types):
+            values = evolve_table(data.select(phys), old, self.schema, wanted)
             for i, c in enumerate(sys_cols):
                 values = values.add_column(i, data.schema.field(c), data.column(c))
             yield values

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Optional
+from typing import Optional, Union
 
 import pyarrow as pa
 
@@ -21,14 +21,23 @@ from lakelog.connector.errors import (
     TableNotFoundError,
 )
 from lakelog.connector.format.fileio import FileIO, ensure_inside, local_path
-from lakelog.connector.format.options import CoreOptions
+from lakelog.connector.format.options import LogConsistency
 from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.schema_manager import SchemaManager
 from lakelog.connector.format.snapshot import SnapshotManager
 from lakelog.connector.format.store import TableStore
+from lakelog.connector.format.types import (
+    DataField,
+    FieldIdCounter,
+    fields_to_arrow_schema,
+    highest_field_id,
+    reassign_field_ids,
+    with_nullable,
+)
 from lakelog.connector.log.kafka import default_topic
+from lakelog.connector.log.publisher import start_marker
 from lakelog.connector.table.log import check_log_options, log_config
-from lakelog.connector.table.table import Table
+from lakelog.connector.table.table import Table, check_merge_engine
 
 __all__ = ["Catalog", "DEFAULT_DATABASE", "split_identifier", "parse_table_path"]
 
@@ -166,7 +175,7 @@ class Catalog:
     def create_table(
         self,
         identifier: str,
-        schema: pa.Schema,
+        schema: Union[pa.Schema, Sequence[DataField]],
         *,
         primary_key: Optional[Sequence[str]] = None,
         partition_by: Optional[Sequence[str]] = None,
@@ -174,8 +183,14 @@ class Catalog:
         comment: Optional[str] = None,
         exist_ok: bool = False,
     ) -> Table:
-        """Create a table (and its database if needed). Primary-key tables need a fixed ``bucket``
-        count; when none is given, ``bucket`` is set to 1."""
+        """Create a table (and its database if needed). A primary-key table created without a
+        ``bucket`` option gets ``bucket = 1`` (Paimon's default is -1, dynamic bucket mode: give it
+        explicitly), except when its primary key does not hold every partition field: a
+        cross-partition update needs the key index of ``bucket = -1``. The primary key may also
+        come as the ``primary-key`` option.
+
+        ``schema``: an Arrow schema, or Paimon fields (exact types such as ``VARCHAR(10)`` or
+        ``CHAR(3)``, which Arrow cannot tell from ``STRING``; field ids are assigned here)."""
         db, _ = split_identifier(identifier)
         path = self.table_path(identifier)
         if self.table_exists(identifier):
@@ -183,22 +198,23 @@ class Catalog:
                 return self.get_table(identifier)
             raise TableAlreadyExistsError(f"table {identifier!r} already exists")
         opts = {str(k): str(v) for k, v in (options or {}).items()}
-        if primary_key and "bucket" not in opts:
-            opts["bucket"] = "1"
-        if primary_key and CoreOptions.BUCKET.parse(opts["bucket"]) < 1:
-            raise OptionError(
-                f"option 'bucket' = {opts['bucket']}: primary-key tables need a fixed bucket count >= 1 "
-                "(dynamic bucket mode needs a hash index lakelog does not keep)"
-            )
+        pk_cols = list(primary_key or []) or _names(opts.get("primary-key", ""))
+        if pk_cols and "bucket" not in opts:
+            parts = list(partition_by or []) or _names(opts.get("partition", ""))
+            cross_partition = not set(parts) <= set(pk_cols)
+            opts["bucket"] = "-1" if cross_partition else "1"
         if opts.get("log.system") == "kafka" and not opts.get("kafka.topic"):
             opts["kafka.topic"] = default_topic(f"{db}.{split_identifier(identifier)[1]}")
+        fields = None if isinstance(schema, pa.Schema) else list(schema)
         table_schema = TableSchema.create(
-            schema,
+            schema if fields is None else fields_to_arrow_schema(fields),
             partition_keys=list(partition_by or []),
             primary_keys=list(primary_key or []),
             options=opts,
             comment=comment,
         )
+        if fields is not None:
+            table_schema = _with_exact_types(table_schema, fields)
         core = table_schema.core_options
         has_pk = bool(table_schema.primary_keys)
         check_log_options(core, table=identifier, primary_keys=has_pk, bucket=core.bucket)
@@ -210,6 +226,7 @@ class Catalog:
                 "schema; a new table would adopt them. Restore its schema files or remove the directory"
             )
         store = TableStore(path, self.file_io, table_schema)
+        check_merge_engine(store)
         log = log_config(store)
         if log is not None:  # before the schema: an unreachable broker leaves no half-created table
             if core.log_system_auto_register:
@@ -222,6 +239,8 @@ class Catalog:
                         "create it first"
                     )
                 log.check_partitions(parts)
+            if core.log_consistency == LogConsistency.TRANSACTIONAL:
+                start_marker(log)
         try:
             created = manager.create_table(table_schema)
         except FileExistsError:
@@ -250,3 +269,22 @@ class Catalog:
         if not self.database_exists(new_db):
             raise DatabaseNotFoundError(f"database {new_db!r} does not exist")
         self.file_io.rename_dir(self.table_path(old), self.table_path(new))
+
+
+def _names(text: str) -> list[str]:
+    return [k.strip() for k in text.split(",") if k.strip()]
+
+
+def _with_exact_types(schema: TableSchema, fields: Sequence[DataField]) -> TableSchema:
+    """``schema`` with the given fields' exact types and comments, numbered as Paimon numbers them
+    (each column the next id, then its nested fields); primary-key columns NOT NULL."""
+    ids = FieldIdCounter()
+    pk = set(schema.primary_keys)
+    out = []
+    for f in fields:
+        fid = ids.next()
+        t = reassign_field_ids(f.type, ids)
+        out.append(DataField(fid, f.name, with_nullable(t, False) if f.name in pk else t, f.description))
+    exact = schema.copy(fields=out, highest_field_id=highest_field_id(out))
+    exact.validate()
+    return exact

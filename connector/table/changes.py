@@ -15,6 +15,14 @@
 
 Every audit log has a leading ``rowkind`` column (:data:`ROWKIND_COLUMN`) holding ``+I``, ``-U``,
 ``+U`` or ``-D``. COMPACT snapshots add no rows: they only rewrite files.
+
+OVERWRITE snapshots (``Table.overwrite``, rescales) follow Paimon's ``streaming-read-overwrite``:
+by default the reads above skip them (a rescale, which changes no row, shows no change; an overwrite
+that changes rows is not seen, as in Paimon's streaming reads); with ``streaming-read-overwrite =
+true`` (primary-key tables) an OVERWRITE shows the rows of the files it removed as ``-D`` and the
+rows of the files it added as ``+I``, each merged per (partition, bucket): a full retraction and
+insertion, not a minimal diff. :func:`delta_entries_between` and :func:`touched_buckets` report
+OVERWRITE snapshots like any other (they tell which files changed, for lookups and compaction).
 """
 
 from __future__ import annotations
@@ -56,6 +64,34 @@ ROWKIND_COLUMN = "rowkind"
 
 _COMPACT = "COMPACT"
 _FROM_COMPACTION = (ChangelogProducer.LOOKUP, ChangelogProducer.FULL_COMPACTION)
+_OVERWRITE = "OVERWRITE"
+
+
+def reads_overwrite(store: TableStore) -> bool:
+    """Whether incremental reads show OVERWRITE snapshots (``streaming-read-overwrite``, primary-key
+    tables only)."""
+    return store.is_primary_key_table and store.options.streaming_read_overwrite
+
+
+def overwrite_rows(store: TableStore, snapshot: Snapshot, read: Optional[SplitRead] = None) -> pa.Table:
+    """The audit log of one OVERWRITE snapshot: the merged rows of the files it deleted as ``-D``,
+    then the merged rows of the files it added as ``+I`` (per partition and bucket)."""
+    read = read if read is not None else SplitRead(store)
+    parts: list[pa.Table] = []
+    entries = store.delta_entries(snapshot)
+    for kind, code in ((1, RowKind.DELETE), (KIND_ADD, RowKind.INSERT)):
+        groups: dict[tuple[bytes, int], list[ManifestEntry]] = {}
+        for e in entries:
+            if e.kind == kind:
+                groups.setdefault((e.partition, e.bucket), []).append(e)
+        splits = [
+            Split(snapshot.id, p, b, es[0].total_buckets, [e.file for e in es])
+            for (p, b), es in sorted(groups.items(), key=lambda kv: kv[0])
+        ]
+        if splits:
+            t = read.read_splits(splits).cast(read.output_schema)
+            parts.append(with_row_kinds(t, np.full(t.num_rows, code, dtype=np.int64)))
+    return _audit_log(read, parts)
 
 
 def snapshots_between(store: TableStore, from_id: int, to_id: int) -> list[Snapshot]:
@@ -125,12 +161,16 @@ def delta_rows(
     :class:`~lakelog.connector.errors.SnapshotNotFoundError` when one of them has expired."""
     read = SplitRead(store, columns=columns)
     pk = store.is_primary_key_table
-    parts = [
-        _read_entry_rows(read, sid, e, kinds=pk)
-        for sid, entries in delta_entries_between(store, from_id, to_id).items()
-        for e in entries
-        if e.kind == KIND_ADD
-    ]
+    parts: list[pa.Table] = []
+    for snap in snapshots_between(store, from_id, to_id):
+        if snap.commit_kind == _COMPACT:
+            continue
+        if snap.commit_kind == _OVERWRITE:
+            if reads_overwrite(store):
+                parts.append(overwrite_rows(store, snap, read))
+            continue
+        added = [e for e in store.delta_entries(snap) if e.kind == KIND_ADD]
+        parts += [_read_entry_rows(read, snap.id, e, kinds=pk) for e in added]
     out = _audit_log(read, parts)
     return out.filter(filter) if filter is not None and out.num_rows else out
 
@@ -140,6 +180,8 @@ def read_changelog(store: TableStore, from_id: int, to_id: int) -> pa.Table:
     read = SplitRead(store)
     parts: list[pa.Table] = []
     for snap in snapshots_between(store, from_id, to_id):
+        if snap.commit_kind == _OVERWRITE and reads_overwrite(store):
+            parts.append(overwrite_rows(store, snap, read))
         if not snap.changelog_manifest_list:
             continue
         metas = store.manifest_list.read(snap.changelog_manifest_list)
@@ -172,7 +214,35 @@ def diff_snapshots(store: TableStore, from_id: int, to_id: Optional[int] = None)
             t = read.read_splits(plan_splits(store, to_snap)).cast(read.output_schema)
             return with_row_kinds(t, np.zeros(t.num_rows, dtype=np.int64))
         return delta_rows(store, from_id, to_snap.id)
-    keep = touched_buckets(store, from_id, to_snap.id)
+    # the range is cut at each OVERWRITE snapshot, whose own change is skipped (or read as -D/+I)
+    overwrites = [s for s in _kinds_between(store, from_id, to_snap.id) if s.commit_kind == _OVERWRITE]
+    parts: list[pa.Table] = []
+    start, start_snap = from_id, from_snap
+    for o in overwrites:
+        parts.append(_diff(store, start, start_snap, o.id - 1))
+        if reads_overwrite(store):
+            parts.append(overwrite_rows(store, o))
+        start, start_snap = o.id, o
+    parts.append(_diff(store, start, start_snap, to_snap.id))
+    parts = [p for p in parts if p.num_rows] or parts[:1]
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
+def _kinds_between(store: TableStore, from_id: int, to_id: int) -> list[Snapshot]:
+    """The snapshots after ``from_id`` up to ``to_id``; [] when one has expired (the diff of the
+    whole range is then all that can be told)."""
+    try:
+        return snapshots_between(store, from_id, to_id)
+    except SnapshotNotFoundError:
+        return []
+
+
+def _diff(store: TableStore, from_id: int, from_snap: Optional[Snapshot], to_id: int) -> pa.Table:
+    """The state difference of primary-key snapshots ``from_id`` and ``to_id`` (touched buckets)."""
+    if to_id <= from_id:
+        return with_row_kinds(SplitRead(store).output_schema.empty_table(), np.zeros(0, dtype=np.int64))
+    to_snap = store.snapshot_manager.snapshot(to_id)
+    keep = touched_buckets(store, from_id, to_id)
     old = _state(store, from_snap, keep)
     new = _state(store, to_snap, keep)
     rows, kinds = diff_by_key(old, new, list(store.schema.primary_keys))

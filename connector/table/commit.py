@@ -12,9 +12,9 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Optional
+from typing import Any, Optional
 
 from lakelog.connector.errors import (
     CommitConflictError,
@@ -23,7 +23,10 @@ from lakelog.connector.errors import (
     SnapshotNotFoundError,
 )
 from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.index_file import IndexManifestEntry
+from lakelog.connector.format.index_manifest import combine_index_entries
 from lakelog.connector.format.manifest import DataFileMeta, ManifestEntry, ManifestFileMeta, merge_entries
+from lakelog.connector.format.schema import BucketMode
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.log.publisher import LogPublisher
@@ -31,12 +34,13 @@ from lakelog.connector.lsm.rebase import rebase_file
 from lakelog.connector.table.changes import log_changes, snapshot_log_changes
 from lakelog.connector.table.log import log_publisher
 
-__all__ = ["TableCommit", "BATCH_COMMIT_IDENTIFIER", "CommitKind"]
+__all__ = ["TableCommit", "BATCH_COMMIT_IDENTIFIER", "CommitKind", "OverwriteScope", "partition_label"]
 
 log = logging.getLogger(__name__)
 
 BATCH_COMMIT_IDENTIFIER = 9223372036854775807  # Long.MAX_VALUE, as Paimon's batch writers use
 WRITER_VERSION = "lakelog-0.1.0"
+_FENCED_RETRIES = 5  # attempts a commit makes while other processes' publishers keep fencing its own
 
 
 class CommitKind:
@@ -50,6 +54,49 @@ class _Delta:
     entries: list[ManifestEntry]
     changelog: list[ManifestEntry]
     kind: str
+    messages: list[CommitMessage] = field(default_factory=list)  # the messages of the entries
+
+
+@dataclass(frozen=True)
+class OverwriteScope:
+    """Which partitions an OVERWRITE commit replaces: exactly ``partitions`` (serialized; dynamic
+    partition overwrite), else every partition whose values match ``spec`` (static: a subset of the
+    partition fields, all partitions when empty)."""
+
+    partitions: Optional[frozenset[bytes]] = None
+    spec: Optional[tuple[tuple[str, Any], ...]] = None
+
+    def matcher(self, store: TableStore) -> Callable[[bytes], bool]:
+        if self.partitions is not None:
+            chosen = self.partitions
+            return lambda p: p in chosen
+        names = list(store.schema.partition_keys)
+        wanted = [(names.index(k), v) for k, v in (self.spec or ())]
+        memo: dict[bytes, bool] = {}
+
+        def match(p: bytes) -> bool:
+            hit = memo.get(p)
+            if hit is None:
+                values = store.partition_values(p)
+                hit = memo[p] = all(values[i] == v for i, v in wanted)
+            return hit
+
+        return match
+
+    def describe(self) -> str:
+        if self.partitions is not None:
+            return f"{len(self.partitions)} partition(s) written"
+        return "{" + ", ".join(f"{k}={v}" for k, v in self.spec or ()) + "}"
+
+
+def partition_label(store: TableStore, partition: bytes) -> str:
+    """A partition as Paimon names it in messages: ``partition {k=v, ...}``, or ``table``."""
+    keys = store.schema.partition_keys
+    if not keys:
+        return "table"
+    values = store.partition_values(partition)
+    default = store.options.partition_default_name
+    return "partition {" + ", ".join(f"{k}={default if v is None else v}" for k, v in zip(keys, values)) + "}"
 
 
 class TableCommit:
@@ -68,6 +115,10 @@ class TableCommit:
         self.published: list[int] = []
         self._log: Optional[LogPublisher] = None  # the log's publisher during a commit of a log table
         self._eventual_offsets: Optional[dict[int, int]] = None
+        # dynamic bucket mode: the hash index check (its cache of index files lives between commits);
+        # ``index_merged`` tells that another writer's index additions were merged into this commit
+        self._hash_index: Any = None
+        self.index_merged = False
 
     def commit(
         self,
@@ -122,11 +173,12 @@ class TableCommit:
     ) -> Optional[int]:
         self.compaction_discarded = False
         self.rebased = False
+        self.index_merged = False
         self.published = []
         rebase = _SequenceRebase(self.store, messages) if self.store.is_primary_key_table else None
         appends, _ = _split(messages)
         last: Optional[int] = None
-        if appends.entries or appends.changelog:
+        if appends.entries or appends.changelog or any(m.index_files for m in messages):
             last = self._commit_delta(appends, commit_identifier, properties, guard, rebase)
         if rebase is not None and rebase.buckets:
             # the rebased buckets' compactions were computed from the files as they were: drop them
@@ -154,6 +206,60 @@ class TableCommit:
                 self.compaction_discarded = True
         return last
 
+    def overwrite(
+        self,
+        messages: Sequence[CommitMessage],
+        scope: OverwriteScope,
+        commit_identifier: int = BATCH_COMMIT_IDENTIFIER,
+        *,
+        properties: Optional[dict[str, str]] = None,
+        guard: Optional[Callable[[Optional[Snapshot]], None]] = None,
+    ) -> Optional[int]:
+        """Publish ``messages`` as one OVERWRITE snapshot that replaces the partitions of ``scope``
+        (Paimon's semantics): DELETE entries for every live file of those partitions in the latest
+        snapshot, ADD entries for the new files, and the partitions' index replaced by the new index
+        files. Changelog files are dropped (an overwrite carries no changelog); compaction results,
+        if any, follow in a COMPACT snapshot. A dynamic scope without new files commits nothing
+        (returns None). New files outside a static scope raise :class:`CommitConflictError`.
+
+        Retried on concurrent commits: each attempt replaces what the partitions hold in the latest
+        snapshot then (rows committed meanwhile into them are overwritten, as in Paimon). ``guard``
+        is called before each attempt, as in :meth:`commit`."""
+        done = self._find_committed(commit_identifier)
+        if done is not None:
+            return done
+        self.compaction_discarded = False
+        self.rebased = False
+        self.index_merged = False
+        self.published = []
+        store = self.store
+        if scope.partitions is not None and not scope.partitions:
+            return None
+        match = scope.matcher(store)
+        outside = sorted({m.partition for m in messages if m.new_files and not match(m.partition)})
+        if outside:
+            raise CommitConflictError(
+                f"trying to overwrite {scope.describe()} of {store.path}, but the new rows of "
+                f"{partition_label(store, outside[0])} do not belong to it"
+            )
+        appends, compacts = _split([dataclasses.replace(m, changelog_files=[]) for m in messages])
+        appends.kind = CommitKind.OVERWRITE
+        self._discard_changelog(messages)
+        last = self._commit_delta(appends, commit_identifier, properties, guard, None, overwrite=match)
+        if compacts.entries:
+            try:
+                last = self._commit_delta(compacts, commit_identifier, properties)
+            except CommitConflictError:
+                log.warning("compaction after the overwrite of %s conflicted and was dropped", store.path)
+                self._discard_compaction(messages)
+                self.compaction_discarded = True
+        return last
+
+    def _discard_changelog(self, messages: Sequence[CommitMessage]) -> None:
+        for m in messages:
+            for f in m.changelog_files + m.compact_changelog_files:
+                self.store.file_io.delete(self.store.data_file_path(m.partition, m.bucket, f.file_name))
+
     def discard_unpublished(self, messages: Sequence[CommitMessage]) -> None:
         """After :meth:`commit` raised: delete the files of ``messages`` that it did not publish
         (everything when it published nothing; the compaction's output when only the APPEND went
@@ -168,6 +274,10 @@ class TableCommit:
                 files += m.new_files + m.changelog_files
             for f in files:
                 store.file_io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))
+            if not appended:
+                for meta in m.index_files:
+                    entry = IndexManifestEntry(0, m.partition, m.bucket, meta)
+                    store.file_io.delete(store.index_file_path(entry))
 
     def last_committed_identifier(self) -> int:
         """The highest commit identifier this commit user has committed (0 if none); batch commits
@@ -199,11 +309,22 @@ class TableCommit:
         properties: Optional[dict[str, str]],
         guard: Optional[Callable[[Optional[Snapshot]], None]] = None,
         rebase: Optional[_SequenceRebase] = None,
+        *,
+        overwrite: Optional[Callable[[bytes], bool]] = None,
     ) -> int:
         """Publish ``delta`` as one snapshot after the latest, retrying lost races. Every manifest
         and manifest list written for an attempt that did not publish is deleted, and so is every
-        file a failed commit wrote (a failure leaves nothing behind)."""
+        file a failed commit wrote (a failure leaves nothing behind). With ``overwrite`` (a matcher
+        of the partitions replaced) the attempt deletes their live files and index first."""
         store = self.store
+        added = list(delta.entries)
+        hash_index = None
+        if delta.kind == CommitKind.APPEND and store.schema.bucket_mode == BucketMode.HASH_DYNAMIC:
+            from lakelog.connector.table.index_commit import HashIndexCommit
+
+            if self._hash_index is None:
+                self._hash_index = HashIndexCommit(store)
+            hash_index = self._hash_index
         ptypes = store.partition_types
         written: list[str] = []  # manifests and manifest lists of this commit not (yet) published
 
@@ -224,32 +345,55 @@ class TableCommit:
                     written.remove(name)
 
         published = False
+        fenced = 0
         pub = self._log
         changes = log_changes(store, delta.kind, delta.entries, delta.changelog) if pub is not None else []
+        replaced: Optional[list[ManifestEntry]] = None  # an overwrite's deletes, for the last attempt
         try:
-            delta_metas = write_manifests(delta.entries)
+            delta_metas = [] if overwrite is not None else write_manifests(delta.entries)
             changelog_metas = write_manifests(delta.changelog)
             max_retries = self._max_retries()
             for attempt in range(max_retries):
                 latest = store.snapshot_manager.latest()
                 if guard is not None:
                     guard(latest)
+                attempt_files: list[str] = []
                 try:
+                    live: Optional[list[ManifestEntry]] = None
+                    if overwrite is not None:
+                        live = store.live_entries(latest)
+                        deletes = [_deleted(e) for e in live if e.bucket >= 0 and overwrite(e.partition)]
+                        if replaced is None or _ids(deletes) != _ids(replaced):
+                            drop([m.file_name for m in delta_metas])
+                            delta.entries = deletes + added
+                            delta_metas = write_manifests(delta.entries)
+                            replaced = deletes
                     if rebase is not None and rebase.check(latest):
                         # another writer's rows landed above ours: commit rebased copies of our files
                         drop([m.file_name for m in delta_metas + changelog_metas])
                         delta = _split(rebase.messages)[0]
                         delta_metas = write_manifests(delta.entries)
                         changelog_metas = write_manifests(delta.changelog)
-                    deleted = [e for e in delta.entries if e.kind == 1]
-                    if deleted:
-                        self._check_deletes_are_live(latest, deleted)
+                    if overwrite is None:
+                        deleted = [e for e in delta.entries if e.kind == 1]
+                        if deleted:
+                            self._check_deletes_are_live(latest, deleted)
+                        live = self._check_total_buckets(latest, delta.entries, live)
+                    index_manifest = self._index_manifest(latest, delta, overwrite, hash_index)
+                    previous_index = latest.index_manifest if latest is not None else None
+                    if index_manifest is not None and index_manifest != previous_index:
+                        attempt_files.append(index_manifest)
                     base_metas = self._base_manifests(latest)
                 except (MissingFileError, SnapshotNotFoundError):
+                    drop(attempt_files)
+                    if hash_index is not None:
+                        hash_index.abandon()
                     if latest is None or store.snapshot_manager.snapshot_exists(latest.id):
                         raise
                     continue  # the snapshot this attempt built on was expired under it: start again
-                attempt_files: list[str] = []
+                except BaseException:
+                    drop(attempt_files)
+                    raise
                 if latest is not None:
                     known = {m.file_name for m in store.manifest_metas(latest)}
                     attempt_files += [m.file_name for m in base_metas if m.file_name not in known]
@@ -259,19 +403,24 @@ class TableCommit:
                 cl_name, cl_size = write_list(changelog_metas) if changelog_metas else (None, None)
                 attempt_files += [n for n in (base_name, delta_name, cl_name) if n]
                 snapshot = self._snapshot(
-                    latest,
-                    delta,
-                    identifier,
-                    properties,
-                    (base_name, base_size),
-                    (delta_name, delta_size),
-                    (cl_name, cl_size),
+                    latest, delta, identifier, properties, (base_name, base_size), (delta_name, delta_size),
+                    (cl_name, cl_size), index_manifest,
                 )
                 previous: dict[int, int] = dict(latest.log_offsets or {}) if latest else {}
                 if pub is not None:  # the log: catch up, then this snapshot's changes, before it exists
-                    pub.begin(latest, partial(snapshot_log_changes, store), _snapshot_or_none(store))
-                    pub.produce(self.commit_user, identifier, delta.kind, changes)
-                    snapshot.log_offsets = {**previous, **pub.end_offsets()}
+                    try:
+                        pub.begin(latest, partial(snapshot_log_changes, store), _snapshot_or_none(store))
+                        pub.produce(self.commit_user, identifier, delta.kind, changes)
+                        snapshot.log_offsets = {**previous, **pub.end_offsets()}
+                    except LogSystemError:
+                        # another process's publisher fenced ours: like a lost race, start again
+                        if not pub.was_fenced or fenced >= _FENCED_RETRIES:
+                            raise
+                        fenced += 1
+                        drop(attempt_files)
+                        if hash_index is not None:
+                            hash_index.abandon()
+                        continue
                 elif self._eventual_offsets is not None or previous:
                     ours = self._eventual_offsets or {}
                     parts = set(ours) | set(previous)
@@ -284,11 +433,16 @@ class TableCommit:
                         rebase.committed()
                     if pub is not None:
                         self._publish(pub, snapshot)
+                    if hash_index is not None:
+                        self.index_merged = self.index_merged or hash_index.merged
+                        hash_index.published()
                     return snapshot.id
                 # Lost the race for this id: drop what this attempt wrote and retry on the new latest.
                 if pub is not None:
                     pub.abort()
                 drop(attempt_files)
+                if hash_index is not None:
+                    hash_index.abandon()
                 time.sleep(min(0.001 * (2 ** min(attempt, 8)), 0.2))
             raise CommitConflictError(
                 f"gave up committing to {store.path} after {max_retries} attempts "
@@ -299,6 +453,8 @@ class TableCommit:
                 drop(list(written))
                 if rebase is not None:
                     rebase.abandon()
+                if hash_index is not None:
+                    hash_index.abandon()
 
     def _publish(self, pub: LogPublisher, snapshot: Snapshot) -> None:
         """Commit the log transaction of a published snapshot. When that fails the snapshot stands
@@ -326,6 +482,66 @@ class TableCommit:
         """Attempts at one snapshot: the first and ``commit.max-retries`` more."""
         return int(self.store.options.commit_max_retries) + 1
 
+    def _index_manifest(
+        self,
+        latest: Optional[Snapshot],
+        delta: _Delta,
+        overwrite: Optional[Callable[[bytes], bool]],
+        hash_index: Any,
+    ) -> Optional[str]:
+        """The index manifest of the snapshot after ``latest``: the previous one when the commit
+        changes no index file, else a new full-state manifest."""
+        store = self.store
+        previous = store.index_entries(latest)
+        if hash_index is not None:
+            added = hash_index.resolve(previous, delta.messages)
+        else:
+            added = [
+                IndexManifestEntry(0, m.partition, m.bucket, f) for m in delta.messages for f in m.index_files
+            ]
+        dropped = None
+        if overwrite is not None and any(e.bucket >= 0 and overwrite(e.partition) for e in previous):
+            dropped = lambda e: e.bucket >= 0 and overwrite(e.partition)  # noqa: E731
+        if not added and dropped is None:
+            return latest.index_manifest if latest is not None else None
+        entries = combine_index_entries(previous, added, dropped=dropped)
+        if not entries and (latest is None or not latest.index_manifest):
+            return None
+        return store.index_manifest_file.write(entries)
+
+    def _check_total_buckets(
+        self, latest: Optional[Snapshot], entries: list[ManifestEntry], live: Optional[list[ManifestEntry]]
+    ) -> Optional[list[ManifestEntry]]:
+        """Paimon's rule for every commit but an overwrite: all files of a partition record one bucket
+        count (``_TOTAL_BUCKETS``; -1 of dynamic buckets is not checked). A writer that routed rows by
+        another count than the partition's files would put keys into the wrong buckets."""
+        new: dict[bytes, set[int]] = {}
+        for e in entries:
+            if e.kind == 0 and e.total_buckets > 0:
+                new.setdefault(e.partition, set()).add(e.total_buckets)
+        if not new:
+            return live
+        store = self.store
+        for p, totals in new.items():
+            if len(totals) > 1:
+                raise CommitConflictError(
+                    f"commit to {store.path} writes {partition_label(store, p)} with bucket counts "
+                    f"{sorted(totals)} at once. Give up committing."
+                )
+        if live is None:
+            live = store.live_entries(latest)
+        for e in live:
+            wanted = new.get(e.partition)
+            if wanted is None or e.total_buckets <= 0 or e.total_buckets in wanted:
+                continue
+            raise CommitConflictError(
+                f"Total buckets of {partition_label(store, e.partition)} of {store.path} changed from "
+                f"{e.total_buckets} to {next(iter(wanted))} without overwrite. Give up committing. "
+                "(Another writer rescaled it, or this writer started before a rescale: write the rows "
+                "again, or rescale the partition first)"
+            )
+        return live
+
     def _snapshot(
         self,
         latest: Optional[Snapshot],
@@ -335,6 +551,7 @@ class TableCommit:
         base: tuple[str, int],
         delta_list: tuple[str, int],
         changelog_list: tuple[Optional[str], Optional[int]],
+        index_manifest: Optional[str] = None,
     ) -> Snapshot:
         added_rows = sum(e.file.row_count for e in delta.entries if e.kind == 0)
         deleted_rows = sum(e.file.row_count for e in delta.entries if e.kind == 1)
@@ -345,6 +562,7 @@ class TableCommit:
             base_manifest_list=base[0],
             delta_manifest_list=delta_list[0],
             changelog_manifest_list=changelog_list[0],
+            index_manifest=index_manifest,
             commit_user=self.commit_user,
             commit_identifier=identifier,
             commit_kind=delta.kind,
@@ -492,10 +710,16 @@ def _snapshot_or_none(store: TableStore) -> Callable[[int], Optional[Snapshot]]:
             return None
 
     return get
+def _deleted(e: ManifestEntry) -> ManifestEntry:
+    return ManifestEntry(1, e.partition, e.bucket, e.total_buckets, e.file)
+
+
+def _ids(entries: Sequence[ManifestEntry]) -> list[tuple[Any, ...]]:
+    return [e.identifier() for e in entries]
 
 
 def _split(messages: Sequence[CommitMessage]) -> tuple[_Delta, _Delta]:
-    appends = _Delta([], [], CommitKind.APPEND)
+    appends = _Delta([], [], CommitKind.APPEND, list(messages))
     compacts = _Delta([], [], CommitKind.COMPACT)
     for m in messages:
 

@@ -62,7 +62,9 @@ def check_log_options(options: CoreOptions, *, table: str, primary_keys: bool, b
         raise OptionError(f"option 'log.changelog-mode' = 'upsert' of {table} needs a primary key")
     if primary_keys and bucket < 1:
         raise OptionError(
-            f"table {table}: the Kafka log needs a fixed 'bucket' (one topic partition per bucket)"
+            f"table {table}: the Kafka log needs a fixed 'bucket' (one topic partition per bucket; "
+            "in dynamic bucket mode and cross-partition upserts a key's records could land in two "
+            "partitions, whose order Kafka does not keep)"
         )
     if not options.kafka_options().get("bootstrap.servers"):
         raise OptionError(f"table {table} has 'log.system' = 'kafka' but no 'kafka.bootstrap.servers'")

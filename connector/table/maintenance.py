@@ -38,7 +38,13 @@ def _snapshot_references(store: TableStore, s: Snapshot) -> tuple[set[str], set[
             data.add(store.data_file_path(e.partition, e.bucket, extra))
     if s.index_manifest:
         meta.add(s.index_manifest)
+        data |= _index_files(store, s)
     return data, meta
+
+
+def _index_files(store: TableStore, s: Snapshot) -> set[str]:
+    """Paths of the index files (hash indexes, deletion vectors) a snapshot's index manifest lists."""
+    return {store.index_file_path(e) for e in store.index_entries(s)}
 
 
 def referenced_files(store: TableStore, snapshots: Iterable[Snapshot]) -> tuple[set[str], set[str]]:
@@ -71,10 +77,11 @@ def _other_references(store: TableStore) -> list[Snapshot]:
 
 
 def _live_data_files(store: TableStore, s: Snapshot) -> set[str]:
-    return {
+    live = {
         store.data_file_path(e.partition, e.bucket, e.file.file_name, e.file.external_path)
         for e in store.live_entries(s)
     }
+    return live | _index_files(store, s)
 
 
 def expire_snapshots(
@@ -198,11 +205,10 @@ def remove_orphan_files(
         os.path.realpath(os.path.join(store.manifest_dir, m)) for m in meta
     }
     cutoff = time.time() - older_than_seconds
-    # metadata, and files lakelog does not track (Paimon's index files, statistics, changelogs)
-    protected_dirs = {
-        os.path.join(store.path, d)
-        for d in ("schema", "tag", "consumer", "branch", "index", "statistics", "changelog")
-    }
+    # metadata, and files lakelog does not track (statistics, long-lived changelogs); index files
+    # are tracked through the snapshots' index manifests
+    kept_dirs = ("schema", "tag", "consumer", "branch", "statistics", "changelog")
+    protected_dirs = {os.path.join(store.path, d) for d in kept_dirs}
     removed = []
     for path in store.file_io.walk_files(store.path):
         d = os.path.dirname(path)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Table", "TableScan", "BatchWriter", "StreamWriter", "FilterLike"]
+__all__ = ["Table", "TableScan", "BatchWriter", "StreamWriter", "FilterLike", "check_merge_engine"]
 
 
 class BatchWriter:
@@ -67,7 +67,10 @@ class BatchWriter:
         try:
             msgs = self._write.prepare_commit()
             self.snapshot_id = self._commit.commit(
-                msgs, properties=self._write.commit_properties(), log_offsets=self._write.log_offsets()
+                msgs,
+                properties=self._write.commit_properties(),
+                log_offsets=self._write.log_offsets(),
+                guard=self._write.commit_guard(),
             )
         except BaseException:
             self._commit.discard_unpublished(msgs)
@@ -151,6 +154,7 @@ class StreamWriter:
                 self._identifier,
                 properties=self._write.commit_properties(),
                 log_offsets=self._write.log_offsets(),
+                guard=self._write.commit_guard(),
             )
         except CommitConflictError:
             if not msgs or any(m.new_files or m.changelog_files for m in msgs) or self._commit.published:
@@ -168,10 +172,13 @@ class StreamWriter:
             self._commit.discard_unpublished(msgs)
             self._write.abort()
             raise
-        if self._commit.compaction_discarded or self._commit.rebased or self._write.stale:
+        c = self._commit
+        if c.compaction_discarded or c.rebased or c.index_merged or self._write.stale:
             # another compaction won a race for the same files, or another writer's rows made this
-            # commit rebase its files: reload the trees from the table
+            # commit rebase its files or merge its hash index: reload the trees from the table
             self._reload()
+        else:
+            self._write.committed(c.published)
         if maybe_expire_partitions(self._table._store):
             # files of dropped partitions may sit in this writer's trees: reload them
             self._reload()
@@ -398,6 +405,45 @@ class Table:
             w.delete(keys)
         return w.snapshot_id
 
+    def overwrite(
+        self, data: Any, partition: Optional[dict[str, Any]] = None, *, commit_user: Optional[str] = None
+    ) -> Optional[int]:
+        """Replace partitions with ``data`` in one OVERWRITE snapshot (Paimon's ``INSERT
+        OVERWRITE``); return its id, or None when nothing was committed.
+
+        With ``dynamic-partition-overwrite`` (default true) on a partitioned table only the
+        partitions the rows fall into are replaced, and no rows change nothing. Otherwise every
+        partition matching the static ``partition`` spec (a dict of some partition fields; rows
+        lacking those columns take its values) is replaced, the whole table without one, and no
+        rows empty them. New partitions get the table's current bucket count, so an overwrite of a
+        partition written with another count rescales it."""
+        from lakelog.connector.table.overwrite import overwrite
+
+        return overwrite(self._store, data, partition, commit_user=commit_user)
+
+    def rescale(
+        self, partitions: Optional[Sequence[dict[str, Any]]] = None, buckets: Optional[int] = None
+    ) -> Optional[int]:
+        """Rewrite partitions of a fixed-bucket table with ``buckets`` buckets (default: the
+        table's ``bucket`` option, e.g. after ``alter(SetOption("bucket", "8"))``) in one
+        OVERWRITE snapshot; ``buckets`` leaves the table's option as it is, as Paimon's
+        ``sys.rescale`` does. ``partitions``: specs of the partitions to rewrite (default: every
+        partition whose count differs). Returns the snapshot id, None when there was nothing to do.
+        Readers keep reading; streaming readers see no change. See
+        :mod:`lakelog.connector.table.overwrite`."""
+        from lakelog.connector.table.overwrite import rescale
+
+        return rescale(self._store, partitions, buckets)
+
+    def bucket_counts(self, snapshot_id: Optional[int] = None) -> dict[tuple[Any, ...], int]:
+        """The bucket count each partition's files record (-1 in dynamic bucket modes), by
+        partition values."""
+        snap = self.resolve_snapshot(snapshot_id)
+        out: dict[tuple[Any, ...], int] = {}
+        for e in self._store.live_entries(snap):
+            out.setdefault(self._store.partition_values(e.partition), e.total_buckets)
+        return out
+
     # ---- snapshots and time travel ---------------------------------------------------------------
     def snapshots(self) -> list[Snapshot]:
         return self._store.snapshot_manager.snapshots()
@@ -551,6 +597,10 @@ class Table:
     # ---- schema evolution --------------------------------------------------------------------------------
     def alter(self, *changes: Any) -> Table:
         """Apply schema changes (see :mod:`lakelog.connector.format.schema`) atomically."""
+        from lakelog.connector.format.schema_changes import apply_changes
+
+        latest = self._store.schema_manager.latest() or self._store.schema
+        check_merge_engine(self._store.with_schema(apply_changes(latest, list(changes))))
         new = self._store.schema_manager.commit_changes(*changes)
         self._store.schema = new
         return self
@@ -565,3 +615,13 @@ def _to_millis(ts: Any) -> int:
             ts = ts.astimezone()
         return int(ts.timestamp() * 1000)
     return int(ts)
+
+
+def check_merge_engine(store: TableStore) -> None:
+    """Build the table's merge engine once, so that options it cannot follow (an aggregate
+    function that does not fit its column's type) fail when the table is created or altered,
+    naming the option, not when rows are first written."""
+    if store.schema.primary_keys:
+        from lakelog.connector.lsm.merge.engine import merge_function_for
+
+        merge_function_for(store)

@@ -2,9 +2,11 @@
 tree for primary-key tables) per touched bucket. Produces plain, picklable commit messages for a
 committer.
 
-Everything on the row path is vectorised: one stable sort of the buffer's (partition, bucket)
-columns groups the rows, and each bucket writer sorts and merges its own rows in Arrow. Python
-loops run over (partition, bucket) groups only.
+Everything on the row path is vectorised: one stable sort of the buffer's partition columns groups
+the rows, each partition's rows get their buckets at once (a hash modulo the partition's own bucket
+count; an assigner of the hash index in dynamic bucket mode; the key index for cross-partition
+updates, see ``routing``, ``dynamic_bucket``, ``cross_partition``), and each bucket writer sorts and
+merges its own rows in Arrow. Python loops run over partitions and buckets only.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
@@ -21,25 +23,40 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.connector.errors import InvalidInputError, OptionError
-from lakelog.connector.format.binary_row import serialize_row
-from lakelog.connector.format.bucket import compute_buckets
+from lakelog.connector.errors import (
+    CommitConflictError,
+    InvalidInputError,
+    OptionError,
+    SnapshotNotFoundError,
+)
+from lakelog.connector.format.bucket import bucket_key_hashes, buckets_from_hashes
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.defaults import default_values
+from lakelog.connector.format.index_file import HASH_INDEX, IndexManifestEntry
 from lakelog.connector.format.key_value import VALUE_KIND, RowKind
 from lakelog.connector.format.manifest import DataFileMeta
+from lakelog.connector.format.manifest_files import _Namer
 from lakelog.connector.format.options import ChangelogProducer, MergeEngine
+from lakelog.connector.format.schema import BucketMode
+from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.log.eventual import EventualLogWriter
 from lakelog.connector.lsm.bucket_writer import ARRIVAL
-from lakelog.connector.lsm.kv import group_ends, sort_indices
 from lakelog.connector.lsm.merge.engine import merge_function_for
 from lakelog.connector.table.arrow_input import conform, to_arrow_table
+from lakelog.connector.table.routing import (
+    BucketGroup,
+    PartitionBucketCounts,
+    partition_groups,
+    split_by_bucket,
+)
+from lakelog.connector.table.routing import bucket_groups as bucket_groups
 
 __all__ = ["TableWrite", "bucket_groups"]
 
 FULL_COMPACTION_PROPERTY = "lakelog.full-compaction"
-_BUCKET = "__lakelog_bucket"
+_ASSIGNED = "__lakelog_assigned_bucket"
+PartitionFilter = Callable[[bytes], bool]
 
 
 class TableWrite:
@@ -49,29 +66,58 @@ class TableWrite:
     The buffer is bounded by ``write-buffer-size``: when full it is flushed into level-0 files or,
     with ``write-buffer-spillable``, sorted and spilled to local disk and merged into one level-0
     run at the next :meth:`prepare_commit`.
+
+    A writer keeps the table's schema and options as they were when it started: an ``ALTER TABLE``
+    while it runs does not change how it writes (Paimon's running writers behave the same). Each
+    partition is written with the bucket count its files record, new partitions with the writer's.
+
+    ``overwrite=True`` makes an overwrite's writer: previous files are ignored (sequence numbers
+    start again, dynamic-bucket indexes start empty), every partition is written with ``buckets``
+    (default: the table's count), and ``overwrite_scope`` names the partitions the overwrite
+    replaces (a cross-partition table must not move keys out of the others). ``merged_rows``: the
+    rows are a table's merged rows, one per key (a rescale), stored as they are rather than merged
+    again (an aggregation's ``count`` would count them anew).
     """
 
-    def __init__(self, store: TableStore, *, write_only: Optional[bool] = None) -> None:
+    def __init__(
+        self,
+        store: TableStore,
+        *,
+        write_only: Optional[bool] = None,
+        overwrite: bool = False,
+        overwrite_scope: Optional[PartitionFilter] = None,
+        buckets: Optional[int] = None,
+        merged_rows: bool = False,
+    ) -> None:
+        store = store.with_schema(store.schema)  # the writer's own view: an ALTER does not reach it
         self.store = store
         self.schema = store.schema
         opts = store.options
-        self.num_buckets = opts.bucket
+        self.mode = self.schema.bucket_mode
+        self.overwrite = overwrite
+        self.num_buckets = opts.bucket if buckets is None else int(buckets)
+        if buckets is not None:
+            if not overwrite:
+                raise OptionError("TableWrite(buckets=...) rewrites partitions: it needs overwrite=True")
+            if self.num_buckets < 1 or self.mode != BucketMode.HASH_FIXED:
+                raise OptionError(
+                    f"cannot write {store.path} with {buckets} buckets: only fixed-bucket tables "
+                    "(bucket > 0) are rescaled, to a count greater than 0"
+                )
         self.pk = list(self.schema.primary_keys)
-        if self.pk and self.num_buckets < 1:
-            raise OptionError(
-                f"table {store.path} is a primary-key table with bucket = {self.num_buckets} (dynamic or "
-                "postponed bucket mode), which lakelog cannot write: it keeps no hash index. "
-                "Use a fixed 'bucket'."
-            )
         self.keys = store.key_names
         self.partition_keys = list(self.schema.partition_keys)
-        self.bucket_keys = list(self.schema.bucket_keys) if self.num_buckets > 0 else []
+        self.bucket_keys = list(self.schema.bucket_keys) if self.mode != BucketMode.BUCKET_UNAWARE else []
         self.arrow_schema = self.schema.arrow_schema()
         self._field_types = {f.name: f.type for f in self.schema.fields}
         self._defaults = default_values(self.schema.fields, self.schema.options)
-        self.write_only = opts.write_only if write_only is None else write_only
+        self.write_only = (opts.write_only if write_only is None else write_only) or overwrite
         self.spillable = bool(opts.write_buffer_spillable)
         self.merge = merge_function_for(store) if self.pk else None
+        if merged_rows and self.pk:  # rows already merged (a rescale): stored as they are
+            from lakelog.connector.lsm.kv import DEDUPLICATE
+
+            self.merge = DEDUPLICATE
         self._rowkind_field = opts.get(opts.ROWKIND_FIELD) if self.pk else None
         self._buffer: list[pa.Table] = []
         self._buffered_bytes = 0
@@ -86,6 +132,20 @@ class TableWrite:
         self.full_compacted = False  # a full-compaction.delta-commits compaction ran in this commit
         self.stale = False  # a compaction found its inputs gone (see KeyValueBucketWriter): reload
         self.eventual_log: Optional[EventualLogWriter] = None  # set by writers of eventual logs
+        self._assigned: Optional[bool] = None  # rows come with buckets (write_bucketed) or not
+        self.counts = PartitionBucketCounts(store, self.num_buckets)
+        self.overwrite_scope = overwrite_scope
+        # the snapshot the restored state reflects (dynamic modes refresh it when others commit)
+        self.view_snapshot_id: Optional[int] = None
+        self.assigner: Any = None
+        self.key_index: Any = None
+        self._hash_indexes: dict[tuple[bytes, int], Any] = {}
+        self._index_entries: dict[tuple[bytes, int], IndexManifestEntry] = {}
+        self._index_namer = _Namer("index")
+        if self.mode == BucketMode.HASH_DYNAMIC:
+            from lakelog.connector.table.dynamic_bucket import DynamicBucketAssigner
+
+            self.assigner = DynamicBucketAssigner(store)
 
     # ---- input --------------------------------------------------------------------------------
     def write(self, data: Any) -> None:
@@ -106,6 +166,27 @@ class TableWrite:
             to_arrow_table(data), self.arrow_schema, required=self.pk, allow_missing=True,
             types=self._field_types, defaults=self._defaults,
         )
+        k = np.asarray(kinds, dtype=np.int8)
+        if len(k) != table.num_rows or ((k < 0) | (k > 3)).any():
+            raise InvalidInputError("kinds must hold one row kind (0..3) per row")
+        self._append(table, k)
+
+    def write_bucketed(self, data: Any, buckets: Sequence[int] | np.ndarray, kinds: Any = None) -> None:
+        """Write rows whose buckets were decided upstream (a Flink assigner stage, Paimon's
+        ``write(row, bucket)``): one bucket per row, in each row's own partition. ``kinds`` as in
+        :meth:`write_changes` (default +I). A writer takes either such rows or rows it routes itself."""
+        if self._assigned is False:
+            raise InvalidInputError("this writer routes its rows itself; use another for write_bucketed()")
+        self._assigned = True
+        table = to_arrow_table(data)
+        table = conform(table, self.arrow_schema, required=self.pk, allow_missing=kinds is not None)
+        b = np.asarray(buckets, dtype=np.int32)
+        if len(b) != table.num_rows or (b < 0).any():
+            raise InvalidInputError("buckets must hold one bucket (>= 0) per row")
+        table = table.append_column(_ASSIGNED, pa.array(b, pa.int32()))
+        if kinds is None:
+            self._append(table, RowKind.INSERT)
+            return
         k = np.asarray(kinds, dtype=np.int8)
         if len(k) != table.num_rows or ((k < 0) | (k > 3)).any():
             raise InvalidInputError("kinds must hold one row kind (0..3) per row")
@@ -144,6 +225,10 @@ class TableWrite:
         return table
 
     def _append(self, table: pa.Table, kind: int | np.ndarray) -> None:
+        if _ASSIGNED not in table.column_names:
+            if self._assigned:
+                raise InvalidInputError("this writer takes rows with buckets (write_bucketed) only")
+            self._assigned = False
         if self.pk and not isinstance(kind, int) or kind in (RowKind.UPDATE_BEFORE, RowKind.DELETE):
             table, kind = self._drop_ignored_kinds(table, kind)
         if table.num_rows == 0:
@@ -174,10 +259,20 @@ class TableWrite:
         return self._row_buckets(table)
 
     def _row_buckets(self, table: pa.Table) -> np.ndarray:
-        if self.num_buckets > 0:
-            types = self.store.field_types(self.bucket_keys)
-            return compute_buckets(table, self.bucket_keys, types, self.num_buckets)
-        return np.zeros(table.num_rows, dtype=np.int32)
+        """Each row's bucket as :meth:`flush` will route it: rows placed upstream keep theirs, and a
+        fixed-bucket table hashes each partition's rows with that partition's count (the count its
+        files record, which an ``ALTER`` of ``bucket`` does not change)."""
+        if _ASSIGNED in table.column_names:
+            return table.column(_ASSIGNED).to_numpy().astype(np.int32, copy=False)
+        if self.mode != BucketMode.HASH_FIXED:
+            return np.zeros(table.num_rows, dtype=np.int32)
+        parts = partition_groups(self.store, table)
+        self._restore({g.partition for g in parts} - self._restored)
+        hashes = bucket_key_hashes(table, self.bucket_keys, self.store.field_types(self.bucket_keys))
+        out = np.empty(table.num_rows, dtype=np.int32)
+        for g in parts:
+            out[g.rows] = buckets_from_hashes(hashes[g.rows], self.total_buckets(g.partition))
+        return out
 
     def log_offsets(self) -> Optional[dict[int, int]]:
         """An eventual log's offset after this writer's records per partition (None without one)."""
@@ -208,13 +303,79 @@ class TableWrite:
         table = pa.concat_tables(self._buffer, promote_options="default")
         self._buffer = []
         self._buffered_bytes = 0
+        self._refresh()
+        if self.schema.cross_partition_update and not self._assigned:
+            table = self._resolve_cross_partition(table)
+        groups = self._route(table)
         # each bucket writer then takes and sorts its own rows by key, the buckets in parallel
-        groups = [
-            (partition, bucket, rows) for _, partition, bucket, rows in bucket_groups(self.store, table)
-        ]
-        self._restore({p for p, _, _ in groups} - self._restored)
-        work = [(self._bucket(partition, bucket), rows) for partition, bucket, rows in groups]
+        if _ASSIGNED in table.column_names:
+            table = table.drop_columns([_ASSIGNED])
+        if self.schema.cross_partition_update:
+            from lakelog.connector.table.cross_partition import BUCKET_COLUMN
+
+            if BUCKET_COLUMN in table.column_names:
+                table = table.drop_columns([BUCKET_COLUMN])
+        work = [(self._bucket(partition, bucket), rows) for _, partition, bucket, rows in groups]
         _in_parallel(lambda wr: wr[0].add(table.take(pa.array(wr[1])), spill=spill), work)
+
+    def _route(self, table: pa.Table) -> list[BucketGroup]:
+        """The (partition values, partition, bucket, rows) groups of a buffer (see the class)."""
+        parts = partition_groups(self.store, table)
+        self._restore({g.partition for g in parts} - self._restored)
+        assigned = None
+        if _ASSIGNED in table.column_names:
+            assigned = table.column(_ASSIGNED).to_numpy()
+        elif self.schema.cross_partition_update:
+            from lakelog.connector.table.cross_partition import BUCKET_COLUMN
+
+            assigned = table.column(BUCKET_COLUMN).to_numpy()
+        hashes = None
+        if self.mode == BucketMode.HASH_DYNAMIC or (self.mode == BucketMode.HASH_FIXED and assigned is None):
+            hashes = bucket_key_hashes(table, self.bucket_keys, self.store.field_types(self.bucket_keys))
+        out: list[BucketGroup] = []
+        for g in parts:
+            new: Optional[np.ndarray] = None  # dynamic buckets: rows whose key the index lacked
+            if assigned is not None:
+                buckets = assigned[g.rows]
+                self._check_assigned(g.partition, buckets)
+            elif self.mode == BucketMode.HASH_FIXED:
+                assert hashes is not None
+                buckets = buckets_from_hashes(hashes[g.rows], self.total_buckets(g.partition))
+            elif self.mode == BucketMode.HASH_DYNAMIC:
+                assert hashes is not None
+                buckets, new = self.assigner.assign_new(g.partition, hashes[g.rows])
+            else:
+                buckets = np.zeros(len(g.rows), dtype=np.int32)
+            for bucket, rows in split_by_bucket(g.rows, buckets):
+                out.append((g.values, g.partition, bucket, rows))
+            if self.mode == BucketMode.HASH_DYNAMIC:
+                assert hashes is not None
+                # a key the assigner knew is in its bucket's hash set already (both were loaded
+                # from one snapshot): only new keys grow the sets; rows placed upstream all count
+                rows = g.rows if new is None else g.rows[new]
+                for bucket, of_bucket in split_by_bucket(rows, buckets if new is None else buckets[new]):
+                    self._hash_index(g.partition, bucket).add(hashes[of_bucket])
+        return out
+
+    def _check_assigned(self, partition: bytes, buckets: np.ndarray) -> None:
+        if self.mode != BucketMode.HASH_FIXED or not len(buckets):
+            return
+        n = self.total_buckets(partition)
+        if int(buckets.max()) >= n:
+            from lakelog.connector.table.commit import partition_label
+
+            raise InvalidInputError(
+                f"Try to write {partition_label(self.store, partition)} of {self.store.path} into bucket "
+                f"{int(buckets.max())}, but the partition has {n} buckets"
+            )
+
+    def total_buckets(self, partition: bytes) -> int:
+        """The bucket count a partition is written with (-1 in dynamic bucket modes)."""
+        if self.mode != BucketMode.HASH_FIXED:
+            return -1
+        if self.overwrite:
+            return self.num_buckets
+        return self.counts.count(partition)
 
     def _bucket(self, partition: bytes, bucket: int) -> Any:
         from lakelog.connector.lsm.bucket_writer import AppendBucketWriter, KeyValueBucketWriter
@@ -227,22 +388,147 @@ class TableWrite:
             self._buckets[slot] = w
         return w
 
+    def _hash_index(self, partition: bytes, bucket: int) -> Any:
+        from lakelog.connector.table.dynamic_bucket import BucketHashIndex
+
+        slot = (partition, bucket)
+        index = self._hash_indexes.get(slot)
+        if index is None:
+            index = BucketHashIndex.load(self.store, self._index_entries.get(slot))
+            self._hash_indexes[slot] = index
+        return index
+
     def _restore(self, partitions: set[bytes]) -> None:
-        """Load each touched bucket's committed files (its LSM tree and sequence numbers)."""
+        """Load each touched partition's committed state, all from one snapshot: its buckets' files
+        (LSM trees and sequence numbers), bucket count, and dynamic-bucket index. An overwrite's
+        writer starts every partition empty."""
         if not partitions:
+            return
+        if self.overwrite:
+            if self.assigner is not None:
+                for p in partitions:
+                    self.assigner.load_empty(p)
+            self._restored |= partitions
             return
         from lakelog.connector.lsm.bucket_writer import AppendBucketWriter, KeyValueBucketWriter
 
-        _, live = self.store.on_latest(self.store.live_entries)  # retried when expired under us
+        dynamic = self.mode == BucketMode.HASH_DYNAMIC
+
+        def read(snap: Optional[Snapshot]) -> tuple[list[Any], list[IndexManifestEntry]]:
+            return self.store.live_entries(snap), (self.store.index_entries(snap) if dynamic else [])
+
+        latest, (live, index) = self.store.on_latest(read)  # retried when expired under us
+        if self.view_snapshot_id is None:
+            self.view_snapshot_id = latest.id if latest is not None else 0
         files: dict[tuple[bytes, int], list[DataFileMeta]] = {}
         for e in live:
             if e.partition in partitions:
                 files.setdefault((e.partition, e.bucket), []).append(e.file)
+        if self.mode == BucketMode.HASH_FIXED:
+            self.counts.learn([p for p in partitions if not self.counts.known(p)], live)
+        if dynamic:
+            for e in index:
+                if e.partition in partitions and e.index_file.index_type == HASH_INDEX:
+                    self._index_entries[(e.partition, e.bucket)] = e
+            for p in partitions:
+                if not self.assigner.loaded(p):
+                    self.assigner.load(p, index)
         cls = KeyValueBucketWriter if self.pk else AppendBucketWriter
         for (p, b), fs in files.items():
             if (p, b) not in self._buckets:
                 self._buckets[(p, b)] = cls(self, p, b, fs)
         self._restored |= partitions
+
+    # ---- dynamic modes: refreshing the view, cross-partition keys --------------------------------
+    def _pending(self) -> bool:
+        """Whether rows were flushed that no commit message has carried yet (compactions in flight
+        do not count: dropping them loses nothing)."""
+        for w in self._buckets.values():
+            if w.new_files or getattr(w, "spills", None) or getattr(w, "changelog", None):
+                return True
+        return any(i.changed for i in self._hash_indexes.values())
+
+    def _refresh(self) -> None:
+        """Dynamic bucket modes: when another writer committed since this writer loaded its
+        indexes, and it holds nothing uncommitted, load them again (before routing rows by them)."""
+        if self.overwrite or not (self.mode == BucketMode.HASH_DYNAMIC or self.schema.cross_partition_update):
+            return
+        if self.view_snapshot_id is None:
+            return
+        if (self.store.snapshot_manager.latest_id() or 0) == self.view_snapshot_id or self._pending():
+            return
+        self.reload()
+
+    def reload(self) -> None:
+        """Forget every restored partition (they load again from the latest snapshot when written)."""
+        for w in self._buckets.values():
+            if self.pk:
+                w.close()
+        self._buckets.clear()
+        self._restored.clear()
+        self._hash_indexes.clear()
+        self._index_entries.clear()
+        self.counts = PartitionBucketCounts(self.store, self.num_buckets)
+        if self.assigner is not None:
+            from lakelog.connector.table.dynamic_bucket import DynamicBucketAssigner
+
+            self.assigner = DynamicBucketAssigner(self.store)
+        self.key_index = None
+        self.view_snapshot_id = None
+
+    def committed(self, snapshot_ids: Sequence[int]) -> None:
+        """Tell the writer which snapshots its last messages made: when they directly follow its
+        view, the view moves on to them (no other writer committed in between)."""
+        if not snapshot_ids or self.view_snapshot_id is None:
+            return
+        ids = sorted(snapshot_ids)
+        if ids == list(range(self.view_snapshot_id + 1, ids[-1] + 1)):
+            self.view_snapshot_id = ids[-1]
+
+    def commit_guard(self) -> Optional[Callable[[Optional[Snapshot]], None]]:
+        """For cross-partition tables: a commit guard refusing to commit when another writer
+        committed rows since this writer loaded its key index (a key could then live in two
+        partitions). None for other tables (their conflicts are checked by the committer)."""
+        if not self.schema.cross_partition_update or self.overwrite:
+            return None
+
+        def guard(latest: Optional[Snapshot]) -> None:
+            view = self.view_snapshot_id
+            if view is None or latest is None or latest.id <= view:
+                return
+            sm = self.store.snapshot_manager
+            for sid in range(view + 1, latest.id + 1):
+                try:
+                    kind = sm.snapshot(sid).commit_kind
+                except SnapshotNotFoundError:
+                    kind = "expired"
+                if kind != "COMPACT":
+                    raise CommitConflictError(
+                        f"cross-partition table {self.store.path} got {kind} snapshot {sid} from another "
+                        f"writer after this writer loaded its key index (snapshot {view}); a key could now "
+                        "live in two partitions. Cross-partition upsert takes one writer at a time: write "
+                        "the rows again"
+                    )
+
+        return guard
+
+    def _resolve_cross_partition(self, table: pa.Table) -> pa.Table:
+        from lakelog.connector.table.cross_partition import KeyIndex, locked_by
+
+        if self.key_index is None:
+            index = KeyIndex(self.store, default_buckets=self.num_buckets)
+            if self.overwrite:
+                scope = self.overwrite_scope
+                snap = self.store.snapshot_manager.latest()
+                index.bootstrap(snap, skip=scope if scope is not None else (lambda p: True))
+            else:
+                latest, _ = self.store.on_latest(lambda snap: index.bootstrap(snap))
+                if self.view_snapshot_id is None:
+                    self.view_snapshot_id = latest.id if latest is not None else 0
+            self.key_index = index
+        locked = locked_by(self.overwrite_scope) if self.overwrite else None
+        engine = self.store.options.merge_engine
+        return self.key_index.resolve(table, engine, locked=locked)
 
     def delta_commits_before(self) -> int:
         """APPEND snapshots since the last one marked as ending a full compaction (for
@@ -283,7 +569,37 @@ class TableWrite:
             msgs = _in_parallel(lambda w: w.prepare_commit(wait_compaction=wait_compaction), writers)
         else:
             msgs = [w.prepare_commit() for w in writers]
+        if self.mode == BucketMode.HASH_DYNAMIC:
+            _in_parallel(self._index_of, msgs)  # HASH files are written (and synced) side by side
+        if self.overwrite and self.pk:
+            msgs = [self._as_top_level(m) for m in msgs]
         return [m for m in msgs if not m.is_empty()]
+
+    def _index_of(self, m: CommitMessage) -> None:
+        """Dynamic buckets: a message's new HASH file (when its bucket got new keys) and its base."""
+        index = self._hash_indexes.get((m.partition, m.bucket))
+        if index is not None:
+            m.index_base, m.index_files = index.prepare_commit(
+                self.store, m.partition, m.bucket, self._index_namer
+            )
+        else:  # only known keys: the bucket's file is still the one restored
+            restored = self._index_entries.get((m.partition, m.bucket))
+            m.index_base = restored.index_file.file_name if restored is not None else None
+
+    def _as_top_level(self, m: CommitMessage) -> CommitMessage:
+        """An overwrite's bucket written as one sorted run (non-overlapping files) goes straight to
+        the top level, where a full compaction would have put it (no rewrite: metadata only)."""
+        from lakelog.connector.lsm.compaction import max_level
+        from lakelog.connector.lsm.split_read import key_decoder, sections
+
+        files = m.new_files
+        if not files or any(f.level != 0 for f in files):
+            return m
+        if any(len(s) > 1 for s in sections(files, key_decoder(self.store.key_types))):
+            return m
+        top = max_level(self.store)
+        m.new_files = [f.upgrade(top) for f in files]
+        return m
 
     def compacting(self) -> bool:
         """Whether a background compaction of some bucket is still running (its result joins a
@@ -309,6 +625,7 @@ class TableWrite:
         self._buffer = []
         for w in self._buckets.values():
             w.abort()
+        self._hash_indexes.clear()
         self.close()
 
     def close(self) -> None:
@@ -375,43 +692,3 @@ def _row_kinds_from_field(table: pa.Table, name: str) -> np.ndarray:
             f"the 'rowkind.field' column {name!r} holds {bad}; allowed: {list(RowKind.SHORT)}"
         )
     return np.asarray(codes.to_numpy(zero_copy_only=False), dtype=np.int8)
-
-
-BucketGroup = tuple[tuple[Any, ...], bytes, int, np.ndarray]
-
-
-def bucket_groups(store: TableStore, table: pa.Table) -> list[BucketGroup]:
-    """The rows of ``table`` (in the table's columns) grouped by (partition, bucket): one
-    ``(partition values, serialized partition, bucket, row indices)`` per group, the indices in
-    arrival order (a stable sort of the small group columns only)."""
-    opts = store.options
-    partition_keys = list(store.schema.partition_keys)
-    if opts.bucket > 0:
-        bucket_keys = list(store.schema.bucket_keys)
-        buckets = compute_buckets(table, bucket_keys, store.field_types(bucket_keys), opts.bucket)
-    else:
-        buckets = np.zeros(table.num_rows, dtype=np.int32)
-    groups = table.select(partition_keys).append_column(_BUCKET, pa.array(buckets, pa.int32()))
-    if groups.num_rows == 0:
-        return []
-    group_cols = partition_keys + [_BUCKET]
-    order = sort_indices(groups, group_cols)
-    return [
-        (values, serialize_row(list(values), store.partition_types), bucket, order[start:stop])
-        for values, bucket, start, stop in _group_bounds(groups.take(pa.array(order)), partition_keys)
-    ]
-
-
-def _group_bounds(
-    groups: pa.Table, partition_keys: Sequence[str]
-) -> Iterator[tuple[tuple[Any, ...], int, int, int]]:
-    """(partition values, bucket, start, stop) of each run of equal (partition..., bucket) in
-    ``groups``, a table of those columns sorted by them."""
-    ends = np.flatnonzero(group_ends(groups, list(partition_keys) + [_BUCKET]))
-    buckets = groups.column(_BUCKET)
-    start = 0
-    for end in ends:
-        stop = int(end) + 1
-        values = tuple(groups.column(k)[start].as_py() for k in partition_keys)
-        yield values, int(buckets[start].as_py()), start, stop
-        start = stop

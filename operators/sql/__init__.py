@@ -1,9 +1,12 @@
 """Flink SQL over lakelog tables.
 
 - :mod:`.lexer`: the one SQL tokenizer, statement splitting and option lists (no pyflink);
-- :mod:`.rewrite`: table references and lookup joins rewritten at token offsets (no pyflink);
+- :mod:`.statements`: each statement's kind and target (no pyflink);
+- :mod:`.rewrite`: table references, time travel and lookup joins rewritten at token offsets
+  (no pyflink);
 - :mod:`.runner`: :class:`LakelogSql`, the ``StreamTableEnvironment`` wrapper that runs statements
-  (imports pyflink; loaded on first use of the name here).
+  (imports pyflink; loaded on first use of the name here), with :mod:`.mirror` (lakelog catalogs),
+  :mod:`.ddl`, :mod:`.reads`, :mod:`.dml`, :mod:`.overwrite` and :mod:`.procedures`.
 
 Scripts run through :mod:`lakelog.jobs.sql` (``lakelog sql -f``).
 """

@@ -26,6 +26,9 @@ __all__ = [
     "string_pairs",
     "with_options",
     "hint_options",
+    "strip_comments",
+    "read_name",
+    "matching_paren",
 ]
 
 
@@ -86,6 +89,37 @@ def split_statements(text: str) -> list[str]:
             start = tok.end
     out.append(text[start:])
     return [s.strip() for s in out if significant(s)]
+
+
+def strip_comments(stmt: str) -> str:
+    """``stmt`` without its comments (each replaced by one space; hints stay), trimmed."""
+    return "".join(" " if t.kind == "comment" else t.text for t in tokenize(stmt)).strip()
+
+
+def read_name(toks: list[Token], i: int) -> tuple[list[str], int]:
+    """The dotted name starting at significant token ``i`` (``cat.db.t``, backticks allowed):
+    (its parts, the index after it); ([], i) when no name starts there."""
+    if i >= len(toks) or not toks[i].is_name:
+        return [], i
+    parts = [toks[i].name]
+    j = i + 1
+    while j + 1 < len(toks) and toks[j].text == "." and toks[j + 1].is_name:
+        parts.append(toks[j + 1].name)
+        j += 2
+    return parts, j
+
+
+def matching_paren(toks: list[Token], i: int) -> int:
+    """The index of the ``)`` closing the ``(`` at significant token ``i`` (len(toks) if none)."""
+    depth = 0
+    for j in range(i, len(toks)):
+        if toks[j].text == "(":
+            depth += 1
+        elif toks[j].text == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+    return len(toks)
 
 
 def leading_words(stmt: str, n: int = 4) -> list[str]:

@@ -19,7 +19,7 @@ from typing import Optional
 from lakelog.connector.errors import OptionError
 from lakelog.operators.sql.lexer import Token, significant, tokenize
 
-__all__ = ["rewrite_table_refs", "rewrite_lookup_joins"]
+__all__ = ["rewrite_table_refs", "rewrite_lookup_joins", "is_constant_time"]
 
 # keywords that end the table list of a FROM clause (or begin another clause)
 _CLAUSE_END = {"WHERE", "GROUP", "ORDER", "LIMIT", "HAVING", "ON", "UNION", "SELECT", "WINDOW", "EXCEPT",
@@ -32,21 +32,78 @@ _ON_END = {"JOIN", "LEFT", "RIGHT", "FULL", "INNER", "CROSS", "WHERE", "GROUP", 
            "HAVING", "UNION", "WINDOW", "EXCEPT", "INTERSECT", "QUALIFY", "NATURAL"}  # fmt: skip
 
 _SKIPPED = ("ws", "comment")
+# words a constant time expression (FOR SYSTEM_TIME AS OF <expr>, time travel) may hold
+_TIME_WORDS = {"TIMESTAMP", "TIMESTAMP_LTZ", "INTERVAL", "YEAR", "MONTH", "DAY", "HOUR", "MINUTE",
+               "SECOND", "TO", "CAST", "TO_TIMESTAMP", "TO_TIMESTAMP_LTZ", "CURRENT_TIMESTAMP", "NOW",
+               "LOCALTIMESTAMP", "WITH", "LOCAL", "TIME", "ZONE"}  # fmt: skip
 
 
-def rewrite_table_refs(sql: str, view_for: Callable[[list[str], Optional[str]], Optional[str]]) -> str:
+def is_constant_time(toks: list[Token]) -> bool:
+    """Whether a ``FOR SYSTEM_TIME AS OF`` expression is a constant (time travel), not a column
+    of the probe side (a lookup join): literals, time keywords and functions only."""
+    return bool(toks) and all(
+        t.kind in ("str", "num") or t.word in _TIME_WORDS or (t.kind == "sym" and t.text in "()+-*,")
+        for t in toks
+    )
+
+
+def _time_travel(toks: list[Token], k: int) -> tuple[Optional[str], int]:
+    """At token ``k`` (after a table name and hint): ``FOR SYSTEM_TIME AS OF <constant>`` ->
+    (the expression's text, the index after it); (None, k) otherwise."""
+    j = _next(toks, k)
+    words = []
+    m = j
+    for _ in range(4):
+        if m >= len(toks):
+            return None, k
+        words.append(toks[m].word)
+        m = _next(toks, m + 1)
+    if words != ["FOR", "SYSTEM_TIME", "AS", "OF"]:
+        return None, k
+    start = m
+    depth = 0
+    end = m
+    last = m - 1  # the last token of the expression
+    while end < len(toks):
+        t = toks[end]
+        if t.kind in _SKIPPED:
+            end += 1
+            continue
+        if t.text == "(":
+            depth += 1
+        elif t.text == ")":
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and not (
+            t.kind in ("str", "num") or t.word in _TIME_WORDS or (t.kind == "sym" and t.text in "+-*")
+        ):
+            break
+        last = end
+        end += 1
+    expr = [t for t in toks[start : last + 1] if t.kind not in _SKIPPED]
+    if not is_constant_time(expr):
+        return None, k
+    return "".join(t.text for t in toks[start : last + 1]).strip(), last
+
+
+def rewrite_table_refs(
+    sql: str, view_for: Callable[[list[str], Optional[str], Optional[str]], Optional[str]]
+) -> str:
     """``sql`` with the tables of its ``FROM`` and ``JOIN`` clauses replaced by views.
 
-    ``view_for(name parts, hint)`` gets each table name (``['cat', 'db', 't']``, ``['t']``, ...) and
-    the ``/*+ ... */`` hint after it (or None), and returns the (quoted, qualified) view to read
-    instead, or None to leave the table as it is. The hint goes with the table; a table without
-    an alias keeps its name as the alias, so column references stay valid."""
+    ``view_for(name parts, hint, time)`` gets each table name (``['cat', 'db', 't']``, ``['t']``,
+    ...), the ``/*+ ... */`` hint after it (or None) and the constant of a ``FOR SYSTEM_TIME AS OF``
+    after that (time travel; or None), and returns the (quoted, qualified) view to read instead, or
+    None to leave the table as it is. Hint and time travel go with the table; a table without an
+    alias keeps its name as the alias, so column references stay valid."""
     toks = list(tokenize(sql))
     out: list[str] = []
     i = 0
     depth = 0
     clause: dict[int, str] = {}
     expect = False  # the next name is a table of a FROM list
+    table_arg = False  # ... or the table argument of a table function (which takes no alias)
     while i < len(toks):
         tok = toks[i]
         up = tok.word
@@ -63,7 +120,12 @@ def rewrite_table_refs(sql: str, view_for: Callable[[list[str], Optional[str]], 
             continue
         elif up in ("FROM", "JOIN"):
             clause[depth] = "FROM"
-            expect = True
+            expect, table_arg = True, False
+            out.append(tok.text)
+            i += 1
+            continue
+        elif up == "TABLE" and _prev_sym(toks, i) in ("(", ",") and _next_text(toks, i + 1) != "(":
+            expect = table_arg = True  # a table argument of a table function: TUMBLE(TABLE t, ...)
             out.append(tok.text)
             i += 1
             continue
@@ -78,26 +140,40 @@ def rewrite_table_refs(sql: str, view_for: Callable[[list[str], Optional[str]], 
                 j += 2
             k = _next(toks, j + 1)
             hint = toks[k].text if k < len(toks) and toks[k].kind == "hint" else None
-            view = view_for(parts, hint)
+            at, last = _time_travel(toks, k + 1 if hint else j + 1)
+            view = view_for(parts, hint, at)
             if view is not None:
-                end = k if hint else j
+                end = last if at is not None else (k if hint else j)
                 n = _next(toks, end + 1)
                 has_alias = n < len(toks) and (
                     toks[n].kind == "qid"
                     or (toks[n].kind == "id" and toks[n].word not in _NOT_ALIAS)
                     or toks[n].word == "AS"
                 )
-                alias = "" if has_alias else " AS `" + parts[-1].replace("`", "``") + "`"
+                alias = "" if has_alias or table_arg else " AS `" + parts[-1].replace("`", "``") + "`"
                 out.append(view + alias)
                 i = end + 1
-                expect = False
+                expect = table_arg = False
                 continue
-            expect = False
+            expect = table_arg = False
         elif tok.kind not in (*_SKIPPED, "hint"):
             expect = expect and tok.kind == "sym" and tok.text == "("
         out.append(tok.text)
         i += 1
     return "".join(out)
+
+
+def _prev_sym(toks: list[Token], i: int) -> str:
+    """The text of the last significant token before ``i`` ("" at the start)."""
+    j = i - 1
+    while j >= 0 and toks[j].kind in _SKIPPED:
+        j -= 1
+    return toks[j].text if j >= 0 else ""
+
+
+def _next_text(toks: list[Token], i: int) -> str:
+    j = _next(toks, i)
+    return toks[j].text if j < len(toks) else ""
 
 
 def _next(toks: list[Token], i: int) -> int:
@@ -174,9 +250,13 @@ def rewrite_lookup_joins(
             depth += toks[m].text == "("
             depth -= toks[m].text == ")"
             m += 1
+        tail = toks[k + 4 : m]
+        expr = tail[:-2] if len(tail) >= 2 and tail[-2].word == "AS" else tail[:-1] if len(tail) > 1 else tail
+        if is_constant_time(expr) or is_constant_time(tail):
+            i += 1  # time travel (a constant), not a lookup join: rewrite_table_refs reads it
+            continue
         if m >= len(toks):
             raise OptionError(f"lookup join on {'.'.join(parts)} needs an ON clause")
-        tail = toks[k + 4 : m]
         if len(tail) >= 2 and tail[-1].is_name and tail[-2].text != ".":
             alias = tail[-1].name
         else:

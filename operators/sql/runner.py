@@ -1,70 +1,68 @@
-"""The SQL wrapper: a ``StreamTableEnvironment`` that understands lakelog tables.
+"""The SQL wrapper: a ``StreamTableEnvironment`` whose statements on lakelog tables and catalogs do
+what Flink and Paimon document, durably, or fail before any job starts.
 
-Python cannot register a Flink ``DynamicTableFactory``, so :class:`LakelogSql` handles the statements
-that touch lakelog itself and passes everything else to Flink:
+Python cannot register a Flink ``DynamicTableFactory`` or ``Catalog``, so :class:`LakelogSql`
+classifies each statement (:mod:`.statements`) and handles those that touch lakelog itself:
 
-* ``CREATE TABLE t (...) WITH ('connector'='lakelog', 'path'='<wh>/<db>.db/<t>', <table options>)``
-  and any ``CREATE TABLE`` inside a lakelog catalog: Flink keeps the DDL; the wrapper validates it
-  (types, options, keys) and creates the physical table when it does not exist. Bad DDL is dropped
-  again and raises before any job runs.
-* ``CREATE CATALOG c WITH ('type'='lakelog', 'warehouse'='...')``: an in-memory Flink catalog that
-  mirrors the warehouse's databases and tables; ``USE CATALOG c`` and ``CREATE DATABASE`` work.
-* Queries (``SELECT``/``WITH``, and the source side of ``INSERT``): every lakelog table after
-  ``FROM``/``JOIN`` (with its ``/*+ OPTIONS(...) */`` hint, or ``t$snapshots``, ``t$files``,
-  ``t$options``, ``t$audit_log``) is replaced by a temporary view over
-  :func:`lakelog.operators.source.read_lakelog_table` (or over the system table's rows); lookup
-  joins (``FOR SYSTEM_TIME AS OF``) become ``LATERAL TABLE`` joins (:mod:`.rewrite`).
-* ``INSERT INTO <lakelog table> ...``: the query is cast to the table's columns and written with
-  :func:`lakelog.operators.sink.sink_table_to_lakelog`; the job runs at once. An ``INSERT INTO`` a
-  deduplicating primary-key table drops ``-U`` rows, as Paimon's Flink sink does.
-* ``SET 'execution.runtime-mode' = 'batch'|'streaming'`` (and any other ``SET``).
+* catalogs: ``CREATE CATALOG c WITH ('type'='lakelog', 'warehouse'=...)`` mirrors the warehouse
+  into a Flink in-memory catalog (:mod:`.mirror`), kept in step with the disk; databases and
+  tables are created, altered and dropped in the warehouse (:mod:`.ddl`), then in the mirror;
+* reads: each lakelog table a query names becomes a temporary view over a lakelog source for
+  that statement (:mod:`.reads`; system tables, time travel, dynamic options);
+* writes: ``INSERT``, ``DELETE``, ``UPDATE``, ``TRUNCATE`` (:mod:`.dml`, :mod:`.overwrite`);
+* ``CALL sys.<procedure>`` (:mod:`.procedures`), ``SET``/``RESET`` (Flink settings and Paimon's
+  dynamic table options), ``SHOW PARTITIONS``/``PROCEDURES``.
 
-The environment comes from :func:`lakelog.operators.flink_env.flink_environment`; scripts run
-through :mod:`lakelog.jobs.sql` (``lakelog sql -f``). This module imports pyflink.
+Everything else goes to Flink as it is; a statement of a kind lakelog does not handle that names
+a lakelog table is refused (:class:`~.errors.UnsupportedStatementError`) instead of acting on the
+mirror only. A runtime-mode switch builds a new environment and replays the session's Flink state
+(catalogs, temporary objects, ``USE``), never a lakelog change. The environment comes from
+:func:`lakelog.operators.flink_env.flink_environment`; scripts run through :mod:`lakelog.jobs.sql`.
+This module imports pyflink.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-import pyarrow as pa
 from pyflink.common import JobClient
 from pyflink.table import EnvironmentSettings, StreamTableEnvironment
 from pyflink.table.catalog import ObjectPath
 from pyflink.util.java_utils import get_field_value
 
-from lakelog.connector.errors import LakelogError, OptionError, SchemaError
+from lakelog.connector.errors import LakelogError, OptionError, TableAlreadyExistsError
 from lakelog.connector.format.fileio import local_path
 from lakelog.connector.format.options import validate_options
 from lakelog.connector.format.store import TableStore
-from lakelog.connector.format.types import parse_type_string, to_arrow_type, type_to_string, with_nullable
 from lakelog.connector.table.catalog import Catalog, parse_table_path
-from lakelog.connector.table.system_tables import SYSTEM_TABLES, system_table
 from lakelog.operators.flink_env import flink_environment, is_remote, load_settings, runtime_mode
-from lakelog.operators.flink_types import row_data_type
 from lakelog.operators.lookup import register_lookup_function
 from lakelog.operators.sink import sink_table_to_lakelog
-from lakelog.operators.source import read_lakelog_table
-from lakelog.operators.source_plan import table_rows
-from lakelog.operators.sql.lexer import (
-    hint_options,
-    leading_words,
-    name_parts,
-    significant,
-    split_statements,
-    string_pairs,
-    unquote,
-    with_options,
-)
+from lakelog.operators.sql import ddl, dml, reads
+from lakelog.operators.sql.errors import SqlError, UnsupportedStatementError, flink_error, message_of
+from lakelog.operators.sql.lexer import hint_options, significant, split_statements, with_options
+from lakelog.operators.sql.mirror import Mirror
+from lakelog.operators.sql.procedures import CallContext, call_procedure, parse_call, procedure_names
+from lakelog.operators.sql.results import SqlResult
 from lakelog.operators.sql.rewrite import rewrite_lookup_joins, rewrite_table_refs
+from lakelog.operators.sql.session import CATALOG_TYPES, CatalogSpec, DynamicOptions
+from lakelog.operators.sql.statements import Statement, classify
+from lakelog.operators.sql.table_ddl import quote_ident
 from lakelog.operators.table_ref import TableLike, table_path
 
 __all__ = ["LakelogSql"]
 
-_LAKELOG_KEYS = ("connector", "path")
+# settings a live TableEnvironment takes; any other key needs a new environment (taken lazily)
+_LIVE_PREFIXES = ("table.", "sql-client.")
+# statements whose effect lives in the Flink session only: replayed after a runtime-mode switch
+_SESSION_KINDS = {
+    "CREATE CATALOG", "DROP CATALOG", "USE CATALOG", "USE", "USE MODULES", "CREATE DATABASE",
+    "DROP DATABASE", "ALTER DATABASE", "CREATE TABLE", "DROP TABLE", "ALTER TABLE", "CREATE VIEW",
+    "DROP VIEW", "ALTER VIEW", "CREATE FUNCTION", "DROP FUNCTION", "ALTER FUNCTION", "LOAD MODULE",
+    "UNLOAD MODULE", "ADD JAR", "REMOVE JAR", "CREATE MODEL", "DROP MODEL", "ALTER MODEL",
+}  # fmt: skip
 
 
 class LakelogSql:
@@ -83,30 +81,51 @@ class LakelogSql:
         remote`` submits to a cluster). ``mode`` defaults to its ``execution.runtime-mode``, else
         streaming; checkpoints default to its ``execution.checkpointing.interval``, else every 2 s."""
         self._config = dict(load_settings() if config is None else config)
-        default_mode = self._config.pop("execution.runtime-mode", "streaming")
+        self._default_mode = runtime_mode({}, self._config.pop("execution.runtime-mode", None))
         if parallelism:  # the table config must not bring the configuration's default back
             self._config["parallelism.default"] = str(parallelism)
+        self._initial = dict(self._config)
         self._parallelism = parallelism
         self._checkpoint_ms = checkpoint_interval_ms
-        self.catalogs: dict[str, str] = {}  # lakelog catalog name -> warehouse
-        self._ddl_log: list[str] = []
+        self.mirror = Mirror()
+        self.dynamic = DynamicOptions()
+        self._session_log: list[str] = []
         self._replaying = False
-        self._views = 0
+        self._env_stale = False
+        self._lake_views: dict[tuple[str, str, str], str] = {}  # temporary views reading lakelog -> query
+        self._temporary: set[tuple[str, str, str]] = set()  # temporary tables of other connectors
+        self._views: list[str] = []  # internal views of the statement being run
+        self._view_count = 0
+        self._statement_set: Optional[Any] = None  # a Flink StatementSet while BEGIN STATEMENT SET is open
+        self._set_jobs = 0  # lakelog inserts added to the open statement set
         self.mode = ""
-        self._make_env(mode or default_mode)
+        self._make_env(mode or self._default_mode)
 
     @property
     def remote(self) -> bool:
         """True when jobs go to a remote cluster (``execution.target: remote``)."""
         return is_remote(self._config)
 
-    # -- environment --
-    def _make_env(self, mode: str) -> None:
+    def setting(self, key: str) -> Optional[str]:
+        """The value ``SET`` gave ``key`` in this session (a Flink setting), else None."""
+        return self._config.get(key)
+
+    @property
+    def catalogs(self) -> dict[str, str]:
+        """The session's lakelog catalogs: name -> warehouse."""
+        return {n: s.warehouse for n, s in self.mirror.specs.items()}
+
+    # ---- environment -----------------------------------------------------------------------------
+    def _make_env(self, mode: str, *, force: bool = False) -> None:
         mode = runtime_mode({}, mode)
-        if mode == self.mode:
+        if mode == self.mode and not force:
             return
+        if self._statement_set is not None:
+            raise SqlError("cannot change settings inside a statement set; END it first")
+        old = getattr(self, "t_env", None)
+        current = (old.get_current_catalog(), old.get_current_database()) if old is not None else None
         self.mode = mode
-        env = flink_environment(
+        self.env = flink_environment(
             mode=mode,
             parallelism=self._parallelism,
             checkpoint_interval_ms=self._checkpoint_ms,
@@ -117,160 +136,135 @@ class LakelogSql:
             if mode == "batch"
             else EnvironmentSettings.in_streaming_mode()
         )
-        old = getattr(self, "t_env", None)
-        self.env = env
-        self.t_env = StreamTableEnvironment.create(env, environment_settings=settings)
+        self.t_env = StreamTableEnvironment.create(self.env, environment_settings=settings)
         for k, v in self._config.items():
             self.t_env.get_config().set(k, v)
+        self._env_stale = False
         if old is not None:
-            self._replay(old)
+            self._replay(current)
 
-    def _replay(self, old: Any) -> None:
-        """Carry DDL (catalogs, databases, tables, views) over to a new environment (mode switch)."""
-        current = old.get_current_catalog(), old.get_current_database()
-        log, self._ddl_log = self._ddl_log, []
-        self._replaying = True
+    def _replay(self, current: Optional[tuple[str, str]]) -> None:
+        """Rebuild the session's Flink state in a new environment (after a mode or settings change)."""
+        log = list(self._session_log)
+        self.mirror = Mirror()
+        self._temporary.clear()
+        self._replaying = True  # the log stays as it is: it describes the new session as well
         try:
             for stmt in log:
                 self.execute(stmt)
         finally:
             self._replaying = False
-        self.t_env.use_catalog(current[0])
-        self.t_env.use_database(current[1])
+        if current is not None:
+            self.t_env.use_catalog(current[0])
+            self.t_env.use_database(current[1])
 
-    # -- statements --
-    def run_script(self, text: str, *, print_results: bool = True, wait: bool = True) -> list[Any]:
-        """Run every statement of ``text``. Query results are printed (``print_results``); lakelog
-        ``INSERT`` jobs in streaming mode are waited for unless ``wait`` is False (a detached
-        submission to a cluster); batch-mode inserts always run to the end."""
-        results = []
-        for stmt in split_statements(text):
-            res = self.execute(stmt)
-            if res is None:
-                pass
-            elif isinstance(res, JobClient):
-                job_id = res.get_job_id()
-                if wait:
-                    res.get_job_execution_result().result()
-                if print_results:
-                    print(f"job {job_id} {'finished' if wait else 'submitted'}", flush=True)
-            elif print_results:
-                res.print()
-            elif wait and hasattr(res, "wait"):
-                res.wait()
-            results.append(res)
-        return results
-
-    def execute(self, stmt: str) -> Any:
-        """Run one statement; returns a Flink ``TableResult`` (or None for statements handled here)."""
-        w = leading_words(stmt)
-        if not w:
-            return None
-        head = w[0]
-        if head == "SET":
-            return self._set(stmt)
-        if head in ("CREATE", "DROP", "ALTER", "USE"):
-            res = self._ddl(head, w, stmt)
-            self._ddl_log.append(stmt)
-            return res
-        if head in ("INSERT",):
-            return self._insert(stmt)
-        if head in ("SELECT", "WITH", "VALUES"):
-            mark = self._pending_transformations()
-            try:
-                return self.sql_query(stmt).execute()
-            finally:
-                # the query's job took the read pipelines that the rewrite built on self.env; left in
-                # the environment they would run again inside the next INSERT's job (an unbounded
-                # streaming read would keep that job from ever finishing)
-                self._drop_transformations(mark)
-        return self.t_env.execute_sql(stmt)
-
-    def _transformation_list(self) -> Any:
+    def _transformations(self) -> Any:
         return get_field_value(self.env._j_stream_execution_environment, "transformations")
 
-    def _pending_transformations(self) -> int:
-        return int(self._transformation_list().size())
-
     def _drop_transformations(self, mark: int) -> None:
-        pending = self._transformation_list()  # a py4j JavaList
+        pending = self._transformations()  # a py4j JavaList
         while len(pending) > mark:
             pending.pop()
 
-    def _ddl(self, head: str, w: list[str], stmt: str) -> Any:
-        if head == "CREATE" and "CATALOG" in w[1:2]:
-            return self._create_catalog(stmt)
-        if head == "CREATE" and ("TABLE" in w[1:3]) and not re.search(r"\bAS\s+SELECT\b", stmt, re.I):
-            return self._create_table(stmt)
-        if head == "CREATE" and "DATABASE" in w[1:2]:
-            return self._create_database(stmt)
-        return self.t_env.execute_sql(stmt)
+    # ---- scripts and statements ----------------------------------------------------------------------
+    def run_script(self, text: str, *, print_results: bool = True, wait: bool = True) -> list[Any]:
+        """Run every statement of ``text``. Results are printed (``print_results``); lakelog
+        ``INSERT`` jobs in streaming mode are waited for unless ``wait`` is False (a detached
+        submission to a cluster) or ``table.dml-sync`` says so; batch-mode inserts always run to
+        the end."""
+        results = []
+        for stmt in split_statements(text):
+            res = self.execute(stmt)
+            self.finish(res, print_results=print_results, wait=wait)
+            results.append(res)
+        return results
 
-    def _set(self, stmt: str) -> None:
-        # what follows the SET keyword (a script's comments before it belong to the statement)
-        tokens = significant(stmt)
-        body = stmt[tokens[0].end :].strip() if tokens else ""
-        if not body:
+    def finish(self, res: Any, *, print_results: bool = True, wait: bool = True) -> None:
+        """Wait for (and print) one statement's result as :meth:`run_script` does."""
+        sync = str(self._config.get("table.dml-sync", "")).lower() == "true"
+        if res is None:
+            return
+        if isinstance(res, JobClient):
+            job_id = res.get_job_id()
+            if wait or sync:
+                res.get_job_execution_result().result()
+            if print_results:
+                print(f"job {job_id} {'finished' if wait or sync else 'submitted'}", flush=True)
+        elif print_results:
+            res.print()
+        elif wait and hasattr(res, "wait"):
+            res.wait()
+
+    def execute(self, stmt: str) -> Any:
+        """Run one statement; returns a Flink ``TableResult``, a :class:`SqlResult`, a ``JobClient``
+        (a streaming INSERT) or None."""
+        st = classify(stmt)
+        if st.kind == "EMPTY":
             return None
-        if "'" in body:
-            kv = string_pairs(body)
-        else:
-            key, _, value = body.partition("=")
-            kv = {key.strip(): value.strip()}
-        for k, v in kv.items():
-            if k == "execution.runtime-mode":
-                self._make_env(v)
-            else:
-                self._config[k] = v
-                self.t_env.get_config().set(k, v)
-        return None
-
-    # -- catalogs --
-    def _register_catalog(self, name: str, warehouse: str) -> None:
-        self.t_env.execute_sql(f"CREATE CATALOG `{name}` WITH ('type'='generic_in_memory')")
-        cat = Catalog(warehouse)
-        for db in cat.list_databases():
-            self.t_env.execute_sql(f"CREATE DATABASE IF NOT EXISTS `{name}`.`{db}`")
-            for t in cat.list_tables(db):
-                ddl = _ddl_for(f"`{name}`.`{db}`.`{t}`", cat.get_table(f"{db}.{t}").store)
-                self.t_env.execute_sql(ddl)
-
-    def _create_catalog(self, stmt: str) -> Any:
-        opts = with_options(stmt)
-        if opts.get("type", "").lower() != "lakelog":
-            return self.t_env.execute_sql(stmt)
-        m = re.match(r"\s*CREATE\s+CATALOG\s+(?:IF\s+NOT\s+EXISTS\s+)?(`(?:[^`]|``)*`|\w+)", stmt, re.I)
-        if m is None:
-            raise OptionError(f"cannot parse catalog name in {stmt!r}")
-        wh = opts.get("warehouse")
-        if not wh:
-            raise OptionError(f"lakelog catalog {m.group(1)} needs option 'warehouse'")
-        name = unquote(m.group(1))
-        wh = Catalog(wh).warehouse  # any file: spelling; creates the directory
-        self.catalogs[name] = wh
-        self._register_catalog(name, wh)
-        return None
-
-    def _create_database(self, stmt: str) -> Any:
-        res = self.t_env.execute_sql(stmt)
-        cat = self.t_env.get_current_catalog()
-        m = re.match(r"\s*CREATE\s+DATABASE\s+(?:IF\s+NOT\s+EXISTS\s+)?([`\w.$]+)", stmt, re.I)
-        if m:
-            parts = name_parts(m.group(1))
-            if len(parts) == 2:
-                cat = parts[0]
-            if cat in self.catalogs:
-                Catalog(self.catalogs[cat]).create_database(parts[-1], exist_ok=True)
+        if self._env_stale and st.kind not in ("SET", "RESET"):
+            self._make_env(self.mode, force=True)
+        mark = len(self._transformations())
+        try:
+            res = self._dispatch(st)
+        except SqlError:
+            raise
+        except LakelogError as e:
+            raise _named(e, st) from e
+        except Exception as e:
+            err = flink_error(st.head, e)
+            if err is not None:
+                raise err from None
+            raise
+        finally:
+            self._drop_views()
+            if self._statement_set is None:
+                self._drop_transformations(mark)
+        if st.kind in _SESSION_KINDS and not self._replaying and self._is_session_state(st):
+            self._session_log.append(st.text)
         return res
 
-    # -- tables --
-    def _resolve(self, parts: Sequence[str]) -> tuple[str, str, str]:
+    def _is_session_state(self, st: Statement) -> bool:
+        """Whether a statement that succeeded changed Flink's session only (a lakelog change is on
+        disk and is never replayed; its catalog mirror is)."""
+        if st.kind in ("CREATE CATALOG", "DROP CATALOG", "USE CATALOG", "USE", "USE MODULES"):
+            return True
+        if st.kind in ("LOAD MODULE", "UNLOAD MODULE", "ADD JAR", "REMOVE JAR"):
+            return True
+        parts = st.target
+        cat = self._resolve_catalog(parts, st.kind)
+        return st.temporary or not self.mirror.is_lakelog(cat) or st.kind.endswith("VIEW")
+
+    def _resolve_catalog(self, parts: Sequence[str], kind: str) -> str:
+        if kind.endswith("DATABASE"):
+            return parts[0] if len(parts) == 2 else self.t_env.get_current_catalog()
+        return self.resolve(parts)[0] if parts else self.t_env.get_current_catalog()
+
+    def _dispatch(self, st: Statement) -> Any:
+        k = st.kind
+        if k == "SET":
+            return self._set(st)
+        if k == "RESET":
+            return self._reset(st)
+        if k == "QUERY":
+            return self.sql_query(st.text).execute()
+        if k == "INSERT":
+            return self._insert(st)
+        if k in ("BEGIN STATEMENT SET", "EXECUTE", "END"):
+            return self._statement_set_step(st)
+        handler = _HANDLERS.get(k)
+        if handler is not None:
+            return handler(self, st)
+        return self._other(st)
+
+    # ---- names ------------------------------------------------------------------------------------------
+    def resolve(self, parts: Sequence[str]) -> tuple[str, str, str]:
+        """``[cat.][db.]name`` -> (catalog, database, name) against the session's current ones."""
         cat, db = self.t_env.get_current_catalog(), self.t_env.get_current_database()
-        if len(parts) == 3:
-            return parts[0], parts[1], parts[2]
+        if len(parts) >= 3:
+            return parts[-3], parts[-2], parts[-1]
         if len(parts) == 2:
             return cat, parts[0], parts[1]
-        return cat, db, parts[0]
+        return cat, db, parts[0] if parts else ""
 
     def _catalog_table(self, cat: str, db: str, name: str) -> Any:
         try:
@@ -282,11 +276,18 @@ class LakelogSql:
             return None
 
     def lakelog_path(self, cat: str, db: str, name: str) -> Optional[str]:
-        """The table path when ``cat.db.name`` is a lakelog table, else None."""
-        if cat in self.catalogs:
-            catalog = Catalog(self.catalogs[cat])
-            ident = f"{db}.{name}"
-            return catalog.table_path(ident) if catalog.table_exists(ident) else None
+        """The table path when ``cat.db.name`` is a lakelog table (in a lakelog catalog, or a
+        ``'connector' = 'lakelog'`` table elsewhere), else None. A temporary table of the session
+        shadows a catalog table of the same name, as in Flink."""
+        if (cat, db, name) in self._temporary or (cat, db, name) in self._lake_views:
+            return None
+        if self.mirror.is_lakelog(cat):
+            catalog = self.mirror.catalog(cat)
+            try:
+                ident = f"{db}.{name}"
+                return catalog.table_path(ident) if catalog.table_exists(ident) else None
+            except LakelogError:
+                return None
         t = self._catalog_table(cat, db, name)
         if t is None:
             return None
@@ -298,125 +299,49 @@ class LakelogSql:
             raise OptionError(f"lakelog table {cat}.{db}.{name} needs option 'path'")
         return local_path(given)
 
-    def _create_table(self, stmt: str) -> Any:
-        m = re.match(
-            r"\s*CREATE\s+(?:TEMPORARY\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?((?:(?:`(?:[^`]|``)*`|[\w$]+)\.?)+)",
-            stmt,
-            re.I,
-        )
-        if m is None:
-            return self.t_env.execute_sql(stmt)
-        cat, db, name = self._resolve(name_parts(m.group(1)))
-        in_lakelog_catalog = cat in self.catalogs
-        opts = with_options(stmt)
-        if not in_lakelog_catalog and opts.get("connector") != "lakelog":
-            return self.t_env.execute_sql(stmt)
-        existed = self._catalog_table(cat, db, name) is not None
-        if existed and self._replaying:
-            return None  # mirrored from the warehouse when the catalog was registered again
-        res = self.t_env.execute_sql(stmt)
-        if existed:
-            return res
-        try:
-            self._create_physical(cat, db, name, opts, in_lakelog_catalog)
-        except Exception:
-            self.t_env.execute_sql(f"DROP TABLE IF EXISTS `{cat}`.`{db}`.`{name}`")
-            raise
-        return res
+    def target(self, st: Statement) -> tuple[str, str, str, Optional[str]]:
+        """(catalog, database, name, lakelog path or None) of the table a statement names; the
+        mirror is brought up to date with the disk first."""
+        cat, db, name = self.resolve(st.target)
+        if self.mirror.is_lakelog(cat) and (cat, db, name) not in self._temporary:
+            self.mirror.sync_table(self.t_env, cat, db, name)
+        return cat, db, name, self.lakelog_path(cat, db, name)
 
-    def _create_physical(self, cat: str, db: str, name: str, opts: dict[str, str], in_catalog: bool) -> None:
-        where = f"{cat}.{db}.{name}"
-        table_opts = {k: v for k, v in opts.items() if k not in _LAKELOG_KEYS}
-        validate_options(table_opts)
-        if in_catalog:
-            wh, pdb = self.catalogs[cat], db
-        else:
-            path = opts.get("path")
-            if not path:
-                raise OptionError(
-                    f"lakelog table {where} needs option 'path' = '<warehouse>/<db>.db/<table>'"
-                )
-            wh, pdb, name = parse_table_path(path)
-        j_table = self.t_env.from_path(f"`{cat}`.`{db}`.`{_table_name(where)}`")._j_table
-        resolved = j_table.getResolvedSchema()
-        fields = []
-        for c in resolved.getColumns():
-            cname = c.getName()
-            if not c.isPhysical():
-                raise SchemaError(
-                    f"column {cname!r} of {where}: computed and metadata columns cannot be stored"
-                )
-            tstr = c.getDataType().getLogicalType().asSerializableString()
-            try:
-                dtype = parse_type_string(tstr)
-                atype = to_arrow_type(dtype)
-            except LakelogError as e:
-                raise SchemaError(
-                    f"column {cname!r} of {where} has type {tstr} that lakelog cannot store: {e}"
-                ) from e
-            fields.append(pa.field(cname, atype, dtype.nullable))
-        pk_opt = resolved.getPrimaryKey()
-        pk = list(pk_opt.get().getColumns()) if pk_opt.isPresent() else []
-        table = self._catalog_table(cat, db, _table_name(where))
-        partition = list(table._j_catalog_base_table.getPartitionKeys()) if table is not None else []
-        missing = [p for p in partition if pk and p not in pk]
-        if missing:
-            raise SchemaError(f"primary key {pk} of {where} must contain the partition field(s) {missing}")
-        catalog = Catalog(wh)
-        ident = f"{pdb}.{name}"
-        if catalog.table_exists(ident):
-            return
-        catalog.create_table(
-            ident,
-            pa.schema(fields),
-            primary_key=pk or None,
-            partition_by=partition or None,
-            options=table_opts,
-        )
+    # ---- views ------------------------------------------------------------------------------------------
+    def temporary_view(self, table: Any) -> str:
+        """Register ``table`` as an internal view of the running statement; return its quoted name."""
+        self._view_count += 1
+        name = f"__lakelog_view_{self._view_count}"
+        self.t_env.create_temporary_view(name, table)
+        self._views.append(name)
+        return quote_ident(name)
 
-    # -- queries --
-    def _view_for(self, cat: str, db: str, name: str, hint: Optional[str]) -> Optional[str]:
-        base, _, system = name.partition("$")
-        path = self.lakelog_path(cat, db, base)
-        if path is None:
+    def _drop_views(self) -> None:
+        for name in self._views:
+            self.t_env.drop_temporary_view(name)
+        self._views = []
+
+    def expand_view(self, cat: str, db: str, name: str) -> Optional[str]:
+        """A temporary view whose query reads lakelog tables, as a subquery read afresh."""
+        query = self._lake_views.get((cat, db, name))
+        if query is None:
             return None
-        options = hint_options(hint)
-        if system and system not in SYSTEM_TABLES:
-            raise SchemaError(f"unknown system table {name!r}; known: {', '.join(SYSTEM_TABLES)}")
-        if system and system != "audit_log":
-            table = self._system_table(path, system)
-        else:
-            table = read_lakelog_table(
-                self.t_env,
-                path,
-                env=self.env,
-                mode=self.mode,
-                options=options,
-                audit_log=system == "audit_log",
-            )
-        self._views += 1
-        vcat, vdb = self.t_env.get_current_catalog(), self.t_env.get_current_database()
-        view = f"__lakelog_view_{self._views}"
-        qualified = f"`{vcat}`.`{vdb}`.`{view}`"
-        self.t_env.create_temporary_view(qualified, table)
-        return qualified
+        return "(" + self.rewrite(query) + ")"
 
-    def _system_table(self, path: str, system: str) -> Any:
-        data = system_table(TableStore(path), system)
-        return self.t_env.from_elements(list(table_rows(data)), row_data_type(data.schema))
-
+    # ---- queries -----------------------------------------------------------------------------------------
     def rewrite_lookup_joins(self, sql: str) -> str:
-        """``JOIN <lakelog table> FOR SYSTEM_TIME AS OF ... ON d.k = o.k`` as a ``LATERAL TABLE`` join
-        over a table function (see :func:`lakelog.operators.sql.rewrite.rewrite_lookup_joins`). Hint
-        options: ``continuous.discovery-interval`` (refresh interval), ``lookup.refresh.async``,
+        """``JOIN <lakelog table> FOR SYSTEM_TIME AS OF <probe column> ... ON d.k = o.k`` as a
+        ``LATERAL TABLE`` join over a table function (see
+        :func:`lakelog.operators.sql.rewrite.rewrite_lookup_joins`). Hint options:
+        ``continuous.discovery-interval`` (refresh interval), ``lookup.refresh.async``,
         ``lookup.cache-rows``."""
         if not re.search(r"\bSYSTEM_TIME\b", sql, re.I):
             return sql
 
         def register(path: str, keys: list[str], hint: Optional[str]) -> tuple[str, list[str]]:
             opts = hint_options(hint)
-            self._views += 1
-            name = f"__lakelog_lookup_{self._views}"
+            self._view_count += 1
+            name = f"__lakelog_lookup_{self._view_count}"
             cols = register_lookup_function(
                 self.t_env,
                 name,
@@ -428,82 +353,679 @@ class LakelogSql:
             )
             return name, cols
 
-        return rewrite_lookup_joins(sql, lambda parts: self.lakelog_path(*self._resolve(parts)), register)
+        return rewrite_lookup_joins(sql, lambda parts: self.lakelog_path(*self.resolve(parts)), register)
 
     def rewrite(self, sql: str) -> str:
         """``sql`` with every lakelog table reference replaced by a view over its source."""
         sql = self.rewrite_lookup_joins(sql)
-        return rewrite_table_refs(sql, lambda parts, hint: self._view_for(*self._resolve(parts), hint))
+
+        def view_for(parts: list[str], hint: Optional[str], at: Optional[str]) -> Optional[str]:
+            millis = self._time_travel_millis(at) if at is not None else None
+            return reads.view_for(self, parts, hint, millis)
+
+        return rewrite_table_refs(sql, view_for)
+
+    def _time_travel_millis(self, expr: str) -> int:
+        """``FOR SYSTEM_TIME AS OF <expr>`` as epoch milliseconds (local time, as Flink's session)."""
+        toks = significant(expr)
+        if len(toks) == 2 and toks[0].word == "TIMESTAMP" and toks[1].kind == "str":
+            return reads.local_millis(toks[1].text[1:-1], "FOR SYSTEM_TIME AS OF")
+        if len(toks) == 1 and toks[0].kind == "str":
+            return reads.local_millis(toks[0].text[1:-1], "FOR SYSTEM_TIME AS OF")
+        with self.t_env.sql_query(f"SELECT CAST({expr} AS TIMESTAMP(3))").execute().collect() as it:
+            value = next(iter(it))[0]
+        return int(value.timestamp() * 1000)
 
     def sql_query(self, sql: str) -> Any:
         """A Flink ``Table`` for a query that may read lakelog tables."""
-        return self.t_env.sql_query(self.rewrite(sql))
+        try:
+            return self.t_env.sql_query(self.rewrite(sql))
+        finally:
+            self._drop_views()
 
-    def _insert(self, stmt: str) -> Any:
-        m = re.match(
-            r"\s*INSERT\s+(INTO|OVERWRITE)\s+((?:(?:`(?:[^`]|``)*`|[\w$]+)\.?)+)\s*(\([^)]*\))?\s*(.*)$",
-            stmt,
-            re.I | re.S,
-        )
-        if m is None:
-            return self.t_env.execute_sql(self.rewrite(stmt))
-        parts = name_parts(m.group(2))
-        cat, db, name = self._resolve(parts)
-        path = self.lakelog_path(cat, db, name)
+    # ---- settings --------------------------------------------------------------------------------------
+    def _set(self, st: Statement) -> Any:
+        m = re.match(r"\s*SET\s*(.*)$", st.text, re.I | re.S)
+        body = (m.group(1) if m else "").strip()
+        if not body:
+            items = sorted({**self._config, **dict(self.dynamic.items())}.items())
+            items.append(("execution.runtime-mode", self.mode))
+            return SqlResult.table(["key", "value"], sorted(items))
+        if "'" in body:
+            toks = [t for t in significant(body) if t.kind == "str"]
+            if len(toks) != 2:
+                raise SqlError(f"cannot read {st.text!r}: expected SET 'key' = 'value'")
+            key, value = (t.text[1:-1].replace("''", "'") for t in toks)
+        else:
+            key, _, value = body.partition("=")
+            key, value = key.strip(), value.strip()
+        if key == "execution.runtime-mode":
+            self._make_env(value)
+        elif DynamicOptions.is_table_key(key):
+            self.dynamic.set(key, value)
+        else:
+            self._config[key] = value
+            self.t_env.get_config().set(key, value)
+            if not key.startswith(_LIVE_PREFIXES):
+                self._env_stale = True
+        return SqlResult.ok()
+
+    def _reset(self, st: Statement) -> Any:
+        strs = [t for t in significant(st.text) if t.kind == "str"]
+        names = [t.text for t in significant(st.text)[1:] if t.kind == "id"]
+        key = strs[0].text[1:-1] if strs else (names[0] if names else None)
+        if key is None:
+            self.dynamic.reset()
+            self._config = dict(self._initial)
+            self._make_env(self._default_mode, force=True)
+            return SqlResult.ok()
+        if key == "execution.runtime-mode":
+            self._make_env(self._default_mode)
+        elif DynamicOptions.is_table_key(key):
+            self.dynamic.reset(key)
+        else:
+            if key in self._initial:
+                self._config[key] = self._initial[key]
+                self.t_env.get_config().set(key, self._initial[key])
+            else:
+                self._config.pop(key, None)
+            self._env_stale = True
+        return SqlResult.ok()
+
+    # ---- writes ------------------------------------------------------------------------------------------
+    def _insert(self, st: Statement) -> Any:
+        spec = dml.parse_insert(st.text)
+        cat, db, name, path = self.target(Statement("INSERT", st.text, tuple(spec.target)))
         if path is None:
-            return self.t_env.execute_sql(self.rewrite(stmt))
-        if m.group(1).upper() == "OVERWRITE":
-            raise OptionError(f"INSERT OVERWRITE into lakelog table {cat}.{db}.{name} is not supported")
-        if m.group(3):
-            raise OptionError(
-                f"INSERT INTO {name} with a column list is not supported; select all columns in order"
-            )
-        return self.insert_into(path, self.sql_query(m.group(4)), job_name=f"insert-into-{name}")
+            if self._statement_set is not None:
+                self._statement_set.add_insert_sql(self.rewrite(st.text))
+                return None
+            return self.t_env.execute_sql(self.rewrite(st.text))
+        if spec.overwrite and self._statement_set is not None:
+            raise UnsupportedStatementError(f"INSERT OVERWRITE {cat}.{db}.{name}: not inside a statement set")
+        return dml.insert(self, spec, path, cat, db, name)
+
+    def run_pipeline(self, job_name: str) -> Any:
+        """Run what the statement added to the environment (a lakelog sink): batch mode waits for
+        it, streaming mode returns the ``JobClient``; inside a statement set it waits for END."""
+        if self._statement_set is not None:
+            self._set_jobs += 1
+            return None
+        if self.mode == "batch":
+            result = self.env.execute(job_name)
+            return SqlResult.ok(f"OK (job {result.get_job_id()} finished)")
+        return self.env.execute_async(job_name)
 
     def insert_into(self, target: TableLike, table: Any, *, job_name: str = "lakelog-insert") -> Any:
         """Write Flink ``table`` into ``target`` (a lakelog ``Table`` or a table path) and run the job.
 
         Batch mode waits for the job; streaming mode returns the ``JobClient``."""
         path = table_path(target)
-        store = TableStore(path)
-        fields = store.schema.fields
-        names = table.get_schema().get_field_names()
-        if len(names) != len(fields):
-            raise SchemaError(
-                f"INSERT INTO {os.path.basename(path)}: the query has {len(names)} columns, "
-                f"the table has {len(fields)} ({[f.name for f in fields]})"
-            )
-        self._views += 1
-        src = f"__lakelog_insert_{self._views}"
-        self.t_env.create_temporary_view(src, table)
-        casts = ", ".join(
-            f"CAST(`{q}` AS {type_to_string(with_nullable(f.type, True))}) AS `{f.name}`"
-            for q, f in zip(names, fields)
-        )
-        cast_table = self.t_env.sql_query(f"SELECT {casts} FROM `{src}`")
-        # an insert-only query goes in as is, an updating one as its changelog (-U rows dropped for
-        # tables that only need the new row, as Paimon's sink does)
-        sink_table_to_lakelog(self.t_env, cast_table, path, batch=self.mode == "batch")
-        if self.mode == "batch":
-            self.env.execute(job_name)
+        spec = dml.InsertSpec([], False, {}, {}, None, "")
+        cast = dml._select_for_table(self, TableStore(path), table, spec, f"INSERT INTO {path}")
+        try:
+            sink_table_to_lakelog(self.t_env, cast, path, batch=self.mode == "batch")
+        finally:
+            self._drop_views()
+        return self.run_pipeline(job_name)
+
+    def _statement_set_step(self, st: Statement) -> Any:
+        words = [t.word for t in significant(st.text)]
+        if st.kind == "END":
+            if self._statement_set is None:
+                raise SqlError("END without BEGIN STATEMENT SET")
+            stmt_set, self._statement_set = self._statement_set, None
+            jobs, self._set_jobs = self._set_jobs, 0
+            stmt_set.attach_as_datastream()
+            if jobs == 0 and not len(self._transformations()):
+                return None
+            return self.run_pipeline("lakelog-statement-set")
+        if words[:3] in (["BEGIN", "STATEMENT", "SET"], ["EXECUTE", "STATEMENT", "SET"]):
+            if self._statement_set is not None:
+                raise SqlError("a statement set is already open")
+            self._statement_set = self.t_env.create_statement_set()
+            self._set_jobs = 0
+            rest = re.sub(r"^\s*EXECUTE\s+STATEMENT\s+SET\s+BEGIN\s*", "", st.text, flags=re.I)
+            if rest != st.text and rest.strip():
+                return self.execute(rest)
             return None
-        return self.env.execute_async(job_name)
+        if words[:1] == ["EXECUTE"] and words[1:2] == ["INSERT"]:
+            return self.execute(st.text.split(None, 1)[1])
+        return self._other(st)
+
+    # ---- anything else -------------------------------------------------------------------------------
+    def _other(self, st: Statement) -> Any:
+        """A statement lakelog does not handle: refused when it names a lakelog table, else Flink's."""
+        toks = significant(st.text)
+        for i, t in enumerate(toks):
+            if not t.is_name:
+                continue
+            parts = [t.name]
+            j = i
+            while j + 2 < len(toks) and toks[j + 1].text == "." and toks[j + 2].is_name:
+                parts.append(toks[j + 2].name)
+                j += 2
+            try:
+                lake = self.lakelog_path(*self.resolve(parts)) is not None
+            except LakelogError:
+                lake = False
+            if lake:
+                raise UnsupportedStatementError(
+                    f"{st.kind} on lakelog table {'.'.join(parts)} is not supported by lakelog"
+                )
+        return self.t_env.execute_sql(st.text)
+
+    def _pass(self, st: Statement) -> Any:
+        """A statement for Flink alone (its queries still read lakelog tables through views)."""
+        return self.t_env.execute_sql(
+            self.rewrite(st.text) if re.search(r"\bSELECT\b", st.text, re.I) else st.text
+        )
 
 
-def _table_name(where: str) -> str:
-    return where.rsplit(".", 1)[-1]
+def _named(e: LakelogError, st: Statement) -> LakelogError:
+    """``e`` with the statement's head in front of its message (same error class)."""
+    msg = message_of(e)
+    if msg.startswith(st.kind):
+        return e
+    try:
+        return type(e)(f"{st.head}: {msg}")
+    except TypeError:  # an error class with another constructor: keep it as it is
+        return e
 
 
-def _ddl_for(qualified: str, store: TableStore) -> str:
-    cols = [f"`{f.name}` {type_to_string(f.type)}" for f in store.schema.fields]
-    pk = list(store.schema.primary_keys)
-    if pk:
-        cols.append("PRIMARY KEY (" + ", ".join(f"`{k}`" for k in pk) + ") NOT ENFORCED")
-    part = list(store.schema.partition_keys)
-    ddl = f"CREATE TABLE IF NOT EXISTS {qualified} (" + ", ".join(cols) + ")"
-    if part:
-        ddl += " PARTITIONED BY (" + ", ".join(f"`{k}`" for k in part) + ")"
-    return ddl
+# ---- statement handlers -----------------------------------------------------------------------------------
+def _create_catalog(sql: LakelogSql, st: Statement) -> Any:
+    opts = with_options(st.text)
+    if opts.get("type", "").lower() not in CATALOG_TYPES:
+        return sql._pass(st)
+    name = st.target[-1] if st.target else ""
+    if name in sql.t_env.list_catalogs():
+        if "IF NOT EXISTS" in st.flags:
+            return SqlResult.ok()
+        raise SqlError(f"CREATE CATALOG {name}: a catalog of that name exists")
+    sql.mirror.register(sql.t_env, CatalogSpec.of(name, opts))
+    return SqlResult.ok()
+
+
+def _drop_catalog(sql: LakelogSql, st: Statement) -> Any:
+    res = sql._pass(st)
+    if st.target:
+        sql.mirror.unregister(st.target[-1])
+    return res
+
+
+def _use(sql: LakelogSql, st: Statement) -> Any:
+    if st.kind == "USE CATALOG":
+        res = sql._pass(st)
+        if st.target and sql.mirror.is_lakelog(st.target[-1]):
+            sql.mirror.sync_catalog(sql.t_env, st.target[-1])
+        return res
+    parts = st.target
+    cat = parts[0] if len(parts) == 2 else sql.t_env.get_current_catalog()
+    if sql.mirror.is_lakelog(cat) and parts:
+        sql.mirror.sync_database(sql.t_env, cat, parts[-1])
+    return sql._pass(st)
+
+
+def _lake_catalog_of_db(sql: LakelogSql, st: Statement) -> tuple[str, str]:
+    parts = st.target
+    cat = parts[0] if len(parts) == 2 else sql.t_env.get_current_catalog()
+    return cat, parts[-1] if parts else ""
+
+
+def _create_database(sql: LakelogSql, st: Statement) -> Any:
+    cat, db = _lake_catalog_of_db(sql, st)
+    if not sql.mirror.is_lakelog(cat):
+        return sql._pass(st)
+    words = [t.word for t in significant(st.text)]
+    if "COMMENT" in words or "WITH" in words:
+        raise UnsupportedStatementError(
+            f"CREATE DATABASE {cat}.{db}: a lakelog (filesystem) catalog keeps no database comment or "
+            "properties, as Paimon's filesystem catalog"
+        )
+    catalog = sql.mirror.catalog(cat)
+    if catalog.database_exists(db):
+        if "IF NOT EXISTS" not in st.flags:
+            raise SqlError(f"CREATE DATABASE {cat}.{db}: database {db!r} already exists")
+    else:
+        catalog.create_database(db)
+    sql.mirror.sync_database(sql.t_env, cat, db)
+    return SqlResult.ok()
+
+
+def _drop_database(sql: LakelogSql, st: Statement) -> Any:
+    cat, db = _lake_catalog_of_db(sql, st)
+    if not sql.mirror.is_lakelog(cat):
+        return sql._pass(st)
+    catalog = sql.mirror.catalog(cat)
+    if not catalog.database_exists(db):
+        if "IF EXISTS" in st.flags:
+            return SqlResult.ok()
+        raise SqlError(f"DROP DATABASE {cat}.{db}: database {db!r} does not exist")
+    if db == sql.t_env.get_current_database() and cat == sql.t_env.get_current_catalog():
+        raise SqlError(f"DROP DATABASE {cat}.{db}: cannot drop the current database; USE another first")
+    tables = catalog.list_tables(db)
+    if tables and "CASCADE" not in st.flags:
+        raise SqlError(
+            f"DROP DATABASE {cat}.{db}: the database holds tables {tables}; add CASCADE to drop them"
+        )
+    catalog.drop_database(db, cascade=True)
+    sql.mirror.sync_database(sql.t_env, cat, db)
+    return SqlResult.ok()
+
+
+def _refuse_in_lakelog(what: str, why: str) -> Any:
+    def handler(sql: LakelogSql, st: Statement) -> Any:
+        cat = sql._resolve_catalog(st.target, st.kind)
+        if sql.mirror.is_lakelog(cat) and not st.temporary:
+            raise UnsupportedStatementError(f"{st.head}: {why}")
+        return sql._pass(st)
+
+    handler.__name__ = f"_refuse_{what}"
+    return handler
+
+
+def _parse(sql: LakelogSql, st: Statement) -> Any:
+    """Flink's operation for ``st`` (parsed against the mirror; nothing runs)."""
+    ops = sql.t_env._j_tenv.getParser().parse(st.text)
+    return ops.get(0)
+
+
+def _create_table(sql: LakelogSql, st: Statement) -> Any:
+    cat, db, name = sql.resolve(st.target)
+    lake = sql.mirror.is_lakelog(cat)
+    opts = with_options(st.text)
+    connector = opts.get("connector")
+    if st.temporary and connector != "lakelog":
+        res = sql._pass(st)
+        sql._temporary.add((cat, db, name))
+        return res
+    if not lake and connector != "lakelog":
+        return sql._pass(st)
+    where = f"CREATE TABLE {cat}.{db}.{name}"
+    if lake and connector not in (None, "lakelog", "paimon"):
+        raise UnsupportedStatementError(
+            f"{where}: a lakelog catalog only stores lakelog tables, but the statement sets 'connector' = "
+            f"{connector!r}; create a TEMPORARY table for other connectors"
+        )
+    if lake:
+        sql.mirror.sync_database(sql.t_env, cat, db)
+        if sql.mirror.sync_table(sql.t_env, cat, db, name):
+            if "IF NOT EXISTS" in st.flags:
+                return SqlResult.ok()
+            raise SqlError(f"{where}: table {db}.{name} already exists in {sql.mirror.specs[cat].warehouse}")
+    op = _parse(sql, st)
+    spec = ddl.table_spec(op.getCatalogTable(), where)
+    if lake:
+        options = sql.mirror.specs[cat].with_defaults(spec.options)
+        warehouse, pdb, pname = sql.mirror.specs[cat].warehouse, db, name
+    else:
+        options = spec.options
+        path = spec.flink_options.get("path")
+        if not path:
+            raise SqlError(
+                f"{where}: a 'connector' = 'lakelog' table needs option 'path' "
+                "= '<warehouse>/<db>.db/<table>'"
+            )
+        warehouse, pdb, pname = parse_table_path(path)
+    validate_options(options)
+    catalog = Catalog(warehouse)
+    ident = f"{pdb}.{pname}"
+    if not catalog.table_exists(ident):
+        try:
+            catalog.create_table(
+                ident,
+                spec.fields,
+                primary_key=spec.primary_key or None,
+                partition_by=spec.partition_keys or None,
+                options=options,
+                comment=spec.comment,
+            )
+        except TableAlreadyExistsError:
+            if "IF NOT EXISTS" not in st.flags:
+                raise
+    if lake:
+        sql.mirror.sync_table(sql.t_env, cat, db, name)
+        return SqlResult.ok()
+    res = sql._pass(st)
+    if st.temporary:
+        sql._temporary.discard((cat, db, name))
+    return res
+
+
+def _ctas(sql: LakelogSql, st: Statement) -> Any:
+    cat, db, name = sql.resolve(st.target)
+    if not sql.mirror.is_lakelog(cat):
+        return sql._pass(st)
+    where = f"CREATE TABLE {cat}.{db}.{name} AS"
+    if st.kind == "REPLACE TABLE AS":
+        raise UnsupportedStatementError(
+            f"{st.head}: REPLACE TABLE AS is not supported by lakelog (nor by Paimon)"
+        )
+    if st.temporary:
+        raise UnsupportedStatementError(
+            f"{where}: a TEMPORARY table in a lakelog catalog cannot be created AS SELECT"
+        )
+    head, query = _split_as(st.text)
+    if sql.mirror.sync_table(sql.t_env, cat, db, name):
+        if "IF NOT EXISTS" in st.flags:
+            return SqlResult.ok()
+        raise SqlError(f"{where}: table {db}.{name} already exists")
+    q = sql.sql_query(query)
+    schema = q.get_schema()
+    cols = ", ".join(
+        f"{quote_ident(n)} {t.to_sql_type() if hasattr(t, 'to_sql_type') else t}"
+        for n, t in zip(schema.get_field_names(), _type_strings(q))
+    )
+    ddl_text = _with_columns(head, cols)
+    _create_table(sql, classify(ddl_text))
+    spec = dml.InsertSpec(list(st.target), False, {}, {}, None, query)
+    path = sql.lakelog_path(cat, db, name)
+    assert path is not None
+    try:
+        return dml.insert(sql, spec, path, cat, db, name)
+    except BaseException:
+        sql.mirror.catalog(cat).drop_table(f"{db}.{name}", missing_ok=True)
+        sql.mirror.sync_table(sql.t_env, cat, db, name)
+        raise
+
+
+def _type_strings(table: Any) -> list[str]:
+    """The SQL types of a Flink Table's columns."""
+    j_schema = table._j_table.getResolvedSchema()
+    return [c.getDataType().getLogicalType().asSerializableString() for c in j_schema.getColumns()]
+
+
+def _split_as(text: str) -> tuple[str, str]:
+    """A CTAS statement's DDL head and its query (split at the top-level AS)."""
+    toks = significant(text)
+    depth = 0
+    for i, t in enumerate(toks):
+        depth += t.text == "("
+        depth -= t.text == ")"
+        if (
+            depth == 0
+            and t.word == "AS"
+            and i + 1 < len(toks)
+            and toks[i + 1].word in ("SELECT", "WITH", "VALUES", "(")
+        ):
+            return text[: t.start].strip(), text[toks[i + 1].start :]
+    raise SqlError(f"cannot find the query of {text[:80]!r}")
+
+
+def _with_columns(head: str, cols: str) -> str:
+    """The CTAS head with the query's columns: merged into its ``( ... )`` part (which may hold a
+    primary key), or added after the table name."""
+    toks = significant(head)
+    # CREATE TABLE [IF NOT EXISTS] name [(...)] ...
+    i = 2
+    while i < len(toks) and toks[i].word in ("IF", "NOT", "EXISTS"):
+        i += 1
+    parts_end = i
+    while parts_end + 2 < len(toks) and toks[parts_end + 1].text == "." and toks[parts_end + 2].is_name:
+        parts_end += 2
+    nxt = parts_end + 1
+    if nxt < len(toks) and toks[nxt].text == "(":
+        inner_start = toks[nxt].end
+        return head[:inner_start] + cols + ", " + head[inner_start:]
+    at = toks[parts_end].end
+    return head[:at] + f" ({cols})" + head[at:]
+
+
+def _drop_table(sql: LakelogSql, st: Statement) -> Any:
+    cat, db, name, path = sql.target(st)
+    if st.temporary or (cat, db, name) in sql._temporary:
+        sql._temporary.discard((cat, db, name))
+        return sql._pass(st)
+    if not sql.mirror.is_lakelog(cat):
+        return sql._pass(st)  # a 'connector' = 'lakelog' reference: the session entry only
+    if path is None:
+        if "IF EXISTS" in st.flags:
+            return SqlResult.ok()
+        raise SqlError(f"DROP TABLE {cat}.{db}.{name}: table {db}.{name} does not exist")
+    sql.mirror.catalog(cat).drop_table(f"{db}.{name}")
+    sql.mirror.sync_table(sql.t_env, cat, db, name)
+    return SqlResult.ok()
+
+
+def _alter_table(sql: LakelogSql, st: Statement) -> Any:
+    cat, db, name, path = sql.target(st)
+    where = f"ALTER TABLE {cat}.{db}.{name}"
+    if (cat, db, name) in sql._temporary or (path is None and not sql.mirror.is_lakelog(cat)):
+        return sql._pass(st)
+    if path is None:
+        if "IF EXISTS" in st.flags:
+            return SqlResult.ok()
+        raise SqlError(f"{where}: table {db}.{name} does not exist")
+    if not sql.mirror.is_lakelog(cat):
+        raise UnsupportedStatementError(
+            f"{where}: a 'connector' = 'lakelog' table outside a lakelog catalog is a reference; alter "
+            "the table through a lakelog catalog (CREATE CATALOG ... WITH ('type'='lakelog', ...))"
+        )
+    op = _parse(sql, st)
+    kind = op.getClass().getSimpleName()
+    table = sql.mirror.catalog(cat).get_table(f"{db}.{name}")
+    if kind == "AlterTableRenameOperation":
+        new = op.getNewTableIdentifier()
+        if new.getCatalogName() != cat:
+            raise UnsupportedStatementError(f"{where}: RENAME TO another catalog is not supported")
+        sql.mirror.catalog(cat).rename_table(f"{db}.{name}", f"{new.getDatabaseName()}.{new.getObjectName()}")
+        sql.mirror.sync_table(sql.t_env, cat, db, name)
+        sql.mirror.sync_table(sql.t_env, cat, new.getDatabaseName(), new.getObjectName())
+        return SqlResult.ok()
+    if kind == "DropPartitionsOperation":
+        from lakelog.operators.sql.overwrite import drop_partitions
+
+        specs = [dict(s.getPartitionSpec()) for s in op.getPartitionSpecs()]
+        return drop_partitions(sql, path, specs, where, if_exists=bool(op.ignoreIfPartitionNotExists()))
+    if kind == "AlterTableChangeOperation":
+        new_schema = (
+            sql.t_env._j_tenv.getCatalogManager().resolveCatalogTable(op.getNewTable()).getResolvedSchema()
+        )
+        changes = ddl.alter_changes(op, table.store.schema, new_schema, where)
+        if changes:
+            table.alter(*changes)
+        sql.mirror.sync_table(sql.t_env, cat, db, name)
+        return SqlResult.ok()
+    raise UnsupportedStatementError(
+        f"{where}: {op.asSummaryString().splitlines()[0]} is not supported by lakelog"
+    )
+
+
+def _create_view(sql: LakelogSql, st: Statement) -> Any:
+    cat, db, name = sql.resolve(st.target)
+    if sql.mirror.is_lakelog(cat) and not st.temporary:
+        raise UnsupportedStatementError(
+            f"{st.head}: a lakelog (filesystem) catalog stores no views, as Paimon's filesystem catalog; "
+            "use CREATE TEMPORARY VIEW"
+        )
+    toks = significant(st.text)
+    query_at = next((i for i, t in enumerate(toks) if t.word == "AS"), None)
+    if query_at is None or query_at + 1 >= len(toks):
+        return sql._pass(st)
+    query = st.text[toks[query_at + 1].start :]
+    rewritten = sql.rewrite(query)
+    reads_lakelog = "__lakelog_view_" in rewritten
+    sql._drop_views()
+    if not reads_lakelog:
+        return sql._pass(st)
+    exists = (cat, db, name) in sql._lake_views
+    if exists and "IF NOT EXISTS" in st.flags:
+        return SqlResult.ok()
+    table = sql.sql_query(query)
+    if exists:
+        sql.t_env.drop_temporary_view(".".join(quote_ident(p) for p in (cat, db, name)))
+    sql.t_env.create_temporary_view(".".join(quote_ident(p) for p in (cat, db, name)), table)
+    sql._lake_views[(cat, db, name)] = query
+    return SqlResult.ok()
+
+
+def _drop_view(sql: LakelogSql, st: Statement) -> Any:
+    cat, db, name = sql.resolve(st.target)
+    if sql._lake_views.pop((cat, db, name), None) is not None:
+        sql.t_env.drop_temporary_view(".".join(quote_ident(p) for p in (cat, db, name)))
+        return SqlResult.ok()
+    return sql._pass(st)
+
+
+def _truncate(sql: LakelogSql, st: Statement) -> Any:
+    cat, db, name, path = sql.target(st)
+    if path is None:
+        return sql._pass(st)
+    from lakelog.operators.sql.overwrite import truncate
+
+    if sql.mode != "batch":
+        raise UnsupportedStatementError(
+            f"TRUNCATE TABLE {cat}.{db}.{name}: runs in batch mode only (as in Flink); "
+            "SET 'execution.runtime-mode' = 'batch'"
+        )
+    return truncate(sql, path, None, f"TRUNCATE TABLE {cat}.{db}.{name}")
+
+
+def _delete(sql: LakelogSql, st: Statement) -> Any:
+    cat, db, name, path = sql.target(st)
+    if path is None:
+        return sql._pass(st)
+    return dml.delete(sql, st.text, path, cat, db, name)
+
+
+def _update(sql: LakelogSql, st: Statement) -> Any:
+    cat, db, name, path = sql.target(st)
+    if path is None:
+        return sql._pass(st)
+    return dml.update(sql, st.text, path, cat, db, name)
+
+
+def _call(sql: LakelogSql, st: Statement) -> Any:
+    parts, positional, named = parse_call(st.text)
+    if len(parts) < 2 or parts[-2] != "sys":
+        raise UnsupportedStatementError(f"{st.head}: lakelog's procedures are called as sys.<name>")
+    cat = parts[0] if len(parts) == 3 else sql.t_env.get_current_catalog()
+    if not sql.mirror.is_lakelog(cat):
+        return sql._pass(st)
+    ctx = CallContext(sql.mirror.catalog(cat), cat, sql.t_env.get_current_database())
+    res = call_procedure(ctx, parts[-1], positional, named)
+    sql.mirror.sync_catalog(sql.t_env, cat)
+    return res
+
+
+def _show_partitions(sql: LakelogSql, st: Statement) -> Any:
+    cat, db, name, path = sql.target(st)
+    if path is None:
+        return sql._pass(st)
+    store = TableStore(path)
+    snap = store.snapshot_manager.latest()
+    seen = sorted({e.partition for e in store.live_entries(snap)}) if snap is not None else []
+    keys = list(store.schema.partition_keys)
+    if not keys:
+        raise SqlError(f"SHOW PARTITIONS {cat}.{db}.{name}: the table is not partitioned")
+    rows = sorted((store.partition_dir(store.partition_values(p)),) for p in seen)
+    return SqlResult.table(["partition"], rows)
+
+
+def _show_procedures(sql: LakelogSql, st: Statement) -> Any:
+    cat = st.target[0] if st.target else sql.t_env.get_current_catalog()
+    if not sql.mirror.is_lakelog(cat):
+        return sql._pass(st)
+    return SqlResult.table(["procedure name"], [(f"sys.{n}",) for n in procedure_names()])
+
+
+def _synced_pass(sql: LakelogSql, st: Statement) -> Any:
+    """SHOW/DESCRIBE: bring the mirror up to date with the warehouse, then let Flink answer."""
+    kind = st.kind
+    if kind in ("DESCRIBE", "SHOW CREATE TABLE", "SHOW COLUMNS", "SHOW CREATE VIEW") and st.target:
+        sql.target(st)
+    else:
+        cat = st.target[0] if kind == "SHOW DATABASES" and st.target else None
+        if cat is None and st.target and kind in ("SHOW TABLES", "SHOW VIEWS", "SHOW FUNCTIONS"):
+            cat = st.target[0] if len(st.target) == 2 else sql.t_env.get_current_catalog()
+        cat = cat or sql.t_env.get_current_catalog()
+        if sql.mirror.is_lakelog(cat):
+            sql.mirror.sync_catalog(sql.t_env, cat)
+    return sql._pass(st)
+
+
+def _explain(sql: LakelogSql, st: Statement) -> Any:
+    return sql.t_env.execute_sql(sql.rewrite(st.text))
+
+
+def _refuse_lakelog_table(why: str) -> Any:
+    def handler(sql: LakelogSql, st: Statement) -> Any:
+        _, _, _, path = sql.target(st)
+        if path is not None:
+            raise UnsupportedStatementError(f"{st.head}: {why}")
+        return sql._pass(st)
+
+    return handler
+
+
+def _noop(sql: LakelogSql, st: Statement) -> Any:
+    return SqlResult.ok()
+
+
+_HANDLERS: dict[str, Any] = {
+    "CREATE CATALOG": _create_catalog,
+    "DROP CATALOG": _drop_catalog,
+    "ALTER CATALOG": _refuse_in_lakelog(
+        "catalog", "a lakelog catalog's options cannot change; create it again"
+    ),
+    "USE CATALOG": _use,
+    "USE": _use,
+    "CREATE DATABASE": _create_database,
+    "DROP DATABASE": _drop_database,
+    "ALTER DATABASE": _refuse_in_lakelog(
+        "database", "a lakelog (filesystem) catalog keeps no database properties"
+    ),
+    "CREATE TABLE": _create_table,
+    "CREATE TABLE AS": _ctas,
+    "REPLACE TABLE AS": _ctas,
+    "DROP TABLE": _drop_table,
+    "ALTER TABLE": _alter_table,
+    "CREATE VIEW": _create_view,
+    "DROP VIEW": _drop_view,
+    "ALTER VIEW": _refuse_in_lakelog("view", "a lakelog catalog stores no views"),
+    "CREATE FUNCTION": _refuse_in_lakelog(
+        "function", "a lakelog catalog stores no functions; use CREATE TEMPORARY [SYSTEM] FUNCTION"
+    ),
+    "DROP FUNCTION": _refuse_in_lakelog("function", "a lakelog catalog stores no functions"),
+    "ALTER FUNCTION": _refuse_in_lakelog("function", "a lakelog catalog stores no functions"),
+    "CREATE MODEL": _refuse_in_lakelog("model", "a lakelog catalog stores no models"),
+    "DROP MODEL": _refuse_in_lakelog("model", "a lakelog catalog stores no models"),
+    "ALTER MODEL": _refuse_in_lakelog("model", "a lakelog catalog stores no models"),
+    "CREATE MATERIALIZED TABLE": _refuse_in_lakelog("mt", "materialized tables are not supported by lakelog"),
+    "DROP MATERIALIZED TABLE": _refuse_in_lakelog("mt", "materialized tables are not supported by lakelog"),
+    "ALTER MATERIALIZED TABLE": _refuse_in_lakelog("mt", "materialized tables are not supported by lakelog"),
+    "TRUNCATE TABLE": _truncate,
+    "DELETE": _delete,
+    "UPDATE": _update,
+    "CALL": _call,
+    "ANALYZE TABLE": _refuse_lakelog_table(
+        "lakelog keeps no table statistics (Paimon's ANALYZE is not supported)"
+    ),
+    "SHOW PARTITIONS": _show_partitions,
+    "SHOW PROCEDURES": _show_procedures,
+    "DESCRIBE": _synced_pass,
+    "SHOW CREATE TABLE": _synced_pass,
+    "SHOW CREATE VIEW": _synced_pass,
+    "SHOW COLUMNS": _synced_pass,
+    "SHOW TABLES": _synced_pass,
+    "SHOW VIEWS": _synced_pass,
+    "SHOW DATABASES": _synced_pass,
+    "SHOW FUNCTIONS": _synced_pass,
+    "SHOW CATALOGS": _synced_pass,
+    "SHOW CURRENT CATALOG": _synced_pass,
+    "SHOW CURRENT DATABASE": _synced_pass,
+    "EXPLAIN": _explain,
+    "LOAD MODULE": LakelogSql._pass,
+    "UNLOAD MODULE": LakelogSql._pass,
+    "USE MODULES": LakelogSql._pass,
+    "ADD JAR": LakelogSql._pass,
+    "REMOVE JAR": LakelogSql._pass,
+    "QUIT": _noop,
+    "EXIT": _noop,
+    "HELP": _noop,
+    "CLEAR": _noop,
+}
 
 
 def _hint_option(opts: dict[str, str], key: str, default: str, kind: type) -> Any:

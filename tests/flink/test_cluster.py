@@ -33,6 +33,8 @@ JAVA_17 = "/usr/lib/jvm/java-17-openjdk-amd64"
 @dataclass
 class Cluster:
     conf_dir: Path
+    checkpoints: Path
+    channels: Path
     log_dir: Path
     rest_port: int
     env: dict[str, str]
@@ -57,7 +59,7 @@ def _flink_home() -> Path:
     return Path(pyflink.__file__).resolve().parent
 
 
-def _write_conf(conf_dir: Path, rest_port: int, rpc_port: int) -> None:
+def _write_conf(conf_dir: Path, rest_port: int, rpc_port: int, checkpoints: Path, channels: Path) -> None:
     from ruamel.yaml import YAML
 
     shutil.copytree(ROOT / "flink-conf", conf_dir)
@@ -71,6 +73,10 @@ def _write_conf(conf_dir: Path, rest_port: int, rpc_port: int) -> None:
     conf["python"]["executable"] = sys.executable
     conf["python"]["client"] = {"executable": sys.executable}
     conf["execution"]["checkpointing"]["interval"] = "1s"
+    # a cluster's checkpoint directory, shared by its processes (one machine: a local path)
+    conf["execution"]["checkpointing"]["dir"] = checkpoints.as_uri()
+    # and the folder of the sinks' commit channels (lakelog's own key)
+    conf["lakelog"] = {"commit-channel": {"dir": str(channels)}}
     with open(conf_dir / "config.yaml", "w") as fh:
         yaml.dump(conf, fh)
     (conf_dir / "masters").write_text(f"localhost:{rest_port}\n")
@@ -92,10 +98,11 @@ def _pids(pid_dir: Path) -> list[int]:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     base = tmp_path_factory.mktemp("cluster")
     conf_dir, log_dir, pid_dir = base / "conf", base / "log", base / "pid"
+    checkpoints, channels = base / "checkpoints", base / "channels"
     log_dir.mkdir()
     pid_dir.mkdir()
     rest_port, rpc_port = _free_ports(2)
-    _write_conf(conf_dir, rest_port, rpc_port)
+    _write_conf(conf_dir, rest_port, rpc_port, checkpoints, channels)
     # neither this process's gateway nor the client JVM options it exported for itself
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYFLINK_GATEWAY") and k != "JVM_ARGS"}
     env.update(
@@ -108,7 +115,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if os.path.isdir(JAVA_17):
         env["JAVA_HOME"] = JAVA_17
     flink_bin = _flink_home() / "bin"
-    c = Cluster(conf_dir, log_dir, rest_port, env, flink_bin)
+    c = Cluster(conf_dir, checkpoints, channels, log_dir, rest_port, env, flink_bin)
     try:
         subprocess.run(
             ["bash", str(flink_bin / "start-cluster.sh")],
@@ -185,6 +192,36 @@ def test_flink_run_py_streaming_insert(cluster: Cluster, tmp_path: Path) -> None
     _check(wh, "events", 600)
     jobs = json.loads(urllib.request.urlopen(f"http://localhost:{cluster.rest_port}/jobs/overview").read())
     assert any(j["state"] == "FINISHED" for j in jobs["jobs"])
+    # its checkpoints went to the configured directory (Flink keeps the job's emptied folder), its
+    # commit channel under the configured folder
+    assert {p.name for p in cluster.checkpoints.iterdir()} & {j["jid"] for j in jobs["jobs"]}
+    assert [p.name for p in cluster.channels.iterdir() if p.name.startswith("lakelog-sink-")]
+
+
+def test_a_streaming_job_without_a_checkpoint_dir_is_refused(cluster: Cluster, tmp_path: Path) -> None:
+    """A client configuration without ``execution.checkpointing.dir``: lakelog refuses to submit a
+    streaming job, by ``flink run`` and by ``--remote`` alike (it cannot know a directory that the
+    cluster's processes share, and the JobManager's memory takes at most 5 MB per state handle)."""
+    from ruamel.yaml import YAML
+
+    client_conf = tmp_path / "client-conf"
+    shutil.copytree(cluster.conf_dir, client_conf)
+    yaml = YAML(typ="safe")
+    conf = yaml.load((client_conf / "config.yaml").read_text())
+    del conf["execution"]["checkpointing"]["dir"]
+    with open(client_conf / "config.yaml", "w") as fh:
+        yaml.dump(conf, fh)
+    wh, script = tmp_path / "wh", tmp_path / "insert.sql"
+    _script(script, wh, "refused", 10, "streaming")
+    env = {**cluster.env, "FLINK_CONF_DIR": str(client_conf)}
+    for cmd in (
+        [str(cluster.flink_bin / "flink"), "run", "-py", "jobs/sql.py", "--", "-f", str(script)],
+        [sys.executable, "-m", "lakelog.jobs.cli", "sql", "-f", str(script), "--remote"],
+    ):
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+        assert proc.returncode != 0, proc.stdout[-2000:]
+        assert "needs 'execution.checkpointing.dir'" in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    assert not (wh / "shop.db" / "refused" / "snapshot").exists()
 
 
 def test_lakelog_sql_remote_batch_insert(cluster: Cluster, tmp_path: Path) -> None:

@@ -129,14 +129,12 @@ def _check_snapshots(t: lakelog.Table) -> Counter[str]:
     snaps = t.store.snapshot_manager.snapshots()
     idents = Counter((s.commit_user, s.commit_identifier, s.commit_kind) for s in snaps)
     assert max(idents.values()) == 1, [k for k, n in idents.items() if n > 1]
+    # every commit (of the writers' committers and the compaction job's) names its committables
+    unnamed = [s.id for s in snaps if not (s.properties or {}).get(COMMITTABLES_PROPERTY)]
+    assert not unnamed, f"snapshots without {COMMITTABLES_PROPERTY}: {unnamed}"
     # (a writer's commit with compaction makes an APPEND and a COMPACT snapshot listing the same ids)
-    ids = Counter(
-        (i, s.commit_kind)
-        for s in snaps
-        for i in (s.properties or {}).get(COMMITTABLES_PROPERTY, "").split(",")
-        if i
-    )
-    assert not ids or max(ids.values()) == 1
+    ids = Counter((i, s.commit_kind) for s in snaps for i in s.properties[COMMITTABLES_PROPERTY].split(","))
+    assert ids and max(ids.values()) == 1, [k for k, n in ids.items() if n > 1]
     return Counter(s.commit_user for s in snaps)
 
 

@@ -96,15 +96,17 @@ def _snapshot_checks(table: Any) -> None:
     # no commit identifier twice (per commit user and kind: Paimon pairs APPEND+COMPACT per identifier)
     idents = Counter((s.commit_user, s.commit_identifier, s.commit_kind) for s in snaps)
     assert max(idents.values()) == 1, idents
-    # and no committable committed twice
+    # every commit names its committables (the committer's idempotence rests on that list), and no
+    # committable is committed twice
+    unnamed = [s.id for s in snaps if not (s.properties or {}).get(COMMITTABLES_PROPERTY)]
+    assert not unnamed, f"snapshots without {COMMITTABLES_PROPERTY}: {unnamed}"
     ids = Counter(
         i
         for s in snaps
         if s.commit_kind == "APPEND"
-        for i in (s.properties or {}).get(COMMITTABLES_PROPERTY, "").split(",")
-        if i
+        for i in s.properties[COMMITTABLES_PROPERTY].split(",")
     )
-    assert not ids or max(ids.values()) == 1
+    assert ids and max(ids.values()) == 1, ids
 
 
 def test_streaming_exactly_once_across_failover(tmp_path, flink_env) -> None:  # type: ignore[no-untyped-def]

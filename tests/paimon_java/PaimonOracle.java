@@ -72,6 +72,7 @@ import org.apache.paimon.data.InternalArray;
 import org.apache.paimon.data.InternalMap;
 import org.apache.paimon.data.InternalRow;
 import org.apache.paimon.data.Timestamp;
+import org.apache.paimon.index.HashBucketAssigner;
 import org.apache.paimon.options.Options;
 import org.apache.paimon.reader.RecordReader;
 import org.apache.paimon.schema.Schema;
@@ -80,11 +81,13 @@ import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.ObjectMap
 import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
 import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.paimon.table.BucketMode;
 import org.apache.paimon.table.FileStoreTable;
 import org.apache.paimon.table.Table;
 import org.apache.paimon.table.sink.BatchTableCommit;
 import org.apache.paimon.table.sink.BatchTableWrite;
 import org.apache.paimon.table.sink.BatchWriteBuilder;
+import org.apache.paimon.table.sink.RowPartitionKeyExtractor;
 import org.apache.paimon.table.source.DataSplit;
 import org.apache.paimon.table.source.ReadBuilder;
 import org.apache.paimon.table.source.Split;
@@ -396,9 +399,28 @@ public final class PaimonOracle {
         } else if (!kind.equalsIgnoreCase("append")) {
             throw new OracleException("commitKind must be append or overwrite, not " + kind);
         }
+        // dynamic bucket mode: the batch writer cannot place keys itself ("Can't extract bucket from
+        // row in dynamic bucket mode"); Paimon's engines put a HashBucketAssigner (one assigner
+        // here) before TableWrite.write(row, bucket), and so does this oracle
+        HashBucketAssigner assigner = null;
+        RowPartitionKeyExtractor keys = null;
+        if (t instanceof FileStoreTable && ((FileStoreTable) t).bucketMode() == BucketMode.HASH_DYNAMIC) {
+            FileStoreTable ft = (FileStoreTable) t;
+            Integer maxBuckets = ft.coreOptions().dynamicBucketMaxBuckets();
+            assigner = new HashBucketAssigner(ft.snapshotManager(), "paimon-oracle",
+                    ft.store().newIndexFileHandler(), 1, 1, 0, ft.coreOptions().dynamicBucketTargetRowNum(),
+                    maxBuckets == null ? -1 : maxBuckets);
+            keys = new RowPartitionKeyExtractor(ft.schema());
+        }
         try (BatchTableWrite w = builder.newWrite(); BatchTableCommit c = builder.newCommit()) {
             for (int i = 0; i < rows.size(); i++) {
-                w.write(decodeRow(rows.get(i), type, "row " + i));
+                InternalRow row = decodeRow(rows.get(i), type, "row " + i);
+                if (assigner == null) {
+                    w.write(row);
+                } else {
+                    BinaryRow partition = keys.partition(row);
+                    w.write(row, assigner.assign(partition, keys.trimmedPrimaryKey(row).hashCode()));
+                }
             }
             c.commit(w.prepareCommit());
         }

@@ -11,8 +11,11 @@ import java.time.LocalDate;
 import java.time.LocalDateTime;
 import java.time.LocalTime;
 import java.time.ZoneOffset;
+import java.lang.reflect.Array;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.List;
+import java.util.Map;
 import java.util.TimeZone;
 
 import org.apache.flink.api.python.shaded.org.apache.arrow.memory.BufferAllocator;
@@ -32,6 +35,8 @@ import org.apache.flink.api.python.shaded.org.apache.arrow.vector.TimeMilliVecto
 import org.apache.flink.api.python.shaded.org.apache.arrow.vector.TimeStampVector;
 import org.apache.flink.api.python.shaded.org.apache.arrow.vector.TinyIntVector;
 import org.apache.flink.api.python.shaded.org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.complex.ListVector;
+import org.apache.flink.api.python.shaded.org.apache.arrow.vector.complex.StructVector;
 import org.apache.flink.api.python.shaded.org.apache.arrow.vector.ipc.ArrowStreamWriter;
 import org.apache.flink.api.python.shaded.org.apache.arrow.vector.types.DateUnit;
 import org.apache.flink.api.python.shaded.org.apache.arrow.vector.types.FloatingPointPrecision;
@@ -59,7 +64,7 @@ import org.apache.flink.types.RowKind;
  * is downstream of it), before the final watermark (also followed by a marker) and at end of input.
  *
  * <p>Column {@code i} of the table is field {@code inputIndex[i]} of the input row. Types are
- * spelled as in {@link #arrowType}. With a {@code kindField}, a trailing int8 column holds each row's
+ * spelled as in {@link #field}. With a {@code kindField}, a trailing int8 column holds each row's
  * RowKind byte (0 +I, 1 -U, 2 +U, 3 -D); without it, any row that is not +I fails the job.
  */
 public class RowBatcher extends AbstractStreamOperator<byte[]>
@@ -111,8 +116,72 @@ public class RowBatcher extends AbstractStreamOperator<byte[]>
         this.maxRows = maxRows;
         this.maxBytes = maxBytes;
         for (int i = 0; i < types.length; i++) {
-            arrowType(names[i], types[i]); // fail on the client, naming the column
+            field(names[i], types[i], true); // fail on the client, naming the column
         }
+    }
+
+    /**
+     * The Arrow field of a column: {@code code} is an atomic type code (see {@link #arrowType}) or
+     * a nested one, {@code list(CHILD)}, {@code map(CHILD,CHILD)} (key, value) or
+     * {@code row(CHILD,...)}, where a CHILD is {@code HEXNAME~n~CODE} (nullable) or
+     * {@code HEXNAME~r~CODE} (required), the name's UTF-8 bytes in hex.
+     */
+    static Field field(String name, String code, boolean nullable) {
+        if (code.startsWith("list(")) {
+            List<Field> children = children(name, inner(code, "list("));
+            return new Field(name, new FieldType(nullable, ArrowType.List.INSTANCE, null), children);
+        }
+        if (code.startsWith("map(")) {
+            List<Field> kv = children(name, inner(code, "map("));
+            Field entries = new Field("entries", FieldType.notNullable(ArrowType.Struct.INSTANCE), kv);
+            List<Field> one = new ArrayList<>();
+            one.add(entries);
+            return new Field(name, new FieldType(nullable, new ArrowType.Map(false), null), one);
+        }
+        if (code.startsWith("row(")) {
+            List<Field> children = children(name, inner(code, "row("));
+            return new Field(name, new FieldType(nullable, ArrowType.Struct.INSTANCE, null), children);
+        }
+        return new Field(name, new FieldType(nullable, arrowType(name, code), null), null);
+    }
+
+    private static String inner(String code, String head) {
+        if (!code.endsWith(")")) {
+            throw new IllegalArgumentException("bad nested type code " + code);
+        }
+        return code.substring(head.length(), code.length() - 1);
+    }
+
+    /** The fields of a comma-separated CHILD list (commas inside parentheses belong to children). */
+    private static List<Field> children(String column, String list) {
+        List<Field> out = new ArrayList<>();
+        int depth = 0;
+        int start = 0;
+        for (int i = 0; i <= list.length(); i++) {
+            char c = i < list.length() ? list.charAt(i) : ',';
+            if (c == '(') {
+                depth++;
+            } else if (c == ')') {
+                depth--;
+            } else if (c == ',' && depth == 0) {
+                String child = list.substring(start, i);
+                String[] p = child.split("~", 3);
+                if (p.length != 3) {
+                    throw new IllegalArgumentException("column '" + column + "': bad nested type code " + child);
+                }
+                out.add(field(unhex(p[0]), p[2], p[1].equals("n")));
+                start = i + 1;
+            }
+        }
+        return out;
+    }
+
+    private static String unhex(String hex) {
+        byte[] bytes = new byte[hex.length() / 2];
+        for (int i = 0; i < bytes.length; i++) {
+            bytes[i] = (byte) Integer.parseInt(hex.substring(2 * i, 2 * i + 2), 16);
+        }
+        return new String(bytes, StandardCharsets.UTF_8);
     }
 
     /** The Arrow type of a column type code: bool, i8, i16, i32, i64, f32, f64, str, bin, date,
@@ -158,7 +227,7 @@ public class RowBatcher extends AbstractStreamOperator<byte[]>
         allocator = new RootAllocator(Long.MAX_VALUE);
         List<Field> fields = new ArrayList<>();
         for (int i = 0; i < names.length; i++) {
-            fields.add(new Field(names[i], new FieldType(true, arrowType(names[i], types[i]), null), null));
+            fields.add(field(names[i], types[i], true));
         }
         if (kindField != null) {
             fields.add(new Field(kindField, FieldType.notNullable(new ArrowType.Int(8, true)), null));
@@ -167,7 +236,7 @@ public class RowBatcher extends AbstractStreamOperator<byte[]>
         root.allocateNew();
         columns = new ArrayList<>();
         for (int i = 0; i < names.length; i++) {
-            columns.add(column(i, root.getVector(i)));
+            columns.add(column(names[i], types[i], root.getVector(i)));
         }
         kinds = kindField != null ? (TinyIntVector) root.getVector(names.length) : null;
         rows = 0;
@@ -325,8 +394,14 @@ public class RowBatcher extends AbstractStreamOperator<byte[]>
         };
     }
 
-    private Column column(int col, FieldVector vector) {
-        String[] p = types[col].split(":");
+    private Column column(String name, String code, FieldVector vector) {
+        if (code.startsWith("list(") || code.startsWith("map(")) {
+            return repeated(name, code, (ListVector) vector);
+        }
+        if (code.startsWith("row(")) {
+            return struct(name, code, (StructVector) vector);
+        }
+        String[] p = code.split(":");
         switch (p[0]) {
             case "bool": {
                 BitVector bits = (BitVector) vector;
@@ -394,8 +469,126 @@ public class RowBatcher extends AbstractStreamOperator<byte[]>
                 };
             }
             default:
-                throw new IllegalArgumentException("column '" + names[col] + "': type code " + types[col]);
+                throw new IllegalArgumentException("column '" + name + "': type code " + code);
         }
+    }
+
+    /** The type codes of a nested code's children (see {@link #field}). */
+    private static List<String> childCodes(String list) {
+        List<String> out = new ArrayList<>();
+        int depth = 0;
+        int start = 0;
+        for (int i = 0; i <= list.length(); i++) {
+            char c = i < list.length() ? list.charAt(i) : ',';
+            if (c == '(') {
+                depth++;
+            } else if (c == ')') {
+                depth--;
+            } else if (c == ',' && depth == 0) {
+                out.add(list.substring(start, i).split("~", 3)[2]);
+                start = i + 1;
+            }
+        }
+        return out;
+    }
+
+    /** Sets a child value, or null; returns about how many bytes it takes. */
+    private static long setChild(Column child, int index, Object value) {
+        if (value == null) {
+            child.setNull(index);
+            return 1;
+        }
+        return child.set(index, value);
+    }
+
+    /** ARRAY and MULTISET/MAP columns: Java arrays or collections, and maps (a MULTISET's counts). */
+    private Column repeated(String name, String code, ListVector list) {
+        boolean isMap = code.startsWith("map(");
+        List<String> codes = childCodes(inner(code, isMap ? "map(" : "list("));
+        final Column element;
+        final Column key;
+        final Column value;
+        final StructVector entries;
+        if (isMap) {
+            entries = (StructVector) list.getDataVector();
+            key = column(name + ".key", codes.get(0), (FieldVector) entries.getChildByOrdinal(0));
+            value = column(name + ".value", codes.get(1), (FieldVector) entries.getChildByOrdinal(1));
+            element = null;
+        } else {
+            entries = null;
+            key = null;
+            value = null;
+            element = column(name + ".element", codes.get(0), list.getDataVector());
+        }
+        return new Column() {
+            public long set(int index, Object v) {
+                int at = list.startNewValue(index);
+                long bytes = 4;
+                int n = 0;
+                if (isMap) {
+                    if (!(v instanceof Map)) {
+                        throw new IllegalArgumentException("not a map");
+                    }
+                    for (Map.Entry<?, ?> e : ((Map<?, ?>) v).entrySet()) {
+                        entries.setIndexDefined(at + n);
+                        if (e.getKey() == null) {
+                            throw new IllegalArgumentException("a map key is null");
+                        }
+                        bytes += key.set(at + n, e.getKey());
+                        bytes += setChild(value, at + n, e.getValue());
+                        n++;
+                    }
+                } else if (v instanceof Collection) {
+                    for (Object x : (Collection<?>) v) {
+                        bytes += setChild(element, at + n, x);
+                        n++;
+                    }
+                } else if (v.getClass().isArray()) {
+                    int len = Array.getLength(v);
+                    for (; n < len; n++) {
+                        bytes += setChild(element, at + n, Array.get(v, n));
+                    }
+                } else {
+                    throw new IllegalArgumentException("not an array");
+                }
+                list.endValue(index, n);
+                return bytes;
+            }
+
+            public void setNull(int index) {
+                list.setNull(index);
+            }
+        };
+    }
+
+    /** ROW columns: Flink Rows (fields by position). */
+    private Column struct(String name, String code, StructVector struct) {
+        List<String> codes = childCodes(inner(code, "row("));
+        List<Column> fields = new ArrayList<>();
+        for (int i = 0; i < codes.size(); i++) {
+            fields.add(column(name + "." + i, codes.get(i), (FieldVector) struct.getChildByOrdinal(i)));
+        }
+        return new Column() {
+            public long set(int index, Object v) {
+                if (!(v instanceof Row)) {
+                    throw new IllegalArgumentException("not a row");
+                }
+                Row row = (Row) v;
+                if (row.getArity() != fields.size()) {
+                    throw new IllegalArgumentException("has " + row.getArity() + " fields, not " + fields.size());
+                }
+                struct.setIndexDefined(index);
+                long bytes = 1;
+                for (int i = 0; i < fields.size(); i++) {
+                    bytes += setChild(fields.get(i), index, row.getField(i));
+                }
+                return bytes;
+            }
+
+            public void setNull(int index) {
+                struct.setNull(index);
+            }
+        };
     }
 
     // ---- value conversions (the same rules as Flink's own conversions to its internal types) ------

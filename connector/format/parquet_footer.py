@@ -1,0 +1,209 @@
+"""Editing the footer of a Parquet data file, to write and read INT96 columns pyarrow cannot.
+
+pyarrow 16 writes INT96 only for every timestamp column of a file at once, and reads INT96 only
+through conversions that can be wrong (:mod:`~lakelog.connector.format.int96`). Both ends meet in
+FIXED_LEN_BYTE_ARRAY(12), whose data pages hold the same bytes as INT96's:
+
+* :func:`declare_int96`: a file written with the 12 bytes of each TIMESTAMP(7..9) value as
+  FIXED_LEN_BYTE_ARRAY(12) gets a footer declaring those columns INT96 (and marking the file as
+  lakelog's, :data:`LAKELOG_INT96`).
+* :func:`binary_view`: a file opened through a copy of its footer declaring its INT96 columns
+  FIXED_LEN_BYTE_ARRAY(12), so that pyarrow hands over the bytes.
+
+The footer is Thrift (compact protocol): :mod:`~lakelog.connector.format.thrift_compact`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from lakelog.connector.errors import CorruptFileError
+from lakelog.connector.format import thrift_compact as tc
+
+__all__ = ["read_footer", "binary_view", "declare_int96", "int96_from_lakelog", "LAKELOG_INT96"]
+
+LAKELOG_INT96 = (b"lakelog.int96", b"timestamp[ns]")
+"""Key-value metadata of files whose INT96 columns lakelog wrote from Arrow ``timestamp[ns]`` values:
+every one inside 1677-09-21 .. 2262-04-11, so that pyarrow's own reading of them is exact."""
+
+_INT96, _FIXED_LEN_BYTE_ARRAY = 3, 7  # parquet.thrift Type
+
+
+def int96_from_lakelog(f: pq.ParquetFile) -> bool:
+    """Whether ``f``'s INT96 columns were written by lakelog from nanosecond timestamps."""
+    kv = f.metadata.metadata or {}
+    return kv.get(LAKELOG_INT96[0]) == LAKELOG_INT96[1]
+
+
+# ---- reading -------------------------------------------------------------------------------------
+class _SplicedFile(io.RawIOBase):
+    """The bytes of ``path`` up to ``cut``, followed by ``tail``."""
+
+    def __init__(self, path: str, cut: int, tail: bytes) -> None:
+        super().__init__()
+        self._f = open(path, "rb")  # noqa: SIM115 - closed with this object
+        self._cut = cut
+        self._tail = tail
+        self._size = cut + len(tail)
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, b: Any) -> int:
+        view = memoryview(b).cast("B")
+        want = min(len(view), max(0, self._size - self._pos))
+        done = 0
+        if self._pos < self._cut and want:
+            self._f.seek(self._pos)
+            n = self._f.readinto(view[: min(want, self._cut - self._pos)]) or 0
+            done, self._pos = n, self._pos + n
+        if done < want and self._pos >= self._cut:
+            start = self._pos - self._cut
+            chunk = self._tail[start : start + want - done]
+            view[done : done + len(chunk)] = chunk
+            done, self._pos = done + len(chunk), self._pos + len(chunk)
+        return done
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+def read_footer(path: str) -> tuple[int, bytes]:
+    """(offset, bytes) of the Thrift footer of a Parquet file."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        if size < 12:
+            raise CorruptFileError(f"data file {path} is too short to be a Parquet file")
+        fh.seek(size - 8)
+        tail = fh.read(8)
+        if tail[4:] != b"PAR1":
+            raise CorruptFileError(f"data file {path}: no Parquet footer (encrypted or damaged)")
+        n = int.from_bytes(tail[:4], "little")
+        if n > size - 12:
+            raise CorruptFileError(f"data file {path}: footer length {n} exceeds the file")
+        fh.seek(size - 8 - n)
+        return size - 8 - n, fh.read(n)
+
+
+def _as_fixed_binary(meta: list[tc.TField]) -> list[tc.TField]:
+    """FileMetaData with INT96 leaves declared FIXED_LEN_BYTE_ARRAY(12), without their statistics and
+    without key-value metadata (its ARROW:schema would describe those columns as timestamps)."""
+    out = []
+    for f in meta:
+        if f.id == 5:  # key_value_metadata
+            continue
+        if f.id == 2:  # schema: list<SchemaElement>
+            for element in f.value.items:
+                t = tc.field(element, 1)
+                if t is not None and t.value == _INT96:
+                    t.value = _FIXED_LEN_BYTE_ARRAY
+                    element[:] = [x for x in element if x.id != 2]
+                    element.insert(element.index(t) + 1, tc.TField(2, tc.I32, 12))  # type_length
+        if f.id == 4:  # row_groups: list<RowGroup>
+            for group in f.value.items:
+                chunks = tc.field(group, 1)
+                for chunk in chunks.value.items if chunks is not None else ():
+                    md = tc.field(chunk, 3)  # ColumnMetaData
+                    t = tc.field(md.value, 1) if md is not None else None
+                    if md is not None and t is not None and t.value == _INT96:
+                        t.value = _FIXED_LEN_BYTE_ARRAY
+                        md.value[:] = [x for x in md.value if x.id != 12]  # statistics
+        out.append(f)
+    return out
+
+
+@contextlib.contextmanager
+def binary_view(path: str) -> Iterator[pq.ParquetFile]:
+    """``path`` opened with its INT96 columns read as ``fixed_size_binary(12)``."""
+    cut, footer = read_footer(path)
+    try:
+        patched = tc.write_struct(_as_fixed_binary(tc.read_struct(footer)))
+    except CorruptFileError as e:
+        raise CorruptFileError(f"data file {path}: cannot decode its footer: {e}") from None
+    tail = patched + len(patched).to_bytes(4, "little") + b"PAR1"
+    with _SplicedFile(path, cut, tail) as source:
+        f = pq.ParquetFile(source)
+        try:
+            yield f
+        finally:
+            f.close()
+
+
+# ---- writing ---------------------------------------------------------------------------------------------
+def _leaf_elements(schema: list[tc.TField]) -> list[list[tc.TField]]:
+    """The SchemaElements of the leaves, in column order (elements are stored depth first; a group has
+    ``num_children``, field 5)."""
+    return [e for e in schema if tc.field(e, 5) is None]
+
+
+def declare_int96(path: str, leaves: Sequence[int]) -> None:
+    """Rewrite the footer of the Parquet file ``path`` so that leaf columns ``leaves`` (indices in
+    column order), written as FIXED_LEN_BYTE_ARRAY(12) by :func:`~lakelog.connector.format.int96.encode`,
+    are INT96 columns, without statistics (INT96 has no defined order), and mark the file as lakelog's.
+
+    Only those bytes change (the rest of the footer is not encoded again: this runs for every file)."""
+    cut, footer = read_footer(path)
+    meta = tc.read_struct(footer)
+    schema, groups, kv = tc.field(meta, 2), tc.field(meta, 4), tc.field(meta, 5)
+    if schema is None or groups is None:
+        raise CorruptFileError(f"data file {path}: its footer has no schema or no row groups")
+    edits: list[tc.Edit] = []
+    elements = _leaf_elements(schema.value.items[1:])
+    for i in leaves:
+        element = elements[i]
+        t, length = tc.field(element, 1), tc.field(element, 2)
+        annotated = [x for x in element if x.id in (6, 10)]  # converted_type, logicalType
+        if t is None or t.value != _FIXED_LEN_BYTE_ARRAY or length is None or length.value != 12 or annotated:
+            raise CorruptFileError(f"data file {path}: leaf {i} was not written as FIXED_LEN_BYTE_ARRAY(12)")
+        edits.append(_as_int96(footer, t))
+        edits.append(tc.without_field(footer, element, element.index(length)))  # type_length
+    for group in groups.value.items:
+        chunks = tc.field(group, 1)
+        assert chunks is not None
+        for i in leaves:
+            md = tc.field(chunks.value.items[i], 3)  # ColumnMetaData
+            t = tc.field(md.value, 1) if md is not None else None
+            if md is None or t is None or t.value != _FIXED_LEN_BYTE_ARRAY:
+                raise CorruptFileError(f"data file {path}: a chunk of leaf {i} is no FIXED_LEN_BYTE_ARRAY")
+            edits.append(_as_int96(footer, t))
+            stats = tc.field(md.value, 12)
+            if stats is not None:
+                edits.append(tc.without_field(footer, md.value, md.value.index(stats)))
+    marker = [tc.TField(1, tc.BINARY, LAKELOG_INT96[0]), tc.TField(2, tc.BINARY, LAKELOG_INT96[1])]
+    if kv is None:  # key_value_metadata
+        new = tc.TField(5, tc.LIST, tc.TList(tc.STRUCT, [marker]))
+        edits.append(tc.with_field(footer, meta, new, len(footer) - 1))
+    else:
+        kv.value.items.append(marker)
+        edits.append(tc.replaced_field(meta, meta.index(kv)))
+    patched = tc.apply_edits(footer, edits)
+    with open(path, "r+b") as fh:
+        fh.truncate(cut)
+        fh.seek(cut)
+        fh.write(patched + len(patched).to_bytes(4, "little") + b"PAR1")
+
+
+def _as_int96(footer: bytes, t: tc.TField) -> tc.Edit:
+    """The edit turning a decoded Type field from FIXED_LEN_BYTE_ARRAY into INT96 (both one byte)."""
+    if t.end != t.vpos + 1:
+        raise CorruptFileError("a Parquet Type field is not one byte long")
+    return (t.vpos, t.end, bytes([_INT96 << 1]))

@@ -1,0 +1,385 @@
+"""``CALL [catalog.]sys.<procedure>(...)``: Paimon's procedures on a lakelog catalog. No pyflink.
+
+Arguments bind as in Paimon's Flink procedures (Flink 1.19+ argument hints): by position in the
+declared order, or by name (``table => 'db.t'``, names may be back-quoted); omitted optional
+arguments are null. Values are SQL literals: strings, numbers, ``TRUE``/``FALSE``, ``NULL``.
+Results have Paimon's shape: one ``result`` column (``Success``, counts), or the procedure's row
+type (``rollback_to``: ``previous_snapshot_id``, ``current_snapshot_id``).
+
+Procedures run in this process on the connector (``compact`` compacts in-process and returns
+``Success`` when done, as Paimon's does with ``table.dml-sync`` on).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import decimal
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lakelog.connector.errors import LakelogError, OptionError, SnapshotNotFoundError, TagError
+from lakelog.connector.format.options import Duration
+from lakelog.connector.table.catalog import Catalog
+from lakelog.connector.table.table import Table
+from lakelog.operators.sql.errors import SqlError, UnsupportedStatementError
+from lakelog.operators.sql.lexer import Token, matching_paren, read_name, significant, unquote
+from lakelog.operators.sql.results import SqlResult
+
+__all__ = [
+    "PROCEDURES",
+    "Procedure",
+    "CallContext",
+    "parse_call",
+    "call_procedure",
+    "extra_procedures",
+    "procedure_names",
+]
+
+
+@dataclass(frozen=True)
+class CallContext:
+    catalog: Catalog
+    catalog_name: str
+    database: str  # the session's current database (for a table argument without one)
+
+    def table(self, name: Any) -> Table:
+        if not isinstance(name, str) or not name:
+            raise SqlError("argument 'table' must name a table: 'database.table'")
+        ident = name if "." in name else f"{self.database}.{name}"
+        return self.catalog.get_table(ident)
+
+
+Run = Callable[[CallContext, dict[str, Any]], SqlResult]
+
+
+@dataclass(frozen=True)
+class Procedure:
+    name: str
+    params: tuple[str, ...]  # Paimon's declared order (= positional order)
+    required: tuple[str, ...]
+    run: Run
+    summary: str
+
+
+# ---- argument parsing ------------------------------------------------------------------------------
+def _literal(toks: list[Token], text: str) -> Any:
+    if not toks:
+        raise SqlError(f"{text}: an argument is empty")
+    words = [t.word for t in toks]
+    if len(toks) == 1:
+        t = toks[0]
+        if t.kind == "str":
+            return t.text[1:-1].replace("''", "'")
+        if t.kind == "num":
+            return decimal.Decimal(t.text) if "." in t.text else int(t.text)
+        if words[0] in ("TRUE", "FALSE"):
+            return words[0] == "TRUE"
+        if words[0] == "NULL":
+            return None
+    if len(toks) == 2 and toks[0].text == "-" and toks[1].kind == "num":
+        return -int(toks[1].text)
+    raw = " ".join(t.text for t in toks)
+    raise SqlError(f"{text}: argument {raw!r} is not a literal (lakelog's procedures take literals)")
+
+
+def parse_call(text: str) -> tuple[list[str], list[Any], dict[str, Any]]:
+    """(procedure name parts, positional arguments, named arguments) of a ``CALL`` statement."""
+    toks = significant(text)
+    if not toks or toks[0].word != "CALL":
+        raise SqlError(f"not a CALL statement: {text!r}")
+    parts, i = read_name(toks, 1)
+    if not parts or i >= len(toks) or toks[i].text != "(":
+        raise SqlError(f"{text}: expected CALL [catalog.]sys.<procedure>(...)")
+    end = matching_paren(toks, i)
+    args: list[list[Token]] = [[]]
+    depth = 0
+    for t in toks[i + 1 : end]:
+        if t.text == "(":
+            depth += 1
+        elif t.text == ")":
+            depth -= 1
+        if t.text == "," and depth == 0:
+            args.append([])
+        else:
+            args[-1].append(t)
+    positional: list[Any] = []
+    named: dict[str, Any] = {}
+    if args == [[]]:
+        return parts, positional, named
+    for a in args:
+        if len(a) >= 3 and a[0].is_name and a[1].text == "=" and a[2].text == ">":
+            named[unquote(a[0].text) if a[0].kind == "qid" else a[0].text.lower()] = _literal(a[3:], text)
+        else:
+            if named:
+                raise SqlError(f"{text}: a positional argument follows a named one")
+            positional.append(_literal(a, text))
+    return parts, positional, named
+
+
+def _bind(proc: Procedure, positional: Sequence[Any], named: dict[str, Any]) -> dict[str, Any]:
+    head = f"CALL sys.{proc.name}"
+    if len(positional) > len(proc.params):
+        raise SqlError(f"{head} takes at most {len(proc.params)} arguments ({', '.join(proc.params)})")
+    bound: dict[str, Any] = dict.fromkeys(proc.params)
+    bound.update(zip(proc.params, positional))
+    for k, v in named.items():
+        if k not in bound:
+            raise SqlError(f"{head} has no argument {k!r}; its arguments: {', '.join(proc.params)}")
+        if k in proc.params[: len(positional)]:
+            raise SqlError(f"{head}: argument {k!r} is given twice")
+        bound[k] = v
+    missing = [p for p in proc.required if bound.get(p) is None]
+    if missing:
+        raise SqlError(f"{head} needs argument(s) {missing}")
+    return bound
+
+
+def _refuse(proc: str, args: dict[str, Any], *names: str, why: str) -> None:
+    given = [n for n in names if args.get(n) not in (None, "")]
+    if given:
+        raise UnsupportedStatementError(f"CALL sys.{proc}: argument(s) {given} are not supported: {why}")
+
+
+def _success() -> SqlResult:
+    return SqlResult.table(["result"], [("Success",)])
+
+
+def _duration(value: Any, arg: str) -> datetime.timedelta:
+    try:
+        return datetime.timedelta(milliseconds=Duration.parse(str(value)).millis)
+    except LakelogError as e:
+        raise SqlError(
+            f"argument {arg!r} = {value!r} is not a duration (such as '1 d' or '2 h'): {e}"
+        ) from None
+
+
+def _local_millis(value: Any, arg: str) -> int:
+    """A 'yyyy-MM-dd HH:mm:ss[.SSS]' timestamp in local time, or epoch milliseconds."""
+    if isinstance(value, int):
+        return value
+    try:
+        return int(datetime.datetime.fromisoformat(str(value).strip()).timestamp() * 1000)
+    except ValueError:
+        raise SqlError(f"argument {arg!r} = {value!r} is not a timestamp 'yyyy-MM-dd HH:mm:ss'") from None
+
+
+# ---- the procedures ---------------------------------------------------------------------------------
+def _compact(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    _refuse("compact", a, "partitions", "where", "partition_idle_time", "options",
+            why="lakelog compacts whole tables")  # fmt: skip
+    if a.get("order_strategy") not in (None, "", "none") or a.get("order_by"):
+        raise UnsupportedStatementError(
+            "CALL sys.compact: sort compaction (order_strategy, order_by) is not supported by lakelog"
+        )
+    strategy = (a.get("compact_strategy") or "full").lower()
+    if strategy not in ("full", "minor"):
+        raise SqlError(f"CALL sys.compact: compact_strategy must be 'full' or 'minor', not {strategy!r}")
+    ctx.table(a["table"]).compact(full=strategy == "full")
+    return _success()
+
+
+def _create_tag(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    t = ctx.table(a["table"])
+    sm = t.store.snapshot_manager
+    sid = a.get("snapshot_id")
+    if sid is None:
+        snap = sm.latest()
+        if snap is None:
+            raise SqlError("Cannot create tag because latest snapshot doesn't exist.")
+    else:
+        try:
+            snap = sm.snapshot(int(sid))
+        except SnapshotNotFoundError:
+            raise SqlError(f"Cannot create tag because given snapshot #{sid} doesn't exist.") from None
+    retained = _duration(a["time_retained"], "time_retained") if a.get("time_retained") else None
+    tm = t.store.tag_manager
+    if tm.exists(a["tag"]):
+        raise SqlError(f"Tag '{a['tag']}' already exists.")
+    tm.create(a["tag"], snap, time_retained=retained)
+    return _success()
+
+
+def _delete_tag(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    t = ctx.table(a["table"])
+    for name in (n.strip() for n in str(a["tag"]).split(",")):
+        if name:
+            with contextlib.suppress(TagError):  # as Paimon: a missing tag is no error
+                t.delete_tag(name)
+    return _success()
+
+
+def _rollback_to(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    t = ctx.table(a["table"])
+    latest = t.latest_snapshot()
+    if latest is None:
+        raise SqlError("Latest snapshot is null, can not rollback.")
+    tag = a.get("tag")
+    if tag:
+        target = t.rollback_to(tag=str(tag))
+    elif a.get("snapshot_id") is not None:
+        target = t.rollback_to(int(a["snapshot_id"]))
+    else:
+        raise SqlError("CALL sys.rollback_to needs argument 'tag' or 'snapshot_id'")
+    return SqlResult.table(["previous_snapshot_id", "current_snapshot_id"], [(latest.id, target)])
+
+
+def _expire_snapshots(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    _refuse("expire_snapshots", a, "options", why="give the retention as arguments")
+    t = ctx.table(a["table"])
+    kw: dict[str, Any] = {}
+    if a.get("retain_max") is not None:
+        kw["retain_max"] = int(a["retain_max"])
+    if a.get("retain_min") is not None:
+        kw["retain_min"] = int(a["retain_min"])
+    if "retain_max" in kw and "retain_min" not in kw:
+        kw["retain_min"] = min(kw["retain_max"], t.store.options.snapshot_num_retained_min)
+    if a.get("older_than") is not None:
+        kw["older_than_millis"] = _local_millis(a["older_than"], "older_than")
+    if a.get("max_deletes") is not None:
+        kw["max_deletes"] = int(a["max_deletes"])
+    try:
+        expired = t.expire_snapshots(**kw)
+    except ValueError as e:
+        raise SqlError(f"CALL sys.expire_snapshots: {e}") from None
+    return SqlResult.table(["result"], [(str(len(expired)),)])
+
+
+def _orphans(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    _refuse("remove_orphan_files", a, "parallelism", why="lakelog removes orphan files in-process")
+    mode = (a.get("mode") or "DISTRIBUTED").upper()
+    if mode not in ("DISTRIBUTED", "LOCAL"):
+        raise SqlError(f"CALL sys.remove_orphan_files: mode must be 'DISTRIBUTED' or 'LOCAL', not {mode!r}")
+    now = time.time()
+    older = _local_millis(a["older_than"], "older_than") / 1000 if a.get("older_than") else now - 86400
+    if older >= now:
+        raise SqlError("CALL sys.remove_orphan_files: 'older_than' must be earlier than now")
+    dry = bool(a.get("dry_run"))
+    name = str(a["table"])
+    db, _, table = name.rpartition(".")
+    db = db or ctx.database
+    tables = ctx.catalog.list_tables(db) if table == "*" else [table]
+    count = size = 0
+    for tname in tables:
+        t = ctx.table(f"{db}.{tname}")
+        found = t.remove_orphan_files(older_than_seconds=now - older, dry_run=True)
+        sizes = {p: os.path.getsize(p) for p in found if os.path.exists(p)}
+        if not dry:
+            removed = t.remove_orphan_files(older_than_seconds=now - older)
+            sizes = {p: n for p, n in sizes.items() if p in set(removed)}
+        count += len(sizes)
+        size += sum(sizes.values())
+    return SqlResult.table(["result"], [(str(count),), (str(size),)])
+
+
+def _reset_consumer(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    t = ctx.table(a["table"])
+    cm = t.store.consumer_manager
+    nxt = a.get("next_snapshot_id")
+    if nxt is None:
+        cm.delete(str(a["consumer_id"]))
+        return _success()
+    if not t.store.snapshot_manager.snapshot_exists(int(nxt)):
+        raise SqlError(f"CALL sys.reset_consumer: snapshot {nxt} of {t.identifier} does not exist")
+    cm.reset(str(a["consumer_id"]), int(nxt))
+    return _success()
+
+
+def _expire_partitions(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    _refuse("expire_partitions", a, "max_expires", "options", why="lakelog expires every due partition")
+    strategy = (a.get("expire_strategy") or "values-time").lower()
+    if strategy != "values-time":
+        raise UnsupportedStatementError(
+            f"CALL sys.expire_partitions: expire_strategy {strategy!r} is not supported (only 'values-time')"
+        )
+    if not a.get("expiration_time"):
+        raise SqlError("Both the partition expiration time and partition field can not be null.")
+    t = ctx.table(a["table"])
+    if not t.partition_keys:
+        raise SqlError("Both the partition expiration time and partition field can not be null.")
+    overrides = {"partition.expiration-time": str(a["expiration_time"])}
+    if a.get("timestamp_formatter"):
+        overrides["partition.timestamp-formatter"] = str(a["timestamp_formatter"])
+    if a.get("timestamp_pattern"):
+        overrides["partition.timestamp-pattern"] = str(a["timestamp_pattern"])
+    from lakelog.connector.table.partition_expire import expire_partitions
+    from lakelog.operators.table_ref import store_with_options
+
+    expired = expire_partitions(store_with_options(t.path, overrides))
+    if not expired:
+        return SqlResult.table(["expired_partitions"], [("No expired partitions.",)])
+    rows = [(", ".join(f"{k}={v}" for k, v in p.items()),) for p in expired]
+    return SqlResult.table(["expired_partitions"], rows)
+
+
+def _rescale(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    table = ctx.table(a["table"])
+    _refuse("rescale", a, "scan_parallelism", "sink_parallelism", why="lakelog rescales in the client")
+    specs = None
+    if a.get("partition"):
+        specs = [dict(kv.split("=", 1) for kv in str(a["partition"]).split(","))]
+    buckets = int(a["bucket_num"]) if a.get("bucket_num") is not None else None
+    table.rescale(specs, buckets)
+    return _success()
+
+
+PROCEDURES: dict[str, Procedure] = {
+    p.name: p
+    for p in (
+        Procedure(
+            "compact",
+            ("table", "partitions", "order_strategy", "order_by", "options", "where", "partition_idle_time",
+             "compact_strategy"),
+            ("table",), _compact, "compact the table (compact_strategy 'full' by default, or 'minor')",
+        ),
+        Procedure("create_tag", ("table", "tag", "snapshot_id", "time_retained"), ("table", "tag"),
+                  _create_tag, "tag a snapshot (default: the latest)"),
+        Procedure("delete_tag", ("table", "tag"), ("table", "tag"), _delete_tag,
+                  "delete tags (comma-separated)"),
+        Procedure("rollback_to", ("table", "tag", "snapshot_id"), ("table",), _rollback_to,
+                  "roll back to a tag or snapshot"),
+        Procedure("expire_snapshots",
+                  ("table", "retain_max", "retain_min", "older_than", "max_deletes", "options"), ("table",),
+                  _expire_snapshots, "expire snapshots; returns how many"),
+        Procedure("remove_orphan_files", ("table", "older_than", "dry_run", "parallelism", "mode"),
+                  ("table",), _orphans, "remove files no snapshot or tag references; count and bytes"),
+        Procedure("reset_consumer", ("table", "consumer_id", "next_snapshot_id"), ("table", "consumer_id"),
+                  _reset_consumer, "move a consumer, or delete it without next_snapshot_id"),
+        Procedure("rescale", ("table", "bucket_num", "partition", "scan_parallelism", "sink_parallelism"),
+                  ("table",), _rescale, "rewrite partitions with another bucket count"),
+        Procedure("expire_partitions",
+                  ("table", "expiration_time", "timestamp_formatter", "timestamp_pattern", "expire_strategy",
+                   "max_expires", "options"),
+                  ("table",), _expire_partitions, "drop the partitions older than expiration_time"),
+    )
+}  # fmt: skip
+
+
+def extra_procedures(procs: Sequence[Procedure]) -> None:
+    """Register further procedures (those built on connector functions another module provides)."""
+    for p in procs:
+        PROCEDURES[p.name] = p
+
+
+def call_procedure(
+    ctx: CallContext, name: str, positional: Sequence[Any], named: dict[str, Any]
+) -> SqlResult:
+    proc = PROCEDURES.get(name)
+    if proc is None:
+        raise UnsupportedStatementError(
+            f"CALL sys.{name}: lakelog has no procedure {name!r}; it has {', '.join(sorted(PROCEDURES))}"
+        )
+    args = _bind(proc, positional, named)
+    try:
+        return proc.run(ctx, args)
+    except (SqlError, OptionError):
+        raise
+    except LakelogError as e:
+        raise SqlError(f"CALL sys.{name}: {e.args[0] if e.args else e}") from e
+
+
+def procedure_names() -> list[str]:
+    return sorted(PROCEDURES)

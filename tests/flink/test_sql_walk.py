@@ -1,0 +1,123 @@
+"""Issue 13's rule, walked over Flink's statement kinds against a lakelog catalog: every statement
+either does what Flink and Paimon document, durably (a new process sees it), or fails before any
+job starts with one line naming the statement and what is unsupported. No statement here runs a
+job, so the walk is fast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.flink.sqlkit import inspect, refused, rows, session
+
+pytest.importorskip("pyflink")
+
+# (statement, None: it succeeds / "text": it is refused, the message holding text)
+WALK: list[tuple[str, Any]] = [
+    ("SET 'table.local-time-zone' = 'UTC'", None),
+    ("SET 'scan.snapshot-id' = '1'", None),  # a dynamic table option (Paimon: SET table options)
+    ("RESET 'scan.snapshot-id'", None),
+    ("RESET 'table.local-time-zone'", None),
+    ("SET 'bukket' = '2'", None),  # not a table option: a Flink setting, as Flink takes any key
+    ("SET 'paimon.lk.shop.t.bukket' = '2'", "bukket"),
+    ("CREATE DATABASE shop", None),
+    ("CREATE DATABASE IF NOT EXISTS shop", None),
+    ("CREATE DATABASE db2 COMMENT 'x'", "no database comment"),
+    ("ALTER DATABASE shop SET ('k' = 'v')", "ALTER DATABASE shop"),
+    ("USE shop", None),
+    ("CREATE TABLE t (k INT PRIMARY KEY NOT ENFORCED, v STRING, dt STRING) WITH ('bucket' = '2')", None),
+    ("CREATE TABLE IF NOT EXISTS t (x INT)", None),
+    ("CREATE TABLE t (x INT)", "already exists"),
+    ("CREATE TABLE bad (k INT) WITH ('bukket' = '2')", "bukket"),
+    ("CREATE TABLE dg (x INT) WITH ('connector' = 'datagen')", "TEMPORARY"),
+    ("CREATE TEMPORARY TABLE dg (x INT) WITH ('connector' = 'datagen', 'number-of-rows' = '3')", None),
+    ("CREATE TABLE p (dt STRING, k INT, PRIMARY KEY (dt, k) NOT ENFORCED) PARTITIONED BY (dt)", None),
+    ("CREATE TABLE l LIKE t", None),
+    ("CREATE OR REPLACE TABLE r AS SELECT 1 AS a", "REPLACE TABLE AS"),
+    ("ALTER TABLE t SET ('snapshot.num-retained.min' = '5')", None),
+    ("ALTER TABLE t RESET ('snapshot.num-retained.min')", None),
+    ("ALTER TABLE t ADD c2 INT AFTER k", None),
+    ("ALTER TABLE t RENAME c2 TO c3", None),
+    ("ALTER TABLE t MODIFY c3 BIGINT", None),
+    ("ALTER TABLE t MODIFY c3 INT", "only widening"),
+    ("ALTER TABLE t DROP c3", None),
+    ("ALTER TABLE t SET ('bucket-key' = 'v')", "bucket-key"),
+    ("ALTER TABLE t ADD PRIMARY KEY (v) NOT ENFORCED", "already defined the primary key"),  # Flink's check
+    ("ALTER TABLE p ADD PARTITION (dt = 'x')", "is not supported"),
+    ("ALTER TABLE l RENAME TO l2", None),
+    ("DROP TABLE l2", None),
+    ("DROP TABLE IF EXISTS nope", None),
+    ("DROP TABLE nope", "does not exist"),
+    ("CREATE VIEW v AS SELECT 1", "stores no views"),
+    ("CREATE TEMPORARY VIEW tv AS SELECT k, v FROM t", None),
+    ("DROP TEMPORARY VIEW tv", None),
+    ("ALTER VIEW v AS SELECT 2", "stores no views"),
+    ("CREATE FUNCTION f AS 'x.Y'", "no functions"),
+    ("CREATE TEMPORARY FUNCTION tf AS 'org.apache.flink.table.functions.BuiltInFunctionDefinitions'", None),
+    ("DROP TEMPORARY FUNCTION tf", None),
+    ("ANALYZE TABLE t COMPUTE STATISTICS", "ANALYZE TABLE"),
+    ("CREATE MATERIALIZED TABLE m AS SELECT 1", "materialized"),
+    ("CREATE MODEL mo INPUT (a INT) OUTPUT (b INT) WITH ('provider' = 'x')", "no models"),
+    ("DELETE FROM t WHERE k = 1", "batch mode"),  # a streaming session
+    ("UPDATE t SET v = 'x' WHERE k = 1", "batch mode"),
+    ("TRUNCATE TABLE t", "batch mode"),
+    ("INSERT OVERWRITE t SELECT 1, 'a', 'b'", "batch mode"),
+    ("CALL sys.create_tag('shop.t', 'tag1')", "latest snapshot"),
+    ("CALL sys.no_such('shop.t')", "no procedure"),
+    ("SHOW DATABASES", None),
+    ("SHOW TABLES", None),
+    ("SHOW CREATE TABLE t", None),
+    ("SHOW PARTITIONS p", None),
+    ("SHOW PROCEDURES", None),
+    ("SHOW COLUMNS FROM t", None),
+    ("DESCRIBE t", None),
+    ("EXPLAIN SELECT * FROM t", None),
+    ("LOAD MODULE core", "already exists"),  # Flink's own answer, as Flink gives it
+    ("ALTER CATALOG lk SET ('k' = 'v')", "ALTER CATALOG lk"),
+    ("USE CATALOG default_catalog", None),
+    ("DROP CATALOG lk", None),
+]
+
+
+def test_every_statement_kind_is_done_or_refused(tmp_path: Path) -> None:
+    wh = str(tmp_path / "wh")
+    sql = session("streaming")
+    sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='{wh}')")
+    sql.execute("USE CATALOG lk")
+    from lakelog.connector.errors import LakelogError
+
+    for stmt, expect in WALK:
+        if expect is None:
+            try:
+                res = sql.execute(stmt)
+            except LakelogError as e:
+                raise AssertionError(f"{stmt!r} failed: {e}") from e
+            if stmt.startswith(("SHOW", "DESCRIBE", "EXPLAIN")):
+                assert rows(res) is not None, stmt
+        elif stmt.startswith(("ALTER TABLE t ADD PRIMARY", "LOAD MODULE")):
+            from lakelog.operators.sql.errors import describe_error
+
+            with pytest.raises(Exception) as info:  # Flink's own answer, as its root cause
+                sql.execute(stmt)
+            assert expect in describe_error(info.value), describe_error(info.value)
+        else:
+            msg = refused(sql, stmt, expect)
+            head = " ".join(stmt.split()[:2]).upper()
+            assert msg.upper().startswith(head.split(" (")[0]) or expect in msg, (stmt, msg)
+
+    seen = inspect(
+        wh,
+        """
+        t = cat.get_table("shop.t")
+        out = {
+            "tables": cat.list_tables("shop"), "dbs": cat.list_databases(),
+            "fields": t.schema.names, "schemas": len(t.store.schema_manager.list_ids()),
+            "options": t.options,
+        }
+        """,
+    )
+    assert seen["dbs"] == ["default", "shop"] and seen["tables"] == ["p", "t"]  # l, l2 dropped; no 'bad'
+    assert seen["fields"] == ["k", "v", "dt"] and seen["schemas"] == 7
+    assert "snapshot.num-retained.min" not in seen["options"] and "bucket-key" not in seen["options"]
