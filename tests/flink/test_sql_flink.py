@@ -123,6 +123,22 @@ def test_sql_streaming_select_and_cli(tmp_path: Any) -> None:
     assert got[2:] == [("UPDATE_BEFORE", (1, "x")), ("UPDATE_AFTER", (1, "new"))]
 
 
+def test_set_after_a_comment_in_a_script_takes_effect() -> None:
+    """A script's comment before SET belongs to the SET statement; it used to make the wrapper
+    drop the setting without a word."""
+    from lakelog.operators.sql import LakelogSql
+
+    sql = LakelogSql("streaming", parallelism=1)
+    sql.run_script(
+        "-- batch the aggregation\nSET 'table.exec.mini-batch.enabled' = 'true';\n"
+        "/* and its latency */ SET 'table.exec.mini-batch.allow-latency' = '500 ms';",
+        print_results=False,
+    )
+    conf = sql.t_env.get_config()
+    assert conf.get("table.exec.mini-batch.enabled", None) == "true"
+    assert conf.get("table.exec.mini-batch.allow-latency", None) == "500 ms"
+
+
 QUICK_START = """
 -- if you're trying out Paimon in a distributed environment,
 -- the warehouse path should be set to a shared file system, such as HDFS or OSS
