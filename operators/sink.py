@@ -432,14 +432,25 @@ def _python_batches(ds: DataStream, store: TableStore, plan: SinkPlan) -> DataSt
     schema = store.schema.arrow_schema()
     names = list(schema.names)
     env = ds.get_execution_environment()
+    # every step up to the writers' key_by runs at the input's parallelism, so that Flink connects
+    # them one to one (forward): a rebalance would interleave one key's rows from one input subtask
+    # over several subtasks, and the writer could then take an older change for the newer one
+    p_in = int(ds._j_data_stream.getParallelism())
     if plan.changelog:
         kinds_type = Types.ROW_NAMED(
             [KIND_FIELD, *names], [Types.BYTE()] + [type_info_of(f.type, f.name) for f in schema]
         )
-        ds = ds.flat_map(
-            KindColumnFlatMap(InputRows(tuple(names), plan.drop_update_before)), output_type=kinds_type
-        ).name(f"lakelog-kinds-{plan.name}")
+        ds = (
+            ds.flat_map(
+                KindColumnFlatMap(InputRows(tuple(names), plan.drop_update_before)), output_type=kinds_type
+            )
+            .name(f"lakelog-kinds-{plan.name}")
+            .set_parallelism(p_in)
+        )
     t_env = StreamTableEnvironment.create(env)
+    # the UDF's SQL operators take this table environment's default parallelism (it is new, and
+    # only this sink's query is planned in it)
+    t_env.get_config().set("table.exec.resource.default-parallelism", str(p_in))
     table = t_env.from_data_stream(ds)
     in_names = list(table.get_schema().get_field_names())
     in_types = list(table.get_schema().get_field_data_types())
@@ -509,8 +520,11 @@ def _java_batches(ds: DataStream, store: TableStore, plan: SinkPlan) -> DataStre
     names = list(schema.names)
     input_names = _input_field_names(ds)
     if input_names is None:
-        ds = ds.map(TableRowMap(InputRows(tuple(names))), output_type=row_type_of(schema)).name(
-            "lakelog-typed-rows"
+        p_in = int(ds._j_data_stream.getParallelism())  # forward, not rebalanced: keys stay in order
+        ds = (
+            ds.map(TableRowMap(InputRows(tuple(names))), output_type=row_type_of(schema))
+            .name("lakelog-typed-rows")
+            .set_parallelism(p_in)
         )
         input_names = names
     order = column_order(input_names, names, plan.table_path)

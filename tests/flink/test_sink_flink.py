@@ -391,3 +391,30 @@ def test_rows_without_a_declared_type_are_typed_first(tmp_path, flink_env) -> No
     sink_to_lakelog(env.from_collection([(i, i * 10) for i in range(50)]), t.store.path)
     env.execute("lakelog-sink-untyped")
     assert sorted(t.to_arrow().to_pylist(), key=lambda r: r["id"]) == [{"id": i, "v": i * 10} for i in range(50)]
+
+
+@pytest.mark.parametrize("path", ["java-batcher", "python-only", "untyped"])
+def test_each_keys_changes_keep_their_order_when_the_job_is_wider_than_its_input(tmp_path, flink_env, path: str) -> None:  # type: ignore[no-untyped-def]
+    """A one-subtask input (from_collection) in a job of parallelism 2: every sink step before the
+    writers' key_by runs at the input's parallelism and is connected one to one, so each key's last
+    change wins, on both batching paths and for rows of an undeclared type. (A rebalance there would
+    spread one key's rows over two subtasks and interleave them again at the writer.)"""
+    from pyflink.common import Row, Types
+
+    from lakelog.operators.sink import sink_to_lakelog
+
+    keys, n = 5, 4000
+    t = lakelog.Catalog(str(tmp_path / "wh")).create_table(
+        "db.order", AGG_SCHEMA, primary_key=["k"], options={"bucket": "2"}
+    )
+    env = _env(flink_env, batch=True)
+    assert env.get_parallelism() == 2
+    if path == "untyped":
+        ds = env.from_collection([(i % keys, i) for i in range(n)])
+    else:
+        row_type = Types.ROW_NAMED(["k", "total"], [Types.LONG(), Types.LONG()])
+        ds = env.from_collection([Row(k=i % keys, total=i) for i in range(n)], type_info=row_type)
+    sink_to_lakelog(ds, t.store.path, java=path != "python-only")
+    env.execute(f"lakelog-sink-order-{path}")
+    got = {r["k"]: r["total"] for r in t.to_arrow().to_pylist()}
+    assert got == {k: n - keys + k for k in range(keys)}
