@@ -59,6 +59,38 @@ def test_codec_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert back == c
 
 
+def test_codec_round_trips_the_hash_index_of_a_dynamic_bucket_commit(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A dynamic-bucket writer's messages carry their HASH index files and the file their view of
+    the bucket started from; a committable keeps both, and committing the decoded messages records
+    the same index as committing the originals would."""
+    from lakelog.connector.table.commit import TableCommit
+
+    cat = lakelog.Catalog(str(tmp_path / "wh"))
+    t = cat.create_table(
+        "db.d", SCHEMA, primary_key=["dt", "id"], partition_by=["dt"],
+        options={"bucket": "-1", "dynamic-bucket.target-row-num": "20"},
+    )
+    w = TableWrite(TableStore(t.store.path))
+    w.write(_data(50))
+    first = w.prepare_commit()
+    assert len(first) == 3 and all(m.index_files and m.index_base is None for m in first)
+    back = decode_committable(encode_committable(Committable("a", "k:0", first)))
+    assert back.messages == first
+    TableCommit(TableStore(t.store.path), "u").commit(back.messages, 1)
+    w.write(_data(70))  # 20 new keys: 10 fill bucket 2 (its view started from its file), 10 open bucket 3
+    second = w.prepare_commit()
+    bases = {m.bucket: m.index_base for m in second if m.index_files}
+    assert set(bases) == {2, 3} and bases[3] is None
+    assert bases[2] == next(f.file_name for m in first if m.bucket == 2 for f in m.index_files)
+    line = encode_committable(Committable("b", "k:0", second))
+    assert decode_committable(line).messages == second
+    TableCommit(TableStore(t.store.path), "u").commit(decode_committable(line).messages, 2)
+    entries = TableStore(t.store.path).index_entries(t.refresh().latest_snapshot())
+    assert sorted(e.bucket for e in entries) == [0, 1, 2, 3]
+    assert sum(e.index_file.row_count for e in entries) == 70
+    assert t.refresh().to_arrow().num_rows == 70
+
+
 def test_codec_rejects_garbage() -> None:
     with pytest.raises(CorruptFileError):
         decode_committable("not json")
@@ -66,6 +98,9 @@ def test_codec_rejects_garbage() -> None:
         decode_committable(json.dumps({"v": 99, "id": "a", "messages": []}))
     with pytest.raises(CorruptFileError):
         decode_committable(json.dumps({"v": 1, "id": "a", "messages": [{"partition": 5}]}))
+    bad_index = {"partition": "", "bucket": 0, "total_buckets": -1, "index_files": [{"file_name": "i", "index_type": "DV"}]}
+    with pytest.raises(CorruptFileError, match="not HASH"):
+        decode_committable(json.dumps({"v": 1, "id": "a", "messages": [bad_index]}))
 
 
 def test_batch_encoder_groups_rows_into_bucket_blobs(tmp_path) -> None:  # type: ignore[no-untyped-def]
