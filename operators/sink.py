@@ -61,7 +61,6 @@ from lakelog.operators.sink_blobs import (
     BatchEncoder,
     BatchSplitter,
     blob_key,
-    check_sink_supports,
     column_order,
     decode_blob,
     decode_group,
@@ -419,7 +418,9 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
     def _writer(self, key: str) -> TableWrite:
         w = self.writes.get(key)
         if w is None:
-            w = TableWrite(self.config.store(), write_only=self.config.write_only)
+            # the key's only writer (see sink_routing); its previous flush may not be committed yet
+            # when it flushes again, so it never reloads its index from the latest snapshot
+            w = TableWrite(self.config.store(), write_only=self.config.write_only, keep_view=True)
             self.writes[key] = w
         return w
 
@@ -728,7 +729,6 @@ def sink_to_lakelog(
     path = table_path(table)
     dyn = tuple(sorted((options or {}).items()))
     store = store_with_options(path, dict(dyn))
-    check_sink_supports(store)  # on the client, before any Flink call
     env = ds.get_execution_environment()
     schema = store.schema.arrow_schema()
     for f in schema:  # fail on the client, before any job runs
@@ -801,7 +801,6 @@ def sink_table_to_lakelog(t_env: Any, table: Any, target: TableLike, **kwargs: A
     """Write a Flink ``Table`` into ``target`` (a lakelog ``Table`` or a table path); see
     :func:`sink_to_lakelog`. An insert-only table goes in as is; an updating one (e.g. a streaming
     GROUP BY) as its changelog."""
-    check_sink_supports(TableStore(table_path(target)))  # before the table becomes a stream
     try:
         ds = t_env.to_data_stream(table)
         changelog = False

@@ -353,29 +353,89 @@ def test_splitter_keeps_the_planned_schemas_count_for_new_partitions(tmp_path) -
     assert {decode_group(b)[2] for b in blobs} == {6}
 
 
-def test_sink_refuses_tables_that_need_a_bucket_assigner(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Dynamic-bucket and cross-partition-upsert tables (with dynamic or fixed buckets: both need the
-    key index) are refused on the client, naming the table, the missing assigner stage and
-    plain-Python TableWrite (which writes them); fixed-bucket and append tables (bucket-unaware
-    included) pass."""
-    from lakelog.connector.errors import LakelogError
-    from lakelog.operators.sink_blobs import SinkUnsupportedTableError, check_sink_supports
+def test_sink_routes_tables_that_need_a_bucket_assigner_to_one_writer(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Dynamic-bucket tables are split into one blob per partition (one writer per partition, whose
+    TableWrite assigns buckets); cross-partition upsert tables (dynamic or fixed buckets) into one
+    blob per batch under one key, rows in arrival order. Writers fed these blobs, committing through
+    the committable codec and the sink's committer, make the table a plain-Python write would:
+    every key in one bucket, a key that moved partition gone from the old one."""
+    from lakelog.operators.codec import Committable, decode_committable, encode_committable
+    from lakelog.operators.sink_blobs import (
+        BatchSplitter,
+        SinkRouting,
+        blob_key,
+        decode_group,
+        sink_routing,
+    )
+    from lakelog.operators.sink_keys import parse_key
+
+    from .buckets_util import assert_keys_in_their_buckets
 
     cat = lakelog.Catalog(str(tmp_path / "wh"))
     dynamic = cat.create_table("db.dyn", SCHEMA, primary_key=["dt", "id"], partition_by=["dt"],
-                               options={"bucket": "-1"})
-    cross = cat.create_table("db.cross", SCHEMA, primary_key=["id"], partition_by=["dt"])
+                               options={"bucket": "-1", "dynamic-bucket.target-row-num": "30"})
+    cross = cat.create_table("db.cross", SCHEMA, primary_key=["id"], partition_by=["dt"],
+                             options={"bucket": "-1"})
     cross_fixed = cat.create_table("db.cross_fixed", SCHEMA, primary_key=["id"], partition_by=["dt"],
                                    options={"bucket": "2"})
-    for t, what in [(dynamic, "dynamic buckets"), (cross, "cross-partition"), (cross_fixed, "cross-partition")]:
-        with pytest.raises(SinkUnsupportedTableError) as info:
-            check_sink_supports(t.store)
-        msg = str(info.value)
-        assert isinstance(info.value, LakelogError)
-        assert t.store.path in msg and what in msg
-        assert "PyFlink sink has no bucket assigner stage yet" in msg and "TableWrite" in msg
-        t.write(_data(5))  # as the message says: plain Python writes it
-        assert t.to_arrow().num_rows == 5
-    check_sink_supports(_table(tmp_path).store)
-    check_sink_supports(cat.create_table("db.app", SCHEMA, options={"bucket": "-1"}).store)
-    check_sink_supports(cat.create_table("db.app2", SCHEMA, options={"bucket": "2", "bucket-key": "id"}).store)
+    assert sink_routing(dynamic.store) == SinkRouting.PARTITION
+    assert sink_routing(cross.store) == sink_routing(cross_fixed.store) == SinkRouting.SINGLE
+    assert sink_routing(_table(tmp_path).store) == SinkRouting.BUCKET
+    assert sink_routing(cat.create_table("db.app", SCHEMA, options={"bucket": "-1"}).store) == SinkRouting.BUCKET
+
+    def ipc(table: pa.Table) -> bytes:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        return sink.getvalue().to_pybytes()
+
+    jobs = iter(range(100))
+
+    def sink(t: lakelog.Table, batches: list[pa.Table]) -> dict[str, set[str]]:
+        """Split each batch, write each key's blobs with its own TableWrite (one flush per batch, as
+        a writer flushes per checkpoint), commit every flush's committables at once."""
+        splitter = BatchSplitter(t.store.path, 128)
+        writers: dict[str, TableWrite] = {}
+        lines, dts_of_key = [], {}
+        for i, batch in enumerate(batches):
+            for blob in splitter.split(ipc(batch)):
+                rows, kinds, total = decode_group(blob)
+                key = blob_key(blob)
+                dts_of_key.setdefault(key, set()).update(rows.column("dt").to_pylist())
+                w = writers.setdefault(key, TableWrite(TableStore(t.store.path), keep_view=True))
+                if total is not None:
+                    assert total == w.total_buckets(parse_key(key)[0]) == -1
+                w.write(rows)
+            for key, w in writers.items():
+                lines.append(encode_committable(Committable(f"{key}-{i}", key, w.prepare_commit())))
+        # one commit of every flush, as after several checkpoints the committer's poll finds them all
+        committer = SinkCommitter(TableStore(t.store.path), f"job-{next(jobs)}", "run")
+        committer.commit([decode_committable(line) for line in lines], 1, final=False)
+        return dts_of_key
+
+    def batch(dt: str, ids: range, name: str) -> pa.Table:
+        return pa.table({"dt": [dt] * len(ids), "id": list(ids), "name": [name] * len(ids),
+                         "blob": [b""] * len(ids)}, schema=SCHEMA)
+
+    keys = sink(dynamic, [pa.concat_tables([batch("a", range(50), "1"), batch("b", range(20), "1")]),
+                          pa.concat_tables([batch("a", range(40, 100), "2"), batch("b", range(10), "2")])])
+    assert sorted(map(sorted, keys.values())) == [["a"], ["b"]]  # one writer key per partition
+    got = {(r["dt"], r["id"]): r["name"] for r in dynamic.refresh().to_arrow().to_pylist()}
+    want = {**{("a", i): "1" for i in range(40)}, **{("a", i): "2" for i in range(40, 100)},
+            **{("b", i): "2" for i in range(10)}, **{("b", i): "1" for i in range(10, 20)}}
+    assert got == want
+    assert len({e.bucket for e in dynamic.store.index_entries(dynamic.latest_snapshot())}) >= 4
+    assert_keys_in_their_buckets(dynamic.refresh())
+    for t in (cross, cross_fixed):
+        # key 1 moves a -> b -> a within one batch, keys 0..9 move a -> b in the next batch
+        first = pa.concat_tables([batch("a", range(10), "1"), batch("b", range(1, 2), "moved"),
+                                  batch("a", range(1, 2), "back")])
+        keys = sink(t, [first])
+        assert list(keys.values()) == [{"a", "b"}]  # one writer key for the whole table
+        rows = t.refresh().to_arrow().to_pylist()
+        want_rows = [(i, "a", "back" if i == 1 else "1") for i in range(10)]
+        assert sorted((r["id"], r["dt"], r["name"]) for r in rows) == want_rows
+        sink(t, [batch("b", range(5), "2"), batch("b", range(3, 8), "3")])  # a later job moves 0..7
+        rows = t.refresh().to_arrow().to_pylist()
+        want_rows = [(i, "b", "2" if i < 3 else "3") for i in range(8)] + [(8, "a", "1"), (9, "a", "1")]
+        assert sorted((r["id"], r["dt"], r["name"]) for r in rows) == want_rows
