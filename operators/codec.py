@@ -43,6 +43,9 @@ class Committable:
     messages: list[CommitMessage]
     properties: Optional[dict[str, str]] = None
     log_offsets: Optional[dict[int, int]] = None  # eventual logs: the offset after the writer's records
+    # cross-partition tables: the snapshot the writer's key index was loaded from (the committer
+    # refuses the commit when another commit user committed rows after it)
+    view: Optional[int] = None
 
 
 def _b64(data: Optional[bytes]) -> Optional[str]:
@@ -218,6 +221,7 @@ def encode_committable(c: Committable) -> str:
             "properties": c.properties,
             "messages": [message_to_dict(m) for m in c.messages],
             "log_offsets": None if c.log_offsets is None else {str(p): o for p, o in c.log_offsets.items()},
+            "view": c.view,
         },
         separators=(",", ":"),
     )
@@ -244,12 +248,16 @@ def decode_committable(line: str) -> Committable:
         isinstance(offsets, dict) and all(str(p).isdigit() and isinstance(o, int) for p, o in offsets.items())
     ):
         raise CorruptFileError("committable 'log_offsets' must map partitions to offsets")
+    view = d.get("view")
+    if view is not None:
+        view = _int(view, "view")
     return Committable(
         id=d["id"],
         key=str(d.get("key", "")),
         messages=[message_from_dict(m) for m in d["messages"]],
         properties=props,
         log_offsets=None if offsets is None else {int(p): int(o) for p, o in offsets.items()},
+        view=view,
     )
 
 

@@ -410,7 +410,9 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
         if not msgs:
             return
         offsets = self.log.flush() if self.log is not None else None
-        c = Committable(uuid.uuid4().hex, key, msgs, self.writes[key].commit_properties(), offsets)
+        w = self.writes[key]
+        view = w.view_snapshot_id if w.schema.cross_partition_update else None
+        c = Committable(uuid.uuid4().hex, key, msgs, w.commit_properties(), offsets, view)
         if not self.config.batch:
             self.last_id.update(c.id)
         yield encode_committable(c)

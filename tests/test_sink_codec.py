@@ -439,3 +439,34 @@ def test_sink_routes_tables_that_need_a_bucket_assigner_to_one_writer(tmp_path) 
         rows = t.refresh().to_arrow().to_pylist()
         want_rows = [(i, "b", "2" if i < 3 else "3") for i in range(8)] + [(8, "a", "1"), (9, "a", "1")]
         assert sorted((r["id"], r["dt"], r["name"]) for r in rows) == want_rows
+
+
+def test_cross_partition_commit_after_another_writer_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A cross-partition sink writer's committables name the snapshot its key index was loaded from;
+    the committer refuses them when another commit user committed rows after it (a key could then
+    live in two partitions), not for compactions or the sink's own earlier commits."""
+    from lakelog.connector.errors import CommitConflictError
+
+    cat = lakelog.Catalog(str(tmp_path / "wh"))
+    t = cat.create_table("db.x", SCHEMA, primary_key=["id"], partition_by=["dt"], options={"bucket": "2"})
+    t.write(_data(5, "a"))
+    w = TableWrite(TableStore(t.store.path), keep_view=True)
+    committer = SinkCommitter(TableStore(t.store.path), "sink", "run")
+
+    def flush(rows: pa.Table, cid: str) -> Committable:
+        w.write(rows)
+        c = Committable(cid, "k:0", w.prepare_commit(), view=w.view_snapshot_id)
+        back = decode_committable(encode_committable(c))
+        assert back == c and back.view == 1
+        return back
+
+    committer.commit([flush(_data(3, "b"), "c1")], 1, final=False)  # moves keys 0..2 to b
+    t.compact(full=True)  # another commit user's compaction: no news for the key index
+    committer.commit([flush(_data(2, "c"), "c2")], 2, final=False)  # its own commit before: fine
+    got = sorted((r["id"], r["dt"]) for r in t.refresh().to_arrow().to_pylist())
+    assert got == [(0, "c"), (1, "c"), (2, "b"), (3, "a"), (4, "a")]
+    cat.get_table("db.x").write(_data(1, "d"))  # another writer moves key 0 to d
+    pending = flush(_data(1, "e"), "c3")
+    with pytest.raises(CommitConflictError, match=r"cross-partition table .* another writer .* one writing job"):
+        committer.commit([pending], 3, final=False)
+    assert sorted((r["id"], r["dt"]) for r in t.refresh().to_arrow().to_pylist())[0] == (0, "d")
