@@ -140,12 +140,17 @@ def assert_pypaimon_reads_the_same(warehouse: str, name: str, t: lakelog.Table) 
     assert_same_rows(pp_read(warehouse, name), t.refresh().to_arrow(), f"pypaimon reading {name}")
 
 
-@pytest.mark.parametrize("failover", [False, True], ids=["steady", "failover"])
-def test_streaming_upserts_into_a_dynamic_bucket_table(tmp_path: Any, flink_env: Any, failover: bool) -> None:
+@pytest.mark.parametrize(
+    ("failover", "java"), [(False, True), (True, True), (False, False)], ids=["steady", "failover", "python-only"]
+)
+def test_streaming_upserts_into_a_dynamic_bucket_table(
+    tmp_path: Any, flink_env: Any, failover: bool, java: bool
+) -> None:
     """A streaming job upserts 3 partitions of a dynamic-bucket table with 25 keys per bucket over
     several checkpoints (with ``failover``: its map fails once after a commit, the job restarts from
-    the checkpoint). The table equals the last row per key, every partition got several buckets,
-    no key lies in two buckets, the hash index agrees with the files, and pypaimon reads the same."""
+    the checkpoint; ``python-only``: the pandas-UDF batching path). The table equals the last row
+    per key, every partition got several buckets, no key lies in two buckets, the hash index agrees
+    with the files, and pypaimon reads the same."""
     from lakelog.operators.sink import sink_to_lakelog
 
     wh = str(tmp_path / "wh")
@@ -157,8 +162,11 @@ def test_streaming_upserts_into_a_dynamic_bucket_table(tmp_path: Any, flink_env:
     marker = str(tmp_path / "failed-once")
     fn = Upserts(["A", "B", "C"], 200, "f", fail_marker=marker if failover else "", fail_after=1_500,
                  watched=t.path)
-    env = flink_env(parallelism=2, checkpoint_interval_ms=500, restarts=3 if failover else 0, config=CONF)
-    sink_to_lakelog(upsert_stream(env, n, fn), t.path, channel_dir=str(tmp_path / "ch"), parallelism=2)
+    # the Python-only path's UDF takes the job's parallelism: 1, so that a key's rows stay in order
+    env = flink_env(parallelism=2 if java else 1, checkpoint_interval_ms=500, restarts=3 if failover else 0,
+                    config=CONF)
+    sink_to_lakelog(upsert_stream(env, n, fn), t.path, channel_dir=str(tmp_path / "ch"), parallelism=2,
+                    java=java)
     env.execute("sink-dynamic-buckets")
     assert os.path.exists(marker) == failover
 
