@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from lakelog.connector.errors import CorruptFileError
 from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.index_file import HASH_INDEX, IndexFileMeta
 from lakelog.connector.format.manifest import DataFileMeta, SimpleStats
 
 __all__ = ["Committable", "encode_committable", "decode_committable", "message_to_dict", "message_from_dict"]
@@ -42,6 +43,9 @@ class Committable:
     messages: list[CommitMessage]
     properties: Optional[dict[str, str]] = None
     log_offsets: Optional[dict[int, int]] = None  # eventual logs: the offset after the writer's records
+    # cross-partition tables: the snapshot the writer's key index was loaded from (the committer
+    # refuses the commit when another commit user committed rows after it)
+    view: Optional[int] = None
 
 
 def _b64(data: Optional[bytes]) -> Optional[str]:
@@ -140,11 +144,42 @@ def file_from_dict(d: Any) -> DataFileMeta:
     )
 
 
+def index_file_to_dict(f: IndexFileMeta) -> dict[str, Any]:
+    """A ``HASH`` index file of a dynamic-bucket commit (writers write no other index type)."""
+    if f.index_type != HASH_INDEX or f.dv_ranges is not None:
+        raise ValueError(f"committables carry HASH index files only, not {f.index_type} ({f.file_name})")
+    return {
+        "index_type": f.index_type,
+        "file_name": f.file_name,
+        "file_size": f.file_size,
+        "row_count": f.row_count,
+        "external_path": f.external_path,
+    }
+
+
+def index_file_from_dict(d: Any) -> IndexFileMeta:
+    if not isinstance(d, dict) or not isinstance(d.get("file_name"), str):
+        raise CorruptFileError("committable: an index file entry lacks 'file_name'")
+    name = d["file_name"]
+    if d.get("index_type") != HASH_INDEX:
+        raise CorruptFileError(f"committable: index file {name} has type {d.get('index_type')!r}, not HASH")
+    ext = d.get("external_path")
+    return IndexFileMeta(
+        HASH_INDEX,
+        name,
+        _int(d.get("file_size"), f"{name}.file_size"),
+        _int(d.get("row_count"), f"{name}.row_count"),
+        external_path=None if ext is None else str(ext),
+    )
+
+
 def message_to_dict(m: CommitMessage) -> dict[str, Any]:
     d: dict[str, Any] = {
         "partition": _b64(m.partition),
         "bucket": m.bucket,
         "total_buckets": m.total_buckets,
+        "index_files": [index_file_to_dict(f) for f in m.index_files],
+        "index_base": m.index_base,
     }
     for name in _FILE_LISTS:
         d[name] = [file_to_dict(f) for f in getattr(m, name)]
@@ -160,10 +195,18 @@ def message_from_dict(d: Any) -> CommitMessage:
         if not isinstance(entries, list):
             raise CorruptFileError(f"committable field {name!r}: expected a list")
         lists[name] = [file_from_dict(e) for e in entries]
+    index = d.get("index_files") or []
+    if not isinstance(index, list):
+        raise CorruptFileError("committable field 'index_files': expected a list")
+    base = d.get("index_base")
+    if base is not None and not isinstance(base, str):
+        raise CorruptFileError(f"committable field 'index_base': expected a file name, got {base!r}")
     return CommitMessage(
         partition=_unb64(d.get("partition"), "partition"),
         bucket=_int(d.get("bucket"), "bucket"),
         total_buckets=_int(d.get("total_buckets"), "total_buckets"),
+        index_files=[index_file_from_dict(e) for e in index],
+        index_base=base,
         **lists,
     )
 
@@ -178,6 +221,7 @@ def encode_committable(c: Committable) -> str:
             "properties": c.properties,
             "messages": [message_to_dict(m) for m in c.messages],
             "log_offsets": None if c.log_offsets is None else {str(p): o for p, o in c.log_offsets.items()},
+            "view": c.view,
         },
         separators=(",", ":"),
     )
@@ -204,12 +248,16 @@ def decode_committable(line: str) -> Committable:
         isinstance(offsets, dict) and all(str(p).isdigit() and isinstance(o, int) for p, o in offsets.items())
     ):
         raise CorruptFileError("committable 'log_offsets' must map partitions to offsets")
+    view = d.get("view")
+    if view is not None:
+        view = _int(view, "view")
     return Committable(
         id=d["id"],
         key=str(d.get("key", "")),
         messages=[message_from_dict(m) for m in d["messages"]],
         properties=props,
         log_offsets=None if offsets is None else {int(p): int(o) for p, o in offsets.items()},
+        view=view,
     )
 
 

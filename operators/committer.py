@@ -162,9 +162,17 @@ class SinkCommitter:
                 props[END_OF_INPUT_PROPERTY] = self.run_token
             identifier = max(int(next_identifier), self.last_identifier + 1)
             offsets = merge_log_offsets(todo)
+            views = [c.view for c in todo if c.view is not None]
+            view = min(views) if views else None
+
+            def guard(latest: Optional[Snapshot], view: Optional[int] = view) -> None:
+                self._guard(latest)
+                if view is not None:
+                    self._check_key_index_view(latest, view)
+
             try:
                 sid = self.table_commit.commit(
-                    messages, identifier, properties=props, guard=self._guard, log_offsets=offsets
+                    messages, identifier, properties=props, guard=guard, log_offsets=offsets
                 )
             except _Superseded:
                 continue  # the same commit user committed meanwhile: look again
@@ -185,6 +193,27 @@ class SinkCommitter:
         """Abandon a commit attempt if this commit user committed since the last look."""
         if latest is not None and self._newer_of_user(latest.id):
             raise _Superseded()
+
+    def _check_key_index_view(self, latest: Optional[Snapshot], view: int) -> None:
+        """Cross-partition tables: the writer placed its rows by a key index loaded from snapshot
+        ``view``; another commit user's rows committed after it could put a key into two
+        partitions. Refuse then (the Python write's commit guard refuses the same; compactions do
+        not count). This commit user's own snapshots are the writer's own earlier flushes."""
+        if latest is None or latest.id <= view:
+            return
+        sm = self.store.snapshot_manager
+        for sid in range(view + 1, latest.id + 1):
+            try:
+                s = sm.snapshot(sid)
+            except SnapshotNotFoundError:
+                continue
+            if s.commit_user != self.commit_user and s.commit_kind != "COMPACT":
+                raise CommitConflictError(
+                    f"cross-partition table {self.store.path} got {s.commit_kind} snapshot {sid} from "
+                    f"another writer ({s.commit_user}) after the sink's writer loaded its key index "
+                    f"(snapshot {view}); a key could now live in two partitions. A cross-partition "
+                    "table takes one writing job at a time"
+                )
 
     def _files_exist(self, c: Committable) -> bool:
         """A committable whose new files are gone was committed long ago (its snapshots and files

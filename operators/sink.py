@@ -61,7 +61,6 @@ from lakelog.operators.sink_blobs import (
     BatchEncoder,
     BatchSplitter,
     blob_key,
-    check_sink_supports,
     column_order,
     decode_blob,
     decode_group,
@@ -411,7 +410,9 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
         if not msgs:
             return
         offsets = self.log.flush() if self.log is not None else None
-        c = Committable(uuid.uuid4().hex, key, msgs, self.writes[key].commit_properties(), offsets)
+        w = self.writes[key]
+        view = w.view_snapshot_id if w.schema.cross_partition_update else None
+        c = Committable(uuid.uuid4().hex, key, msgs, w.commit_properties(), offsets, view)
         if not self.config.batch:
             self.last_id.update(c.id)
         yield encode_committable(c)
@@ -419,7 +420,9 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
     def _writer(self, key: str) -> TableWrite:
         w = self.writes.get(key)
         if w is None:
-            w = TableWrite(self.config.store(), write_only=self.config.write_only)
+            # the key's only writer (see sink_routing); its previous flush may not be committed yet
+            # when it flushes again, so it never reloads its index from the latest snapshot
+            w = TableWrite(self.config.store(), write_only=self.config.write_only, keep_view=True)
             self.writes[key] = w
         return w
 
@@ -742,7 +745,6 @@ def sink_to_lakelog(
     path = table_path(table)
     dyn = tuple(sorted((options or {}).items()))
     store = store_with_options(path, dict(dyn))
-    check_sink_supports(store)  # on the client, before any Flink call
     env = ds.get_execution_environment()
     schema = store.schema.arrow_schema()
     for f in schema:  # fail on the client, before any job runs
@@ -815,7 +817,6 @@ def sink_table_to_lakelog(t_env: Any, table: Any, target: TableLike, **kwargs: A
     """Write a Flink ``Table`` into ``target`` (a lakelog ``Table`` or a table path); see
     :func:`sink_to_lakelog`. An insert-only table goes in as is; an updating one (e.g. a streaming
     GROUP BY) as its changelog."""
-    check_sink_supports(TableStore(table_path(target)))  # before the table becomes a stream
     try:
         ds = t_env.to_data_stream(table)
         changelog = False

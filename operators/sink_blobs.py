@@ -23,7 +23,7 @@ from typing import Any, Optional
 import numpy as np
 import pyarrow as pa
 
-from lakelog.connector.errors import InvalidInputError, OptionError, SchemaError
+from lakelog.connector.errors import InvalidInputError, SchemaError
 
 __all__ = [
     "KIND_FIELD",
@@ -32,8 +32,8 @@ __all__ = [
     "decode_blob",
     "decode_group",
     "open_store",
-    "SinkUnsupportedTableError",
-    "check_sink_supports",
+    "SinkRouting",
+    "sink_routing",
     "blob_key",
     "flush_marker",
     "is_flush_marker",
@@ -127,33 +127,29 @@ def needs_null_mask(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
 
 
-class SinkUnsupportedTableError(OptionError):
-    """The PyFlink sink cannot write this table (raised on the client, before the job graph is built)."""
+class SinkRouting:
+    """How the sink's split stage keys a table's rows, i.e. which rows meet in one writer."""
+
+    BUCKET = "bucket"  # fixed buckets, append tables: one writer key per (partition, bucket)
+    PARTITION = "partition"  # dynamic buckets: one writer key per partition (its TableWrite assigns)
+    SINGLE = "single"  # cross-partition upsert: one writer key for every row (a key moves between partitions)
 
 
-def check_sink_supports(store: Any) -> None:
-    """Refuse tables whose rows need a bucket assigner: dynamic-bucket primary-key tables (``bucket =
-    -1``; Paimon's sink runs an assigner stage and keeps a hash index) and cross-partition upsert
-    tables (a primary key without every partition field: a key index). Fixed-bucket tables and
-    append tables (any ``bucket``) route by a hash of the row alone and are supported."""
+def sink_routing(store: Any) -> str:
+    """The :class:`SinkRouting` of a table. Paimon's rule is that the keys of one partition meet one
+    bucket assigner: a dynamic-bucket table (``bucket = -1`` with a primary key holding every
+    partition field) sends each partition to one writer, whose ``TableWrite`` assigns the buckets
+    and keeps the partition's hash index; a cross-partition upsert table (a primary key without
+    every partition field, dynamic or fixed buckets) sends every row to one writer, whose key index
+    covers the whole table, so its writers run with parallelism 1 in effect."""
     from lakelog.connector.format.schema import BucketMode
 
     schema = store.schema
-    mode = schema.bucket_mode
     if schema.cross_partition_update:
-        what = (
-            f"a primary key {list(schema.primary_keys)} without every partition field "
-            f"{list(schema.partition_keys)} (cross-partition upsert)"
-        )
-    elif mode in (BucketMode.HASH_DYNAMIC, BucketMode.KEY_DYNAMIC):
-        what = f"dynamic buckets ('bucket' = '{schema.core_options.bucket}', {mode} bucket mode)"
-    else:
-        return
-    raise SinkUnsupportedTableError(
-        f"table {store.path} has {what}: its rows get their buckets from a bucket assigner, and the "
-        "PyFlink sink has no bucket assigner stage yet. Write it from plain Python with lakelog's "
-        "TableWrite (Table.write, Table.writer, Table.stream_writer), which supports it"
-    )
+        return SinkRouting.SINGLE
+    if schema.bucket_mode in (BucketMode.HASH_DYNAMIC, BucketMode.KEY_DYNAMIC):
+        return SinkRouting.PARTITION
+    return SinkRouting.BUCKET
 
 
 def open_store(table_path: str, schema_id: Optional[int]) -> Any:
@@ -175,7 +171,13 @@ class _Grouper:
     A fixed-bucket partition is routed by its own bucket count: the count its live files record,
     learned from the latest snapshot when the grouper first sees the partition, else the count of
     the schema the sink was planned with (a rescaled table keeps each old partition's count until
-    it is rewritten). The blob carries that count; the writer checks it routes by the same one."""
+    it is rewritten). The blob carries that count; the writer checks it routes by the same one.
+
+    Tables whose rows need a bucket assigner are not hashed here (see :func:`sink_routing`): a
+    dynamic-bucket table gets one blob per partition (key ``<partition>:0``, routed count -1, which
+    the writer's ``TableWrite`` also reports for the partition), a cross-partition table one blob
+    per batch, all rows in arrival order (a key may change partition within a batch), under one
+    key; the writer's ``TableWrite`` then routes the rows as a plain-Python write does."""
 
     def __init__(
         self, table_path: str, max_parallelism: Optional[int], schema_id: Optional[int] = None
@@ -205,12 +207,30 @@ class _Grouper:
             self.max_parallelism,
         )
         fixed = schema.bucket_mode == BucketMode.HASH_FIXED
-        self.counts = PartitionBucketCounts(self.store, num_buckets) if fixed else None
+        self.routing = sink_routing(self.store)
+        self.counts = (
+            PartitionBucketCounts(self.store, num_buckets)
+            if fixed and self.routing == SinkRouting.BUCKET
+            else None
+        )
         self._ready = True
 
     def blobs(self, table: pa.Table, kinds: Optional[np.ndarray]) -> Iterator[bytes]:
-        from lakelog.connector.table.routing import bucket_groups
+        from lakelog.connector.table.routing import bucket_groups, partition_groups
 
+        if self.routing == SinkRouting.SINGLE:
+            if table.num_rows:
+                yield encode_blob(self.single_key(), table, kinds)
+            return
+        if self.routing == SinkRouting.PARTITION:
+            for g in partition_groups(self.store, table):
+                yield encode_blob(
+                    self.keys.key_for(g.values, 0),
+                    table.take(pa.array(g.rows)),
+                    None if kinds is None else kinds[g.rows],
+                    total_buckets=-1,
+                )
+            return
         counts = self.counts
         for values, partition, bucket, rows in bucket_groups(self.store, table, counts):
             idx = pa.array(rows)
@@ -221,6 +241,13 @@ class _Grouper:
                 None if kinds is None else kinds[rows],
                 total_buckets=n,
             )
+
+
+    def single_key(self) -> str:
+        """The one writer key of a cross-partition table (the key of its empty partition)."""
+        from lakelog.connector.format.binary_row import serialize_row
+
+        return f"{serialize_row([], []).hex()}:0"
 
 
 class BatchSplitter(_Grouper):

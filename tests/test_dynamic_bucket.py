@@ -325,3 +325,55 @@ def test_an_update_only_commit_still_names_its_buckets_index(catalog: lakelog.Ca
             w.commit()
     assert {r["id"]: r["v"] for r in t.to_arrow().to_pylist()} == {7: "ow", 8: "ow", 9: "ow", 4: "ow"}
     assert_keys_in_their_buckets(t)
+
+
+def test_one_commit_takes_several_flushes_of_a_writer(catalog: lakelog.Catalog) -> None:
+    """A Flink committer commits every committable a checkpoint released in one commit: a writer's
+    consecutive flushes, each message's index base the file of the flush before. The last file of
+    each bucket goes live; the ones in between are deleted; a chain on top of another writer's
+    additions is merged."""
+    t = make(catalog, **{"dynamic-bucket.target-row-num": "4"})
+    t.write(rows("a", range(3), "base"))
+    w = TableWrite(t.store)
+    flushes = []
+    for step in range(3):  # 3 flushes growing bucket 0 then 1, 2 ... before any commit
+        w.write(rows("a", range(3 + step * 3, 6 + step * 3), f"s{step}"))
+        flushes.append(w.prepare_commit(wait_compaction=True))
+    by_bucket: dict[int, list[Any]] = {}
+    for msgs in flushes:
+        for m in msgs:
+            by_bucket.setdefault(m.bucket, []).append(m)
+    assert any(len(ms) > 1 and ms[1].index_base == ms[0].index_files[0].file_name for ms in by_bucket.values())
+    catalog.get_table("db.d").write(rows("b", [1], "other partition"))  # news in another partition only
+    written = {f.file_name for msgs in flushes for m in msgs for f in m.index_files}
+    commit = TableCommit(t.store, "flink")
+    commit.commit([m for msgs in flushes for m in msgs], 1)
+    live = {e.index_file.file_name for e in t.store.index_entries(t.latest_snapshot())}
+    index_dir = set(os.listdir(os.path.join(t.path, "index")))
+    assert index_dir == referenced(t)  # the files in between are gone, nothing else is
+    assert written - live and not (written - live) & index_dir
+    assert content(t) == {**{("a", i): "base" for i in range(3)},
+                          **{("a", i): f"s{(i - 3) // 3}" for i in range(3, 12)}, ("b", 1): "other partition"}
+    assert_keys_in_their_buckets(t)
+    # two flushes on top of another writer's additions to the same bucket: merged once, in order
+    w.write(rows("a", [100], "x"))
+    first = w.prepare_commit(wait_compaction=True)
+    w.write(rows("a", [101], "y"))
+    second = w.prepare_commit(wait_compaction=True)
+    catalog.get_table("db.d").write(rows("a", [200], "other writer"))
+    commit.commit(first + second, 2)
+    assert commit.index_merged
+    got = content(t)
+    assert got[("a", 100)] == "x" and got[("a", 101)] == "y" and got[("a", 200)] == "other writer"
+    assert set(os.listdir(os.path.join(t.path, "index"))) == referenced(t)
+    assert_keys_in_their_buckets(t)
+
+
+def referenced(t: lakelog.Table) -> set[str]:
+    """The index files some snapshot of ``t`` lists."""
+    sm = t.store.snapshot_manager
+    return {
+        e.index_file.file_name
+        for sid in range(1, (sm.latest_id() or 0) + 1)
+        for e in t.store.index_entries(sm.snapshot(sid))
+    }

@@ -59,6 +59,38 @@ def test_codec_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert back == c
 
 
+def test_codec_round_trips_the_hash_index_of_a_dynamic_bucket_commit(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A dynamic-bucket writer's messages carry their HASH index files and the file their view of
+    the bucket started from; a committable keeps both, and committing the decoded messages records
+    the same index as committing the originals would."""
+    from lakelog.connector.table.commit import TableCommit
+
+    cat = lakelog.Catalog(str(tmp_path / "wh"))
+    t = cat.create_table(
+        "db.d", SCHEMA, primary_key=["dt", "id"], partition_by=["dt"],
+        options={"bucket": "-1", "dynamic-bucket.target-row-num": "20"},
+    )
+    w = TableWrite(TableStore(t.store.path))
+    w.write(_data(50))
+    first = w.prepare_commit()
+    assert len(first) == 3 and all(m.index_files and m.index_base is None for m in first)
+    back = decode_committable(encode_committable(Committable("a", "k:0", first)))
+    assert back.messages == first
+    TableCommit(TableStore(t.store.path), "u").commit(back.messages, 1)
+    w.write(_data(70))  # 20 new keys: 10 fill bucket 2 (its view started from its file), 10 open bucket 3
+    second = w.prepare_commit()
+    bases = {m.bucket: m.index_base for m in second if m.index_files}
+    assert set(bases) == {2, 3} and bases[3] is None
+    assert bases[2] == next(f.file_name for m in first if m.bucket == 2 for f in m.index_files)
+    line = encode_committable(Committable("b", "k:0", second))
+    assert decode_committable(line).messages == second
+    TableCommit(TableStore(t.store.path), "u").commit(decode_committable(line).messages, 2)
+    entries = TableStore(t.store.path).index_entries(t.refresh().latest_snapshot())
+    assert sorted(e.bucket for e in entries) == [0, 1, 2, 3]
+    assert sum(e.index_file.row_count for e in entries) == 70
+    assert t.refresh().to_arrow().num_rows == 70
+
+
 def test_codec_rejects_garbage() -> None:
     with pytest.raises(CorruptFileError):
         decode_committable("not json")
@@ -66,6 +98,9 @@ def test_codec_rejects_garbage() -> None:
         decode_committable(json.dumps({"v": 99, "id": "a", "messages": []}))
     with pytest.raises(CorruptFileError):
         decode_committable(json.dumps({"v": 1, "id": "a", "messages": [{"partition": 5}]}))
+    bad_index = {"partition": "", "bucket": 0, "total_buckets": -1, "index_files": [{"file_name": "i", "index_type": "DV"}]}
+    with pytest.raises(CorruptFileError, match="not HASH"):
+        decode_committable(json.dumps({"v": 1, "id": "a", "messages": [bad_index]}))
 
 
 def test_batch_encoder_groups_rows_into_bucket_blobs(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -318,29 +353,120 @@ def test_splitter_keeps_the_planned_schemas_count_for_new_partitions(tmp_path) -
     assert {decode_group(b)[2] for b in blobs} == {6}
 
 
-def test_sink_refuses_tables_that_need_a_bucket_assigner(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Dynamic-bucket and cross-partition-upsert tables (with dynamic or fixed buckets: both need the
-    key index) are refused on the client, naming the table, the missing assigner stage and
-    plain-Python TableWrite (which writes them); fixed-bucket and append tables (bucket-unaware
-    included) pass."""
-    from lakelog.connector.errors import LakelogError
-    from lakelog.operators.sink_blobs import SinkUnsupportedTableError, check_sink_supports
+def test_sink_routes_tables_that_need_a_bucket_assigner_to_one_writer(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Dynamic-bucket tables are split into one blob per partition (one writer per partition, whose
+    TableWrite assigns buckets); cross-partition upsert tables (dynamic or fixed buckets) into one
+    blob per batch under one key, rows in arrival order. Writers fed these blobs, committing through
+    the committable codec and the sink's committer, make the table a plain-Python write would:
+    every key in one bucket, a key that moved partition gone from the old one."""
+    from lakelog.operators.codec import Committable, decode_committable, encode_committable
+    from lakelog.operators.sink_blobs import (
+        BatchSplitter,
+        SinkRouting,
+        blob_key,
+        decode_group,
+        sink_routing,
+    )
+    from lakelog.operators.sink_keys import parse_key
+
+    from .buckets_util import assert_keys_in_their_buckets
 
     cat = lakelog.Catalog(str(tmp_path / "wh"))
     dynamic = cat.create_table("db.dyn", SCHEMA, primary_key=["dt", "id"], partition_by=["dt"],
-                               options={"bucket": "-1"})
-    cross = cat.create_table("db.cross", SCHEMA, primary_key=["id"], partition_by=["dt"])
+                               options={"bucket": "-1", "dynamic-bucket.target-row-num": "30"})
+    cross = cat.create_table("db.cross", SCHEMA, primary_key=["id"], partition_by=["dt"],
+                             options={"bucket": "-1"})
     cross_fixed = cat.create_table("db.cross_fixed", SCHEMA, primary_key=["id"], partition_by=["dt"],
                                    options={"bucket": "2"})
-    for t, what in [(dynamic, "dynamic buckets"), (cross, "cross-partition"), (cross_fixed, "cross-partition")]:
-        with pytest.raises(SinkUnsupportedTableError) as info:
-            check_sink_supports(t.store)
-        msg = str(info.value)
-        assert isinstance(info.value, LakelogError)
-        assert t.store.path in msg and what in msg
-        assert "PyFlink sink has no bucket assigner stage yet" in msg and "TableWrite" in msg
-        t.write(_data(5))  # as the message says: plain Python writes it
-        assert t.to_arrow().num_rows == 5
-    check_sink_supports(_table(tmp_path).store)
-    check_sink_supports(cat.create_table("db.app", SCHEMA, options={"bucket": "-1"}).store)
-    check_sink_supports(cat.create_table("db.app2", SCHEMA, options={"bucket": "2", "bucket-key": "id"}).store)
+    assert sink_routing(dynamic.store) == SinkRouting.PARTITION
+    assert sink_routing(cross.store) == sink_routing(cross_fixed.store) == SinkRouting.SINGLE
+    assert sink_routing(_table(tmp_path).store) == SinkRouting.BUCKET
+    assert sink_routing(cat.create_table("db.app", SCHEMA, options={"bucket": "-1"}).store) == SinkRouting.BUCKET
+
+    def ipc(table: pa.Table) -> bytes:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        return sink.getvalue().to_pybytes()
+
+    jobs = iter(range(100))
+
+    def sink(t: lakelog.Table, batches: list[pa.Table]) -> dict[str, set[str]]:
+        """Split each batch, write each key's blobs with its own TableWrite (one flush per batch, as
+        a writer flushes per checkpoint), commit every flush's committables at once."""
+        splitter = BatchSplitter(t.store.path, 128)
+        writers: dict[str, TableWrite] = {}
+        lines, dts_of_key = [], {}
+        for i, batch in enumerate(batches):
+            for blob in splitter.split(ipc(batch)):
+                rows, kinds, total = decode_group(blob)
+                key = blob_key(blob)
+                dts_of_key.setdefault(key, set()).update(rows.column("dt").to_pylist())
+                w = writers.setdefault(key, TableWrite(TableStore(t.store.path), keep_view=True))
+                if total is not None:
+                    assert total == w.total_buckets(parse_key(key)[0]) == -1
+                w.write(rows)
+            for key, w in writers.items():
+                lines.append(encode_committable(Committable(f"{key}-{i}", key, w.prepare_commit())))
+        # one commit of every flush, as after several checkpoints the committer's poll finds them all
+        committer = SinkCommitter(TableStore(t.store.path), f"job-{next(jobs)}", "run")
+        committer.commit([decode_committable(line) for line in lines], 1, final=False)
+        return dts_of_key
+
+    def batch(dt: str, ids: range, name: str) -> pa.Table:
+        return pa.table({"dt": [dt] * len(ids), "id": list(ids), "name": [name] * len(ids),
+                         "blob": [b""] * len(ids)}, schema=SCHEMA)
+
+    keys = sink(dynamic, [pa.concat_tables([batch("a", range(50), "1"), batch("b", range(20), "1")]),
+                          pa.concat_tables([batch("a", range(40, 100), "2"), batch("b", range(10), "2")])])
+    assert sorted(map(sorted, keys.values())) == [["a"], ["b"]]  # one writer key per partition
+    got = {(r["dt"], r["id"]): r["name"] for r in dynamic.refresh().to_arrow().to_pylist()}
+    want = {**{("a", i): "1" for i in range(40)}, **{("a", i): "2" for i in range(40, 100)},
+            **{("b", i): "2" for i in range(10)}, **{("b", i): "1" for i in range(10, 20)}}
+    assert got == want
+    assert len({e.bucket for e in dynamic.store.index_entries(dynamic.latest_snapshot())}) >= 4
+    assert_keys_in_their_buckets(dynamic.refresh())
+    for t in (cross, cross_fixed):
+        # key 1 moves a -> b -> a within one batch, keys 0..9 move a -> b in the next batch
+        first = pa.concat_tables([batch("a", range(10), "1"), batch("b", range(1, 2), "moved"),
+                                  batch("a", range(1, 2), "back")])
+        keys = sink(t, [first])
+        assert list(keys.values()) == [{"a", "b"}]  # one writer key for the whole table
+        rows = t.refresh().to_arrow().to_pylist()
+        want_rows = [(i, "a", "back" if i == 1 else "1") for i in range(10)]
+        assert sorted((r["id"], r["dt"], r["name"]) for r in rows) == want_rows
+        sink(t, [batch("b", range(5), "2"), batch("b", range(3, 8), "3")])  # a later job moves 0..7
+        rows = t.refresh().to_arrow().to_pylist()
+        want_rows = [(i, "b", "2" if i < 3 else "3") for i in range(8)] + [(8, "a", "1"), (9, "a", "1")]
+        assert sorted((r["id"], r["dt"], r["name"]) for r in rows) == want_rows
+
+
+def test_cross_partition_commit_after_another_writer_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A cross-partition sink writer's committables name the snapshot its key index was loaded from;
+    the committer refuses them when another commit user committed rows after it (a key could then
+    live in two partitions), not for compactions or the sink's own earlier commits."""
+    from lakelog.connector.errors import CommitConflictError
+
+    cat = lakelog.Catalog(str(tmp_path / "wh"))
+    t = cat.create_table("db.x", SCHEMA, primary_key=["id"], partition_by=["dt"], options={"bucket": "2"})
+    t.write(_data(5, "a"))
+    w = TableWrite(TableStore(t.store.path), keep_view=True)
+    committer = SinkCommitter(TableStore(t.store.path), "sink", "run")
+
+    def flush(rows: pa.Table, cid: str) -> Committable:
+        w.write(rows)
+        c = Committable(cid, "k:0", w.prepare_commit(), view=w.view_snapshot_id)
+        back = decode_committable(encode_committable(c))
+        assert back == c and back.view == 1
+        return back
+
+    committer.commit([flush(_data(3, "b"), "c1")], 1, final=False)  # moves keys 0..2 to b
+    t.compact(full=True)  # another commit user's compaction: no news for the key index
+    committer.commit([flush(_data(2, "c"), "c2")], 2, final=False)  # its own commit before: fine
+    got = sorted((r["id"], r["dt"]) for r in t.refresh().to_arrow().to_pylist())
+    assert got == [(0, "c"), (1, "c"), (2, "b"), (3, "a"), (4, "a")]
+    cat.get_table("db.x").write(_data(1, "d"))  # another writer moves key 0 to d
+    pending = flush(_data(1, "e"), "c3")
+    with pytest.raises(CommitConflictError, match=r"cross-partition table .* another writer .* one writing job"):
+        committer.commit([pending], 3, final=False)
+    assert sorted((r["id"], r["dt"]) for r in t.refresh().to_arrow().to_pylist())[0] == (0, "d")

@@ -108,7 +108,7 @@ class HashIndexCommit:
                 new_hashes.setdefault(p, []).append((b, np.setdiff1d(mine, base, assume_unique=True)))
             if current_name == m.index_base:
                 if own is not None:
-                    added.append(IndexManifestEntry(0, p, b, own))
+                    self._replace(live, added, IndexManifestEntry(0, p, b, own))
                 continue
             theirs = self._hashes(p, b, current_name)
             if not np.isin(base, theirs, assume_unique=True).all():
@@ -126,11 +126,31 @@ class HashIndexCommit:
             self.written.append(entry)
             self.superseded.append(IndexManifestEntry(0, p, b, own))
             self.merged = True
-            added.append(entry)
+            self._replace(live, added, entry)
         for p, per_bucket in new_hashes.items():
             self._check_disjoint(p, per_bucket, live)
         self._evict(latest, added)
         return added
+
+    def _replace(
+        self,
+        live: dict[tuple[bytes, int], IndexManifestEntry],
+        added: list[IndexManifestEntry],
+        entry: IndexManifestEntry,
+    ) -> None:
+        """``entry`` becomes its bucket's live file for the rest of the commit. One commit can carry
+        several flushes of a writer (a Flink committer commits every committable a checkpoint
+        released at once), each message's base the file of the one before: the next message then
+        finds its base live, and a file this commit added earlier, no snapshot ever lists, is
+        dropped (deleted once the commit is published)."""
+        key = (entry.partition, entry.bucket)
+        for i, e in enumerate(added):
+            if (e.partition, e.bucket) == key:
+                self.superseded.append(e)
+                del added[i]
+                break
+        live[key] = entry
+        added.append(entry)
 
     def _check_disjoint(
         self,

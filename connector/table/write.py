@@ -77,6 +77,12 @@ class TableWrite:
     replaces (a cross-partition table must not move keys out of the others). ``merged_rows``: the
     rows are a table's merged rows, one per key (a rescale), stored as they are rather than merged
     again (an aggregation's ``count`` would count them anew).
+
+    ``keep_view=True``: in dynamic bucket modes the writer never loads its partitions' indexes (or
+    the cross-partition key index) again when others commit; its own state stays authoritative. For
+    a writer that is the only one of its partitions and hands its messages to a committer that
+    commits them later (a Flink sink writer flushes again before its previous flush is committed:
+    loading the latest snapshot then would forget the keys it placed meanwhile).
     """
 
     def __init__(
@@ -88,6 +94,7 @@ class TableWrite:
         overwrite_scope: Optional[PartitionFilter] = None,
         buckets: Optional[int] = None,
         merged_rows: bool = False,
+        keep_view: bool = False,
     ) -> None:
         store = store.with_schema(store.schema)  # the writer's own view: an ALTER does not reach it
         self.store = store
@@ -135,6 +142,7 @@ class TableWrite:
         self._assigned: Optional[bool] = None  # rows come with buckets (write_bucketed) or not
         self.counts = PartitionBucketCounts(store, self.num_buckets)
         self.overwrite_scope = overwrite_scope
+        self.keep_view = keep_view
         # the snapshot the restored state reflects (dynamic modes refresh it when others commit)
         self.view_snapshot_id: Optional[int] = None
         self.assigner: Any = None
@@ -451,7 +459,9 @@ class TableWrite:
     def _refresh(self) -> None:
         """Dynamic bucket modes: when another writer committed since this writer loaded its
         indexes, and it holds nothing uncommitted, load them again (before routing rows by them)."""
-        if self.overwrite or not (self.mode == BucketMode.HASH_DYNAMIC or self.schema.cross_partition_update):
+        if self.overwrite or self.keep_view:
+            return
+        if not (self.mode == BucketMode.HASH_DYNAMIC or self.schema.cross_partition_update):
             return
         if self.view_snapshot_id is None:
             return

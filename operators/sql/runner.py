@@ -40,7 +40,6 @@ from lakelog.connector.table.catalog import Catalog, parse_table_path
 from lakelog.operators.flink_env import flink_environment, is_remote, load_settings, runtime_mode
 from lakelog.operators.lookup import register_lookup_function
 from lakelog.operators.sink import sink_table_to_lakelog
-from lakelog.operators.sink_blobs import check_sink_supports
 from lakelog.operators.sql import ddl, dml, reads
 from lakelog.operators.sql.errors import SqlError, UnsupportedStatementError, flink_error, message_of
 from lakelog.operators.sql.lexer import hint_options, significant, split_statements, with_options
@@ -462,7 +461,6 @@ class LakelogSql:
 
         Batch mode waits for the job; streaming mode returns the ``JobClient``."""
         path = table_path(target)
-        check_sink_supports(TableStore(path))  # before any view or job: naming the table
         spec = dml.InsertSpec([], False, {}, {}, None, "")
         cast = dml._select_for_table(self, TableStore(path), table, spec, f"INSERT INTO {path}")
         try:
