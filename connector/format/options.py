@@ -500,7 +500,10 @@ NOT_YET = "not yet (planned): "
 """The prefix of the reasons of refused keys whose Paimon feature lakelog is going to add; grep for
 it to find them all."""
 
-_DYNAMIC_BUCKETS = NOT_YET + "the PyFlink sink has no bucket assigner stage for dynamic bucket mode yet"
+_DYNAMIC_BUCKETS = NOT_YET + (
+    "the PyFlink sink assigns dynamic buckets in its writers, one writer per partition; it has no "
+    "separate assigner stage whose parallelism this would set"
+)
 
 
 
