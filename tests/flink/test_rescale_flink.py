@@ -111,7 +111,9 @@ def test_streaming_reader_follows_an_alter_and_a_rescale(tmp_path: Any, flink_en
 
     # each stage starts once the reader has emitted everything written before it
     stages = [(len(w.changes), stage_2), (None, stage_3)]
-    env = flink_env(mode="streaming", parallelism=2, checkpoint_interval_ms=500)
+    env = flink_env(
+        mode="streaming", parallelism=2, checkpoint_interval_ms=500, config={"restart-strategy.type": "none"}
+    )
     ds = read_lakelog(env, t.path, mode="streaming", discovery_interval=0.1, columns=ROW_NAMES)
     got: list[tuple[str, Key, str]] = []
     t0 = time.monotonic()
@@ -156,16 +158,32 @@ def test_streaming_reader_follows_an_alter_and_a_rescale(tmp_path: Any, flink_en
 # ---- 2. a rescale races a streaming sink job and the compaction job --------------------------------------
 class SlowUpserts:
     """Test-only map: number ``i`` -> Row(dt = "B", id = i % keys, v = "s<i>"), sleeping ``pause_s``
-    every 100 rows so that the job spans many checkpoints (and commits)."""
+    every 100 rows so that the job spans many checkpoints (and commits). From row ``n // 2`` on
+    it slows down (never one long wait: the checkpoints that commit must go on) until the table
+    at ``table_path`` has an OVERWRITE snapshot, for at most ``wait_s``: the second half of the
+    rows is written after the rescale."""
 
-    def __init__(self, keys: int, pause_s: float) -> None:
-        self.keys, self.pause_s = keys, pause_s
+    def __init__(self, keys: int, n: int, pause_s: float, table_path: str, wait_s: float = 150.0) -> None:
+        self.keys, self.n, self.pause_s, self.table_path, self.wait_s = keys, n, pause_s, table_path, wait_s
+        self.overwritten = False
+        self.waited_since: Optional[float] = None
 
     def __call__(self, i: int) -> Any:
         from pyflink.common import Row
 
+        from lakelog.connector.format.store import TableStore
+
         if i % 100 == 0 and i:
             time.sleep(self.pause_s)
+        if i >= self.n // 2 and not self.overwritten:
+            if self.waited_since is None:
+                self.waited_since = time.monotonic()
+            if i % 20 == 0:
+                snaps = TableStore(self.table_path).snapshot_manager.newest_first()
+                self.overwritten = any(s.commit_kind == "OVERWRITE" for s in snaps)
+            if time.monotonic() - self.waited_since > self.wait_s:
+                self.overwritten = True
+            time.sleep(0.02)
         return Row(dt="B", id=i % self.keys, v=f"s{i}")
 
 
@@ -200,8 +218,10 @@ def _finish(client: Any, what: str, timeout_s: float = 300.0) -> None:
 def test_rescale_races_a_sink_job_and_the_compaction_job(tmp_path: Any, flink_env: Any) -> None:
     """A write-only table, A and B written with 2 buckets, A with enough sorted runs to be
     compacted. The streaming compaction job and a streaming sink job upserting B run (neither may
-    restart); meanwhile Python rescales A to 4 buckets (``buckets=``: the option stays 2) as soon
-    as the sink has committed into B, then upserts A (routed by 4) and B (by 2).
+    restart): the compaction job is started once the sink has committed into B, and Python
+    rescales A to 4 buckets (``buckets=``: the option stays 2) as soon as the compactor has written
+    the compaction of A's 2 buckets, then upserts A (routed by 4). The sink's second half of rows
+    waits for the rescale, so it commits into B before and after it; Python upserts B at the end.
 
     By design: the sink's commits into B do not touch A, so the rescale's guard lets them pass; a
     compaction of A planned before the rescale names files the OVERWRITE removed, and the
@@ -235,13 +255,18 @@ def test_rescale_races_a_sink_job_and_the_compaction_job(tmp_path: Any, flink_en
     assert counts(t) == {"A": 2, "B": 2}
 
     t0 = time.monotonic()
-    n, keys = 4_000, 150
-    env = flink_env(parallelism=1, checkpoint_interval_ms=1000, config={"python.fn-execution.bundle.time": "100"})
+    n, keys = 3_000, 150
+    no_restarts = {"restart-strategy.type": "none"}  # a failed commit fails the job
+    env = flink_env(
+        parallelism=1,
+        checkpoint_interval_ms=1000,
+        config={**no_restarts, "python.fn-execution.bundle.time": "100"},
+    )
     src = (
         env.from_source(NumberSequenceSource(0, n - 1), WatermarkStrategy.no_watermarks(), "numbers")
         .set_parallelism(1)
         .map(
-            SlowUpserts(keys, 0.5),
+            SlowUpserts(keys, n, 0.4, t.path),
             output_type=Types.ROW_NAMED(ROW_NAMES, [Types.STRING(), Types.LONG(), Types.STRING()]),
         )
         .set_parallelism(1)
@@ -258,7 +283,7 @@ def test_rescale_races_a_sink_job_and_the_compaction_job(tmp_path: Any, flink_en
         time.sleep(0.2)
     # the compaction job starts now and compacts A's 2 buckets; the rescale goes in as soon as
     # the compactor has written its output (committed only after a checkpoint, 3 s apart)
-    cenv = flink_env(parallelism=2, checkpoint_interval_ms=3000)
+    cenv = flink_env(parallelism=2, checkpoint_interval_ms=3000, config=no_restarts)
     job = start_compaction(cenv, t.path, streaming=True, discovery_interval=0.5, channel_dir=str(tmp_path / "chc"))
     assert job is not None
     in_flight: set[str] = set()
