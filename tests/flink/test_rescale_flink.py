@@ -348,10 +348,19 @@ def test_sql_insert_overwrite_rescales_a_partition(tmp_path: Path) -> None:
         "CREATE TABLE t (dt STRING, k INT, v STRING, PRIMARY KEY (dt, k) NOT ENFORCED) "
         "PARTITIONED BY (dt) WITH ('bucket' = '2')"
     )
-    values = ", ".join(f"('{dt}', {k}, '{dt}{k}')" for dt in ("a", "b") for k in range(30))
-    sql.execute(f"INSERT INTO t VALUES {values}")
-    sql.execute("INSERT INTO t VALUES ('a', 3, 'new3'), ('b', 4, 'new4')")
     t = lakelog.Catalog(wh).get_table("default.t")
+    arrow = t.store.schema.arrow_schema()
+    for ids, v in ((range(30), ""), (range(0, 30, 4), "new")):  # two sorted runs per bucket
+        t.write(
+            pa.table(
+                {
+                    "dt": [dt for dt in ("a", "b") for _ in ids],
+                    "k": [k for _ in ("a", "b") for k in ids],
+                    "v": [f"{v}{dt}{k}" for dt in ("a", "b") for k in ids],
+                },
+                schema=arrow,
+            )
+        )
     before = sorted(tuple(r.values()) for r in t.to_arrow().to_pylist())
     assert counts(t) == {"a": 2, "b": 2}
     last = t.latest_snapshot()
@@ -368,7 +377,7 @@ def test_sql_insert_overwrite_rescales_a_partition(tmp_path: Path) -> None:
     sql.execute("INSERT INTO t VALUES ('a', 3, 'newer3'), ('b', 4, 'newer4'), ('c', 1, 'c1')")
     assert counts(t) == {"a": 4, "b": 2, "c": 4}
     got = {(r["dt"], r["k"]): r["v"] for r in t.refresh().to_arrow().to_pylist()}
-    assert (got[("a", 3)], got[("b", 4)], got[("c", 1)]) == ("newer3", "newer4", "c1")
+    assert (got[("a", 3)], got[("b", 4)], got[("a", 4)], got[("c", 1)]) == ("newer3", "newer4", "newa4", "c1")
     assert len(got) == 61
     assert_keys_in_their_buckets(t)
 
