@@ -74,8 +74,9 @@ class Upserts:
             self.state[key] = r["v"]
 
 
-def test_streaming_reader_follows_an_alter_and_a_rescale(tmp_path: Any, flink_env: Any) -> None:
-    """A Flink streaming read of a partitioned primary-key table (2 buckets) runs while Python
+@pytest.mark.parametrize("reader", ["datastream", "sql"])
+def test_streaming_reader_follows_an_alter_and_a_rescale(tmp_path: Any, flink_env: Any, reader: str) -> None:
+    """A Flink streaming read (``read_lakelog``, or a streaming SQL SELECT) of a partitioned primary-key table (2 buckets) runs while Python
     upserts A and B, sets ``bucket`` to 4, rescales A, and upserts A (now 4 buckets), B (still 2)
     and a new partition C (4). The reader emits exactly the change rows of the writes (the
     OVERWRITE of the rescale none: its rows are the same), its +I/-U/+U/-D rows applied to a dict
@@ -111,13 +112,21 @@ def test_streaming_reader_follows_an_alter_and_a_rescale(tmp_path: Any, flink_en
 
     # each stage starts once the reader has emitted everything written before it
     stages = [(len(w.changes), stage_2), (None, stage_3)]
-    env = flink_env(
-        mode="streaming", parallelism=2, checkpoint_interval_ms=500, config={"restart-strategy.type": "none"}
-    )
-    ds = read_lakelog(env, t.path, mode="streaming", discovery_interval=0.1, columns=ROW_NAMES)
-    got: list[tuple[str, Key, str]] = []
     t0 = time.monotonic()
-    it = ds.execute_and_collect()
+    if reader == "datastream":
+        env = flink_env(
+            mode="streaming", parallelism=2, checkpoint_interval_ms=500, config={"restart-strategy.type": "none"}
+        )
+        ds = read_lakelog(env, t.path, mode="streaming", discovery_interval=0.1, columns=ROW_NAMES)
+        it = ds.execute_and_collect()
+    else:
+        sql = session("streaming", checkpoint_interval_ms=500, parallelism=2)
+        sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='{tmp_path / 'wh'}')")
+        sql.execute("USE CATALOG lk")
+        it = sql.execute(
+            "SELECT dt, id, v FROM db.t /*+ OPTIONS('continuous.discovery-interval' = '100 ms') */"
+        ).collect()
+    got: list[tuple[str, Key, str]] = []
     try:
         for r in it:
             got.append((kinds[r.get_row_kind()], (r[0], r[1]), r[2]))
@@ -129,7 +138,7 @@ def test_streaming_reader_follows_an_alter_and_a_rescale(tmp_path: Any, flink_en
                 break
     finally:
         it.close()
-    print(f"streaming read across a rescale: {time.monotonic() - t0:.1f} s, {len(got)} change rows")
+    print(f"{reader} streaming read across a rescale: {time.monotonic() - t0:.1f} s, {len(got)} change rows")
 
     assert rescaled and rescaled[0] is not None
     assert t.refresh().snapshot(rescaled[0]).commit_kind == "OVERWRITE"
