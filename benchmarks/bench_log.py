@@ -729,7 +729,8 @@ def hybrid(args: argparse.Namespace, workdir: str, servers: str) -> bool:
         deadline = time.time() + args.timeout_s
         while time.time() < deadline and sub.error is None:
             time.sleep(1.0)
-            live_after = [a for i, (w, a) in sub.arrivals.items()
+            arrived = dict(sub.arrivals)  # a copy: the reader thread adds to it meanwhile
+            live_after = [a for i, (w, a) in arrived.items()
                           if i >= LIVE_BASE and sub.first_row_at is not None and w / 1000.0 > sub.first_row_at]
             if live_after and max(live_after) / 1000.0 > min(live_after) / 1000.0 + 2.0 + args.tail_s:
                 break

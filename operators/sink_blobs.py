@@ -156,12 +156,9 @@ def open_store(table_path: str, schema_id: Optional[int]) -> Any:
     """The table's ``TableStore`` with schema ``schema_id`` (the one the sink was planned with, so
     that every stage of a job routes and writes by one schema whatever ALTERs happen meanwhile;
     None: the latest)."""
-    from lakelog.connector.format.store import TableStore
+    from lakelog.operators.table_ref import store_with_options
 
-    store = TableStore(table_path)
-    if schema_id is not None and store.schema.id != schema_id:
-        store = store.with_schema(store.schema_manager.schema(schema_id))
-    return store
+    return store_with_options(table_path, None, schema_id)
 
 
 class _Grouper:
