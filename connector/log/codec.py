@@ -187,12 +187,12 @@ def encode_changes(
             pa.scalar('{"before":null,"after":'), row_json, pa.scalar(',"op":"c"}'), ""
         ),
     )
-    values = [v.encode() for v in value.to_pylist()]
+    values = value.cast(pa.binary()).to_pylist()  # UTF-8 bytes straight from Arrow
     keys: list[Optional[bytes]]
     if primary_keys:
         idx = [rows.column_names.index(k) for k in primary_keys]
         key_json = _objects(list(primary_keys), [columns[i] for i in idx], n)
-        keys = [k.encode() for k in key_json.to_pylist()]
+        keys = key_json.cast(pa.binary()).to_pylist()
     else:
         keys = [None] * n
     return LogRecords(keys, values, kinds)

@@ -21,7 +21,7 @@ import pyarrow as pa
 from lakelog.connector.errors import LogSystemError
 from lakelog.connector.log.codec import KIND_HEADER, SCHEMA_HEADER, USER_HEADER, encode_changes, kind_header
 from lakelog.connector.log.kafka import Deliveries, LogConfig
-from lakelog.connector.log.publisher import COMMIT_KIND_HEADER, records_partition
+from lakelog.connector.log.publisher import COMMIT_KIND_HEADER, records_partitions
 
 if TYPE_CHECKING:  # pragma: no cover
     from confluent_kafka import Producer
@@ -68,11 +68,14 @@ class EventualLogWriter:
             (COMMIT_KIND_HEADER, b"APPEND"),
             (SCHEMA_HEADER, str(schema_id).encode()),
         ]
-        for key, value, kind, bucket in zip(records.keys, records.values, records.kinds, buckets):
-            partition = records_partition(int(bucket), self._partitions)
-            self._deliveries.send(
-                producer, key, value, partition, [(KIND_HEADER, kind_header(int(kind))), *base]
-            )
+        # one header list per row kind, shared by its records (the client copies headers)
+        by_kind = [[(KIND_HEADER, kind_header(k)), *base] for k in range(4)]
+        parts = records_partitions(buckets, self._partitions)
+        self._deliveries.send_all(
+            producer,
+            ((key, value, part, by_kind[kind])
+             for key, value, kind, part in zip(records.keys, records.values, records.kinds.tolist(), parts)),
+        )
         producer.poll(0)
 
     def flush(self) -> dict[int, int]:

@@ -13,7 +13,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
@@ -335,7 +335,7 @@ def producer_ended(err: Any) -> bool:
 
 class Deliveries:
     """What a producer delivered: the offset after its last record per partition, and the errors
-    of records it could not deliver. :meth:`send` queues one record; :meth:`wait` flushes."""
+    of records it could not deliver. :meth:`send_all` queues records; :meth:`wait` flushes."""
 
     def __init__(self, config: LogConfig) -> None:
         self.config = config
@@ -365,22 +365,20 @@ class Deliveries:
                 self.fatal = cause
             self.errors.append(f"delivery report could not be read: {cause or e!r}")
 
-    def send(
-        self, producer: Producer, key: Optional[bytes], value: bytes, partition: int, headers: Any
+    def send_all(
+        self, producer: Producer, records: Iterable[tuple[Optional[bytes], bytes, int, Any]]
     ) -> None:
-        while True:
-            try:
-                producer.produce(
-                    self.config.topic,
-                    value=value,
-                    key=key,
-                    partition=partition,
-                    headers=headers,
-                    on_delivery=self._delivered,
-                )
-                return
-            except BufferError:  # the local queue is full: let it drain
-                producer.poll(0.05)
+        """Queue ``(key, value, partition, headers)`` records in order (the hot loop of a commit:
+        names bound once, one client call per record)."""
+        produce, topic, delivered = producer.produce, self.config.topic, self._delivered
+        for key, value, partition, headers in records:
+            while True:
+                try:
+                    produce(topic, value=value, key=key, partition=partition, headers=headers,
+                            on_delivery=delivered)
+                    break
+                except BufferError:  # the local queue is full: let it drain
+                    producer.poll(0.05)
 
     def wait(self, producer: Producer) -> dict[int, int]:
         """Flush; ``{partition: offset after the records}``, or :class:`LogSystemError` naming what

@@ -69,6 +69,7 @@ __all__ = [
     "COMMIT_KIND_HEADER",
     "marker_group",
     "records_partition",
+    "records_partitions",
 ]
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,11 @@ def records_partition(bucket: int, partitions: int) -> int:
     count of table partitions written from then on, whose buckets may exceed the topic's
     partitions."""
     return max(bucket, 0) % partitions
+
+
+def records_partitions(buckets: np.ndarray, partitions: int) -> list[int]:
+    """:func:`records_partition` of every bucket in ``buckets``."""
+    return (np.maximum(np.asarray(buckets, dtype=np.int64), 0) % partitions).tolist()
 
 
 def start_marker(config: LogConfig, snapshot_id: int = 0) -> None:
@@ -331,11 +337,13 @@ class LogPublisher:
             records = encode_changes(rows, kinds, config.primary_keys, upsert=config.upsert)
             schema = (SCHEMA_HEADER, str(ch.schema_id).encode())
             partition = records_partition(ch.bucket, self._partitions)
-            kind_headers = [kind_header(int(k)) for k in records.kinds]
-            for key, value, kind in zip(records.keys, records.values, kind_headers):
-                self._deliveries.send(
-                    producer, key, value, partition, [(KIND_HEADER, kind), schema, *headers_base]
-                )
+            # one header list per row kind, shared by its records (the client copies headers)
+            by_kind = [[(KIND_HEADER, kind_header(k)), schema, *headers_base] for k in range(4)]
+            self._deliveries.send_all(
+                producer,
+                ((key, value, partition, by_kind[kind])
+                 for key, value, kind in zip(records.keys, records.values, records.kinds.tolist())),
+            )
             producer.poll(0)
 
     def end_offsets(self) -> dict[int, int]:
