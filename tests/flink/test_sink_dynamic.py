@@ -218,7 +218,9 @@ def test_streaming_upserts_move_keys_between_partitions(tmp_path: Any, flink_env
         moving_snapshots += bool(here)
         moved |= here
     assert {("Z", i) for i in range(50)} <= moved
-    assert {dt for dt, _ in moved} == {"Z", "A", "B", "C"} and moving_snapshots > 1
+    # which of A, B, C a snapshot catches a key leaving depends on where the checkpoints fall (a
+    # snapshot may span several rounds): at least one of them, in more than one snapshot
+    assert {dt for dt, _ in moved} - {"Z"} and moving_snapshots > 1, (moved, moving_snapshots)
     assert_exactly_once_commits(t)
     assert_keys_in_their_buckets(t.refresh())
     assert_pypaimon_reads_the_same(wh, "db.x", t)
