@@ -189,7 +189,9 @@ def test_restart_commits_the_restored_checkpoint_without_new_committables(tmp_pa
 
     from lakelog.operators.sink import sink_to_lakelog
 
-    n = 6_000
+    # each of the 2 map subtasks sees half the rows: after its 1_500th it slows to 4 ms a row until
+    # the first commit (+ 2.5 s), so 4_500 rows give it an 18 s window even on a loaded machine
+    n = 12_000
     cat = lakelog.Catalog(str(tmp_path / "wh"))
     app = cat.create_table("db.events", APPEND_SCHEMA, options={"bucket": "1", "bucket-key": "id"})
     marker = str(tmp_path / "failed-once")
