@@ -23,6 +23,7 @@ from lakelog.connector.log.codec import COMMIT_HEADER, KIND_HEADER, USER_HEADER,
 from lakelog.connector.table.changes import delta_rows
 from lakelog.connector.table.log import log_config
 from tests.kafka_fixtures import KafkaEndpoint
+from tests.test_subscribe import collect
 
 pytestmark = pytest.mark.kafka
 
@@ -421,19 +422,7 @@ def test_alter_bucket_keeps_each_partitions_keys_in_their_kafka_partition(
         return len(state) == 40 and sum(v == "y" for v in state.values()) == 10
 
     with sub:
-        collect_changes(sub, applied)
+        collect(sub, applied)
     assert state == {(r["dt"], r["id"]): r["v"] for r in t.to_arrow().to_pylist()}
     with pytest.raises(OptionError, match="Kafka log"):
         t.rescale(partitions=[{"dt": "a"}])  # a rewrite would move keys between partitions
-
-
-def collect_changes(sub: Any, until: Any, timeout: float = 60.0) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        batch = sub.poll(0.2)
-        if batch is not None:
-            out += batch.to_pylist()
-        if until(out):
-            return out
-    raise AssertionError(f"timed out with {len(out)} changes")
