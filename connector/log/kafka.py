@@ -9,6 +9,7 @@ Errors name the table, the topic and the bootstrap servers.
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import re
 import time
@@ -42,6 +43,10 @@ T = TypeVar("T")
 DEFAULT_TRANSACTION_TIMEOUT_MS = 15_000
 #: How long a client waits for the broker before giving up with a clear error.
 DEFAULT_REQUEST_TIMEOUT_S = 10.0
+#: How long ``create_table`` waits for a reachable broker to create a log's topic (Kafka's own
+#: ``request.timeout.ms`` default): on a loaded machine that takes seconds, an answer to a
+#: metadata request does not.
+TOPIC_CREATE_TIMEOUT_S = 30.0
 
 
 def kafka_module() -> Any:
@@ -235,13 +240,13 @@ class LogConfig:
             raise LogSystemError(f"cannot describe {self.describe()}: {t.error}")
         return len(t.partitions)
 
-    def create_topic(self, *, timeout: float = DEFAULT_REQUEST_TIMEOUT_S) -> None:
+    def create_topic(self, *, timeout: float = TOPIC_CREATE_TIMEOUT_S) -> None:
         """Create the topic (``log.system.partitions``, ``log.system.replication``, ``log.retention``);
         an existing topic with enough partitions is kept."""
         ck = kafka_module()
         from confluent_kafka.admin import NewTopic
 
-        existing = self.topic_partitions(timeout=timeout)
+        existing = self.topic_partitions()
         if existing is not None:
             self.check_partitions(existing)
             return
@@ -257,6 +262,15 @@ class LogConfig:
             if e.args and e.args[0].code() == ck.KafkaError.TOPIC_ALREADY_EXISTS:
                 return
             raise LogSystemError(f"cannot create {self.describe()}: {e}") from e
+        except concurrent.futures.TimeoutError:
+            # the broker may have created it after all: only a topic that is still missing is an error
+            existing = self.topic_partitions()
+            if existing is None:
+                raise LogSystemError(
+                    f"cannot create {self.describe()}: the broker did not answer within {timeout:.0f} s"
+                ) from None
+            self.check_partitions(existing)
+            return
         log.info("created %s with %d partition(s)", self.describe(), self.partitions)
 
     def check_partitions(self, partitions: int) -> None:
