@@ -18,16 +18,17 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from _flink_ops import Recorder, Stamp, discard, operator, read_records, ship_by_value  # noqa: E402
 from _util import loadavg, render_table, step  # noqa: E402
 
-__all__ = ["main", "Stamp", "SnapshotPoller"]
+__all__ = ["main", "SnapshotPoller"]
 
 WORKER_MODE_ENV = "_python_worker_execution_mode"  # read by PyFlink when a job is executed locally
 SCHEMA = pa.schema(
@@ -64,61 +65,6 @@ Method (one Flink job on a local MiniCluster, Python workers in their own proces
              the first --warmup-s seconds (job start-up, first checkpoint, first writer set-up);
              the warm-up rows are reported separately.
   target     p95 and max <= checkpoint interval + 2 s."""
-
-
-# ---- emitter --------------------------------------------------------------------------------------------
-class Stamp:
-    """Map ``Row(id, born) -> Row(id, emit_ms, map_ms, payload)``: emit_ms is ``born`` (an Instant: when
-    the row left the Java source) in epoch ms, map_ms the wall-clock time the row reached Python."""
-
-    def open(self, runtime_context: Any) -> None:
-        from pyflink.common import Row
-
-        self.row = Row
-
-    def map(self, r: Any) -> Any:
-        i = int(r[0])
-        born = r[1]
-        emit_ms = int(born.seconds) * 1000 + int(born.nanos) // 1_000_000
-        return self.row(i, emit_ms, int(time.time() * 1000), f"row-{i}")
-
-
-def _stamp() -> Any:
-    from pyflink.datastream import MapFunction
-
-    class _StampFn(Stamp, MapFunction):  # type: ignore[misc]
-        pass
-
-    return _StampFn()
-
-
-class Recorder:
-    """Map after read_lakelog: appends ``id,emit_ms,arrival_ms`` of every row to a file (flushed)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def open(self, runtime_context: Any) -> None:
-        self.fh = open(self.path, "a", buffering=1)  # noqa: SIM115 - lives as long as the operator
-
-    def map(self, row: Any) -> int:
-        now = int(time.time() * 1000)
-        self.fh.write(f"{row[0]},{row[1]},{now}\n")
-        return int(row[0])
-
-    def close(self) -> None:
-        fh = getattr(self, "fh", None)
-        if fh is not None:
-            fh.close()
-
-
-def _recorder(path: str) -> Any:
-    from pyflink.datastream import MapFunction
-
-    class _RecorderFn(Recorder, MapFunction):  # type: ignore[misc]
-        pass
-
-    return _RecorderFn(path)
 
 
 # ---- the snapshot poller ----------------------------------------------------------------------------------
@@ -173,18 +119,6 @@ class Variant:
         return "sink default (none: writes at each checkpoint)" if self.flush_ms is None else f"{self.flush_ms} ms"
 
 
-def read_records(path: str) -> dict[int, tuple[int, int]]:
-    out: dict[int, tuple[int, int]] = {}
-    if not os.path.exists(path):
-        return out
-    with open(path) as fh:
-        for line in fh:
-            parts = line.strip().split(",")
-            if len(parts) == 3:
-                out.setdefault(int(parts[0]), (int(parts[1]), int(parts[2])))
-    return out
-
-
 def stats(lat_ms: list[int]) -> dict[str, float]:
     if not lat_ms:
         return {"n": 0, "p50": float("nan"), "p95": float("nan"), "max": float("nan"), "min": float("nan")}
@@ -234,10 +168,9 @@ def run(args: argparse.Namespace, workdir: str) -> int:
     warm = int(args.rate * args.warmup_s)
     total = measured + int(args.rate * 120)  # the job is cancelled long before the emitter runs dry
     load_start = loadavg()
-    import cloudpickle
-
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ship_by_value(sys.modules[__name__])
     from pyflink.common import Types
+    from pyflink.datastream import MapFunction
     from pyflink.table import StreamTableEnvironment
 
     import lakelog
@@ -260,7 +193,7 @@ def run(args: argparse.Namespace, workdir: str) -> int:
         )
         born = t_env.sql_query("SELECT id, CAST(born AS TIMESTAMP_LTZ(3)) AS born FROM fresh_ids")
         rows = (t_env.to_data_stream(born)
-                .map(_stamp(), output_type=row_type_of(SCHEMA)).name("stamp"))
+                .map(operator(MapFunction, Stamp), output_type=row_type_of(SCHEMA)).name("stamp"))
         for i, v in enumerate(variants):
             t = cat.create_table(f"bench.fresh_{i}", SCHEMA, primary_key=["id"],
                                  options={"bucket": str(args.buckets)})
@@ -271,9 +204,9 @@ def run(args: argparse.Namespace, workdir: str) -> int:
             if not args.no_flink_reader:
                 read = read_lakelog(env, v.table_path, mode="streaming",
                                     discovery_interval=args.discovery_ms / 1000.0)
-                recorded = (read.map(_recorder(v.record_path), output_type=Types.LONG()).set_parallelism(1)
+                recorded = (read.map(operator(MapFunction, Recorder, v.record_path), output_type=Types.LONG()).set_parallelism(1)
                             .name(f"record-{i}"))
-                _discard(recorded)
+                discard(recorded)
             v.poller = SnapshotPoller(v.table_path, args.poll_ms / 1000.0)
             v.poller.start()
         step(f"submitting: {len(variants)} table(s), {measured} measured rows at {args.rate:g} rows/s")
@@ -342,14 +275,6 @@ def run(args: argparse.Namespace, workdir: str) -> int:
         print(f"{v.label}: source -> Python map hand-over (part of the latency above) "
               f"p50 {hand['p50']:.2f} s, p95 {hand['p95']:.2f} s, max {hand['max']:.2f} s")
     return 0 if ok else 1
-
-
-def _discard(ds: Any) -> None:
-    from pyflink.datastream.connectors import Sink
-    from pyflink.java_gateway import get_gateway
-
-    j_sink = get_gateway().jvm.org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink()
-    ds.sink_to(Sink(j_sink)).name("discard").set_parallelism(1)
 
 
 if __name__ == "__main__":

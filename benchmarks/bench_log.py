@@ -33,6 +33,7 @@ import pyarrow as pa
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from _flink_ops import Recorder, Stamp, discard, operator, read_records, ship_by_value  # noqa: E402
 from _util import fmt_rate, loadavg, render_table, step  # noqa: E402
 
 __all__ = ["main"]
@@ -114,14 +115,6 @@ def lat_stats(lat_s: list[float]) -> dict[str, float]:
     }
 
 
-def _discard(ds: Any) -> None:
-    from pyflink.datastream.connectors import Sink
-    from pyflink.java_gateway import get_gateway
-
-    j_sink = get_gateway().jvm.org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink()
-    ds.sink_to(Sink(j_sink)).name("discard").set_parallelism(1)
-
-
 @contextlib.contextmanager
 def kafka(args: argparse.Namespace, workdir: str) -> Iterator[str]:
     """Bootstrap servers: --bootstrap, else a broker of our own in the work folder (stopped at the end)."""
@@ -162,41 +155,6 @@ def flink_env(args: argparse.Namespace, *, checkpoint_ms: int, parallelism: int,
 
 
 # ---- operators (pickled by value: the workers cannot import this script) ---------------------------------
-class Stamp:
-    """``Row(id, born) -> Row(id, emit_ms, map_ms, payload)``: emit_ms is ``born`` (an Instant: when the
-    row left the Java source), map_ms the time the row reached Python."""
-
-    def open(self, runtime_context: Any) -> None:
-        from pyflink.common import Row
-
-        self.row = Row
-
-    def map(self, r: Any) -> Any:
-        i = int(r[0])
-        born = r[1]
-        emit_ms = int(born.seconds) * 1000 + int(born.nanos) // 1_000_000
-        return self.row(i, emit_ms, int(time.time() * 1000), f"row-{i}")
-
-
-class Recorder:
-    """After read_lakelog: appends ``id,emit_ms,arrival_ms`` of every row to a file (line-buffered)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def open(self, runtime_context: Any) -> None:
-        self.fh = open(self.path, "a", buffering=1)  # noqa: SIM115 - lives as long as the operator
-
-    def map(self, row: Any) -> int:
-        self.fh.write(f"{row[0]},{row[1]},{int(time.time() * 1000)}\n")
-        return int(row[0])
-
-    def close(self) -> None:
-        fh = getattr(self, "fh", None)
-        if fh is not None:
-            fh.close()
-
-
 class HybridCounter:
     """After read_lakelog of the hybrid table: counts the rows; every row's arrival is summarised per
     100 ms into a file (``t_ms,rows,live rows,max id``), and each live-tail row (id >= LIVE_BASE) is
@@ -232,23 +190,6 @@ class HybridCounter:
             if self.slot_rows:
                 fh.write(f"S,{self.slot * 100},{self.slot_rows}\n")
             fh.close()
-
-
-def _fn(base: type, mixin: type, *args: Any) -> Any:
-    cls = type(f"_{mixin.__name__}Fn", (mixin, base), {})
-    return cls(*args)
-
-
-def read_records(path: str) -> dict[int, tuple[int, int]]:
-    out: dict[int, tuple[int, int]] = {}
-    if not os.path.exists(path):
-        return out
-    with open(path) as fh:
-        for line in fh:
-            parts = line.strip().split(",")
-            if len(parts) == 3:
-                out.setdefault(int(parts[0]), (int(parts[1]), int(parts[2])))
-    return out
 
 
 # ---- client-side readers ------------------------------------------------------------------------------
@@ -410,11 +351,11 @@ def freshness_job(args: argparse.Namespace, workdir: str, servers: str, variant:
         f"'fields.id.end'='{total - 1}')"
     )
     born = t_env.sql_query("SELECT id, CAST(born AS TIMESTAMP_LTZ(3)) AS born FROM fresh_ids")
-    rows = t_env.to_data_stream(born).map(_fn(MapFunction, Stamp), output_type=row_type_of(FRESH_SCHEMA)).name("stamp")
+    rows = t_env.to_data_stream(born).map(operator(MapFunction, Stamp), output_type=row_type_of(FRESH_SCHEMA)).name("stamp")
     sink_to_lakelog(rows, path, channel_dir=os.path.join(workdir, f"channel-{tag}"))
     record_path = os.path.join(workdir, f"arrivals-{tag}.csv")
     read = read_lakelog(env, path, mode="streaming", discovery_interval=args.discovery_ms / 1000.0)
-    _discard(read.map(_fn(MapFunction, Recorder, record_path), output_type=Types.LONG()).set_parallelism(1).name("record"))
+    discard(read.map(operator(MapFunction, Recorder, record_path), output_type=Types.LONG()).set_parallelism(1).name("record"))
     readers: list[Any] = [SubscribeReader(table, "emit_ms", poll_interval=0.05)]
     topic = TopicReader(table) if variant != "files" else None
     if topic is not None:
@@ -558,11 +499,10 @@ def report_freshness(args: argparse.Namespace, runs: list[FreshRun]) -> bool:
 # ---- 2. throughput -----------------------------------------------------------------------------------
 def throughput(args: argparse.Namespace, workdir: str, servers: str) -> bool:
     import bench_flink_ingest as fi
-    import cloudpickle
 
     import lakelog
 
-    cloudpickle.register_pickle_by_value(fi)
+    ship_by_value(fi)
     cfg = fi.Config(args.rows, args.parallelism, args.ingest_checkpoint_ms, "process", 4,
                     args.ingest_bundle_size, args.ingest_bundle_time, workdir)
     expected = fi.expected_sums(args.rows)
@@ -746,7 +686,7 @@ def hybrid(args: argparse.Namespace, workdir: str, servers: str) -> bool:
         env = flink_env(args, checkpoint_ms=args.checkpoint_ms, parallelism=1, conf={})
         path = os.path.join(workdir, f"hybrid-flink-{uuid.uuid4().hex[:6]}.csv")
         ds = read_lakelog(env, str(t.store.path), mode="streaming")
-        _discard(ds.flat_map(_fn(FlatMapFunction, HybridCounter, path, LIVE_BASE)).set_parallelism(1).name("count"))
+        discard(ds.flat_map(operator(FlatMapFunction, HybridCounter, path, LIVE_BASE)).set_parallelism(1).name("count"))
         started = time.time()
         job = env.execute_async("lakelog-log-hybrid")
         try:
@@ -876,9 +816,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         _parser().error(f"--only: unknown part(s) {sorted(unknown)}")
     workdir = args.workdir or tempfile.mkdtemp(prefix="lakelog-bench-log-")
     os.environ[WORKER_MODE_ENV] = "process"
-    import cloudpickle
-
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ship_by_value(sys.modules[__name__])
     if args.eventual_batch_ms:
         import lakelog.operators.sink as sink
 
