@@ -227,6 +227,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} needs --streaming")
         if not (args.streaming or args.job):
             raise UsageError(f"{flag} needs --job or --streaming")
+    if args.partition and (args.streaming or args.job):
+        raise UsageError(
+            "--partition compacts in this process: the Flink compaction job compacts whole tables"
+        )
     t = _catalog(args).get_table(_table_arg(args))
     if args.streaming or args.job:  # a Flink job (needs the flink extra; pyflink loads only now)
         import importlib.util
@@ -242,7 +246,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
         full = args.full or not (args.universal or args.streaming)
         return run_from_args(t.path, args, full=full)
     bar = ProgressBar(f"compacting {t.identifier}") if sys.stderr.isatty() or args.progress else None
-    sid = t.compact(full=not args.universal, progress=bar)
+    specs = [_partition_arg(p) for p in args.partition] if args.partition else None
+    sid = t.compact(full=not args.universal, partitions=specs, progress=bar)
     print(f"compaction committed snapshot {sid}" if sid else "nothing to compact")
     return 0
 
@@ -335,6 +340,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_rescale)
     s = sub.add_parser("compact", help="full compaction of every bucket (or universal compaction)")
     with_table(s)
+    s.add_argument(
+        "--partition",
+        action="append",
+        help="k=v[,k2=v2] of a partition to compact (repeatable; default: every partition)",
+    )
     s.add_argument(
         "--universal",
         action="store_true",

@@ -1,12 +1,12 @@
-"""Compaction of whole tables: compact every bucket that needs it and commit one COMPACT snapshot,
-conflict-checked against concurrent commits (a compaction that loses a race is dropped, never the
-data).
+"""Compaction of tables, or of some of their partitions: compact every bucket that needs it and
+commit one COMPACT snapshot, conflict-checked against concurrent commits (a compaction that loses a
+race is dropped, never the data).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Optional
 
 from lakelog.connector.errors import CommitConflictError, MissingFileError, SnapshotNotFoundError
@@ -20,6 +20,7 @@ from lakelog.connector.lsm.levels import (
 )
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.table.commit import TableCommit
+from lakelog.connector.table.partition_specs import PartitionSpec, matching_partitions, partition_spec
 from lakelog.connector.table.scan import plan_splits
 
 log = logging.getLogger(__name__)
@@ -75,16 +76,20 @@ def compact_table(
     store: TableStore,
     *,
     full: bool = True,
+    partitions: Optional[Sequence[PartitionSpec]] = None,
     progress: Optional[Progress] = None,
     commit_user: Optional[str] = None,
     attempts: int = 3,
 ) -> Optional[int]:
     """Compact every bucket that needs it (all of them with ``full``) and commit once as a
-    COMPACT snapshot; return its id, or None when there was nothing to do.
+    COMPACT snapshot; return its id, or None when there was nothing to do. ``partitions``: only
+    the buckets of the partitions these specs match (see
+    :mod:`lakelog.connector.table.partition_specs`; a spec matching none compacts nothing).
 
     A compaction that loses a race (another compaction committed first, or an expiration removed
     files of the snapshot it planned on) is dropped, its files deleted, and planned again on the
     new latest snapshot, up to ``attempts`` times."""
+    specs = [partition_spec(store, s) for s in partitions] if partitions is not None else None
     sm = store.snapshot_manager
     for attempt in range(attempts):
         snap = sm.latest()
@@ -93,6 +98,10 @@ def compact_table(
         messages: list[CommitMessage] = []
         try:
             splits = plan_splits(store, snap)
+            if specs is not None:
+                present = {s.partition for s in splits}
+                chosen = set().union(*(matching_partitions(store, present, spec) for spec in specs))
+                splits = [s for s in splits if s.partition in chosen]
             for i, split in enumerate(splits):
                 msg = compact_split(store, split, full=full)
                 if msg is not None:

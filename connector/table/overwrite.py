@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
 import pyarrow as pa
@@ -36,40 +36,14 @@ from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.split_read import SplitRead
 from lakelog.connector.table.arrow_input import to_arrow_table
 from lakelog.connector.table.commit import OverwriteScope, TableCommit, partition_label
+from lakelog.connector.table.partition_specs import PartitionSpec, matching_partitions, partition_spec
 from lakelog.connector.table.routing import PartitionBucketCounts, partition_groups
 from lakelog.connector.table.scan import plan_splits
 from lakelog.connector.table.write import TableWrite
 
-__all__ = ["overwrite", "rescale", "partition_spec"]
+__all__ = ["overwrite", "rescale"]
 
 log = logging.getLogger(__name__)
-
-PartitionSpec = Mapping[str, Any]
-
-
-def partition_spec(store: TableStore, spec: Optional[PartitionSpec]) -> dict[str, Any]:
-    """``spec`` with its values cast to the partition columns' types (strings are accepted, as a
-    command line gives them); unknown or non-partition keys raise :class:`InvalidInputError`."""
-    if not spec:
-        return {}
-    keys = list(store.schema.partition_keys)
-    arrow = store.schema.arrow_schema()
-    out: dict[str, Any] = {}
-    for k, v in spec.items():
-        if k not in keys:
-            raise InvalidInputError(
-                f"{k!r} is not a partition field of {store.path} (partition fields: {keys})"
-            )
-        if v is None:
-            out[k] = None
-            continue
-        target = arrow.field(k).type
-        try:
-            out[k] = pa.array([v]).cast(target).to_pylist()[0]
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-            raise InvalidInputError(f"partition value {k}={v!r} is not a {target} ({e})") from None
-    return out
-
 
 def _with_spec_columns(store: TableStore, table: pa.Table, spec: dict[str, Any]) -> pa.Table:
     """Rows lacking a partition column named by the static spec take its value; rows that hold
@@ -205,12 +179,9 @@ def _chosen(
     counts.learn(present, live)
     if specs is None:
         return {p for p in present if counts.count(p, snap) != target}
-    names = list(store.schema.partition_keys)
     chosen: set[bytes] = set()
     for spec in specs:
-        hit = {
-            p for p in present if all(store.partition_values(p)[names.index(k)] == v for k, v in spec.items())
-        }
+        hit = matching_partitions(store, present, spec)
         if not hit:
             raise InvalidInputError(
                 f"partition {spec} of {store.path} holds no data files; there is nothing to rescale"

@@ -539,11 +539,20 @@ class Table:
         return Subscription(self, **options)
 
     # ---- maintenance ----------------------------------------------------------------------------------
-    def compact(self, full: bool = True, *, progress: Any = None) -> Optional[int]:
-        """Rewrite buckets into one sorted run at the top level; return the COMPACT snapshot id."""
+    def compact(
+        self,
+        full: bool = True,
+        *,
+        partitions: Optional[Sequence[dict[str, Any]]] = None,
+        progress: Any = None,
+    ) -> Optional[int]:
+        """Compact the buckets that need it (every bucket into one sorted run at the top level
+        with ``full``, universal compaction's picks without); return the COMPACT snapshot id, None
+        when there was nothing to do. ``partitions``: specs (``{"dt": "2024-06-01"}``, some of the
+        partition fields) of the partitions to compact; default: all of them."""
         from lakelog.connector.table.compaction import compact_table
 
-        return compact_table(self._store, full=full, progress=progress)
+        return compact_table(self._store, full=full, partitions=partitions, progress=progress)
 
     def expire_snapshots(self, **overrides: Any) -> list[int]:
         """Expire snapshots by the table's retention options (overridable); return expired ids."""

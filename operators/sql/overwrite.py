@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.commit import OverwriteScope, TableCommit
-from lakelog.connector.table.overwrite import partition_spec
+from lakelog.connector.table.partition_specs import matching_partitions, partition_spec
 from lakelog.connector.table.table import Table
 from lakelog.operators.sql.errors import SqlError
 from lakelog.operators.sql.lexer import significant
@@ -133,14 +133,9 @@ def drop_partitions(
         raise SqlError(f"{where}: the table is not partitioned")
     latest = store.snapshot_manager.latest()
     present = {e.partition for e in store.live_entries(latest)} if latest is not None else set()
-    names = list(store.schema.partition_keys)
     chosen: set[bytes] = set()
     for spec in specs:
-        wanted = partition_spec(store, spec)
-        hit = {
-            p for p in present
-            if all(store.partition_values(p)[names.index(k)] == v for k, v in wanted.items())
-        }  # fmt: skip
+        hit = matching_partitions(store, present, partition_spec(store, spec))
         if not hit and not if_exists:
             raise SqlError(f"{where}: partition {dict(spec)} does not exist")
         chosen |= hit

@@ -148,6 +148,25 @@ def _success() -> SqlResult:
     return SqlResult.table(["result"], [("Success",)])
 
 
+def _partition_specs(value: Any, arg: str) -> list[dict[str, str]]:
+    """Paimon's partition argument: ``'dt=2024-06-01,hh=1;dt=2024-06-02'``, one spec per ``;``, one
+    field per ``,``."""
+    specs: list[dict[str, str]] = []
+    for text in str(value).split(";"):
+        if not text.strip():
+            continue
+        spec: dict[str, str] = {}
+        for part in text.split(","):
+            key, sep, v = part.partition("=")
+            if not sep or not key.strip():
+                raise SqlError(f"argument {arg!r} = {value!r}: expected 'k=v[,k2=v2][;k=v...]', got {part!r}")
+            spec[key.strip()] = v.strip()
+        specs.append(spec)
+    if not specs:
+        raise SqlError(f"argument {arg!r} = {value!r} names no partition")
+    return specs
+
+
 def _duration(value: Any, arg: str) -> datetime.timedelta:
     try:
         return datetime.timedelta(milliseconds=Duration.parse(str(value)).millis)
@@ -169,8 +188,8 @@ def _local_millis(value: Any, arg: str) -> int:
 
 # ---- the procedures ---------------------------------------------------------------------------------
 def _compact(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
-    _refuse("compact", a, "partitions", "where", "partition_idle_time", "options",
-            why="lakelog compacts whole tables")  # fmt: skip
+    _refuse("compact", a, "where", "partition_idle_time", "options",
+            why="lakelog chooses partitions by 'partitions' only")  # fmt: skip
     if a.get("order_strategy") not in (None, "", "none") or a.get("order_by"):
         raise UnsupportedStatementError(
             "CALL sys.compact: sort compaction (order_strategy, order_by) is not supported by lakelog"
@@ -178,7 +197,8 @@ def _compact(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     strategy = (a.get("compact_strategy") or "full").lower()
     if strategy not in ("full", "minor"):
         raise SqlError(f"CALL sys.compact: compact_strategy must be 'full' or 'minor', not {strategy!r}")
-    ctx.table(a["table"]).compact(full=strategy == "full")
+    specs = _partition_specs(a["partitions"], "partitions") if a.get("partitions") else None
+    ctx.table(a["table"]).compact(full=strategy == "full", partitions=specs)
     return _success()
 
 
@@ -318,9 +338,7 @@ def _expire_partitions(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
 def _rescale(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     table = ctx.table(a["table"])
     _refuse("rescale", a, "scan_parallelism", "sink_parallelism", why="lakelog rescales in the client")
-    specs = None
-    if a.get("partition"):
-        specs = [dict(kv.split("=", 1) for kv in str(a["partition"]).split(","))]
+    specs = _partition_specs(a["partition"], "partition") if a.get("partition") else None
     buckets = int(a["bucket_num"]) if a.get("bucket_num") is not None else None
     table.rescale(specs, buckets)
     return _success()
@@ -333,7 +351,8 @@ PROCEDURES: dict[str, Procedure] = {
             "compact",
             ("table", "partitions", "order_strategy", "order_by", "options", "where", "partition_idle_time",
              "compact_strategy"),
-            ("table",), _compact, "compact the table (compact_strategy 'full' by default, or 'minor')",
+            ("table",), _compact,
+            "compact the table or its 'partitions' (compact_strategy 'full' by default, or 'minor')",
         ),
         Procedure("create_tag", ("table", "tag", "snapshot_id", "time_retained"), ("table", "tag"),
                   _create_tag, "tag a snapshot (default: the latest)"),

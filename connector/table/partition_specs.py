@@ -1,0 +1,53 @@
+"""Partition specs: ``{"dt": "2024-06-01"}`` names the partitions whose fields have those values.
+
+A spec may name some of the partition fields (every partition matching them is meant) and its values
+may be strings, as a command line or a SQL procedure argument gives them; they are cast to the
+partition columns' types. Overwrites, rescales, compactions and ``DROP PARTITION`` choose partitions
+this way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
+
+import pyarrow as pa
+
+from lakelog.connector.errors import InvalidInputError
+from lakelog.connector.format.store import TableStore
+
+__all__ = ["PartitionSpec", "partition_spec", "matching_partitions"]
+
+PartitionSpec = Mapping[str, Any]
+
+
+def partition_spec(store: TableStore, spec: Optional[PartitionSpec]) -> dict[str, Any]:
+    """``spec`` with its values cast to the partition columns' types (strings are accepted, as a
+    command line gives them); unknown or non-partition keys raise :class:`InvalidInputError`."""
+    if not spec:
+        return {}
+    keys = list(store.schema.partition_keys)
+    arrow = store.schema.arrow_schema()
+    out: dict[str, Any] = {}
+    for k, v in spec.items():
+        if k not in keys:
+            raise InvalidInputError(
+                f"{k!r} is not a partition field of {store.path} (partition fields: {keys})"
+            )
+        if v is None:
+            out[k] = None
+            continue
+        target = arrow.field(k).type
+        try:
+            out[k] = pa.array([v]).cast(target).to_pylist()[0]
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+            raise InvalidInputError(f"partition value {k}={v!r} is not a {target} ({e})") from None
+    return out
+
+
+def matching_partitions(store: TableStore, partitions: Iterable[bytes], spec: PartitionSpec) -> set[bytes]:
+    """The binary partitions among ``partitions`` whose values match ``spec`` (already cast by
+    :func:`partition_spec`)."""
+    names: Sequence[str] = list(store.schema.partition_keys)
+    where = [(names.index(k), v) for k, v in spec.items()]
+    return {p for p in partitions if all(store.partition_values(p)[i] == v for i, v in where)}

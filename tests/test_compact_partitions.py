@@ -1,0 +1,155 @@
+"""Compaction of some partitions: ``t.compact(partitions=...)``, ``lakelog compact --partition`` and
+``CALL sys.compact(..., partitions => 'k=v,k2=v2;k=v3')`` compact the chosen partitions' buckets only
+and leave every other file as it was; what the table holds never changes."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import lakelog
+from lakelog.connector.errors import InvalidInputError
+from lakelog.jobs.cli import main as cli
+from lakelog.operators.sql.errors import SqlError, UnsupportedStatementError
+from lakelog.operators.sql.procedures import CallContext, call_procedure
+
+SCHEMA = pa.schema(
+    [
+        pa.field("region", pa.string(), False),
+        pa.field("day", pa.int32(), False),
+        pa.field("id", pa.int64(), False),
+        pa.field("v", pa.string()),
+    ]
+)
+REGIONS = ("eu", "us")
+DAYS = (1, 2, 3)
+Key = tuple[str, int, int]
+
+
+def make(catalog: lakelog.Catalog) -> lakelog.Table:
+    return catalog.create_table(
+        "db.t", SCHEMA, primary_key=["region", "day", "id"], partition_by=["region", "day"],
+        options={"bucket": "2", "num-sorted-run.compaction-trigger": "100"},
+    )  # fmt: skip
+
+
+def rows(keys: list[Key], v: str) -> pa.Table:
+    return pa.table(
+        {
+            "region": [k[0] for k in keys],
+            "day": pa.array([k[1] for k in keys], pa.int32()),
+            "id": [k[2] for k in keys],
+            "v": [f"{v}-{k[2]}" for k in keys],
+        },
+        schema=SCHEMA,
+    )
+
+
+def content(t: lakelog.Table) -> dict[Key, str]:
+    return {(r["region"], r["day"], r["id"]): r["v"] for r in t.to_arrow().to_pylist()}
+
+
+def files_by_partition(t: lakelog.Table) -> dict[tuple[str, int], dict[int, set[str]]]:
+    """(region, day) -> bucket -> the names of its live files."""
+    out: dict[tuple[str, int], dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for f in t.files().to_pylist():
+        parts = dict(p.split("=", 1) for p in f["file_path"].split("/") if "=" in p)
+        out[(parts["region"], int(parts["day"]))][f["bucket"]].add(f["file_path"].rsplit("/", 1)[1])
+    return out
+
+
+def chosen(spec: dict[str, Any]) -> set[tuple[str, int]]:
+    return {
+        (r, d) for r in REGIONS for d in DAYS
+        if spec.get("region", r) == r and int(spec.get("day", d)) == d
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compacting_chosen_partitions_against_a_model(catalog: lakelog.Catalog, seed: int) -> None:
+    """Random upserts, deletes and partition-scoped full compactions: the table always equals the
+    model; each compaction leaves one file per bucket in the partitions it chose and every other
+    partition's files exactly as they were."""
+    rnd = random.Random(seed)
+    t = make(catalog)
+    model: dict[Key, str] = {}
+    keys = [(r, d, i) for r in REGIONS for d in DAYS for i in range(30)]
+    for step in range(14):
+        if step % 3 == 2:  # a compaction of some partitions (strings, as a command line gives them)
+            specs = rnd.choice(
+                [
+                    [{"region": rnd.choice(REGIONS)}],
+                    [{"day": str(rnd.choice(DAYS))}],
+                    [{"region": "eu", "day": "2"}, {"region": "us", "day": "3"}],
+                ]
+            )
+            want = set().union(*(chosen(s) for s in specs))
+            before = files_by_partition(t)
+            sid = t.compact(partitions=specs)
+            after = files_by_partition(t)
+            for part in set(before) | set(after):
+                if part in want:
+                    assert all(len(names) == 1 for names in after[part].values()), (part, after[part])
+                else:
+                    assert after.get(part) == before.get(part), part
+            if sid is not None:
+                assert t.snapshot(sid).commit_kind == "COMPACT"
+        elif rnd.random() < 0.25 and model:
+            gone = rnd.sample(sorted(model), min(5, len(model)))
+            t.delete(rows(gone, "x").select(["region", "day", "id"]))
+            for k in gone:
+                model.pop(k)
+        else:
+            batch = rnd.sample(keys, 25)
+            t.write(rows(batch, f"s{step}"))
+            model.update({k: f"s{step}-{k[2]}" for k in batch})
+        assert content(t) == model, step
+
+
+def test_a_spec_names_partition_fields_and_values_of_their_types(catalog: lakelog.Catalog) -> None:
+    t = make(catalog)
+    t.write(rows([("eu", 1, 1)], "a"))
+    t.write(rows([("eu", 1, 2)], "b"))
+    latest = t.latest_snapshot().id
+    with pytest.raises(InvalidInputError, match="'id' is not a partition field"):
+        t.compact(partitions=[{"id": "1"}])
+    with pytest.raises(InvalidInputError, match="day=.*'monday'.*int32"):
+        t.compact(partitions=[{"day": "monday"}])
+    assert t.compact(partitions=[{"region": "asia"}]) is None  # matches nothing: nothing to do
+    assert t.compact(partitions=[]) is None
+    assert t.latest_snapshot().id == latest
+    assert t.compact(partitions=[{"region": "eu", "day": 1}]) == latest + 1
+
+
+def test_cli_compact_partition(catalog: lakelog.Catalog, warehouse: str, capsys: pytest.CaptureFixture[str]) -> None:
+    t = make(catalog)
+    for v in ("a", "b"):
+        t.write(rows([("eu", 1, 1), ("us", 1, 1)], v))
+    assert cli(["--warehouse", warehouse, "compact", "db.t", "--partition", "region=eu,day=1"]) == 0
+    assert "compaction committed snapshot 3" in capsys.readouterr().out
+    files = files_by_partition(t)
+    assert [len(n) for n in files[("eu", 1)].values()] == [1] and [len(n) for n in files[("us", 1)].values()] == [2]
+    assert cli(["--warehouse", warehouse, "compact", "db.t", "--partition", "region"]) == 2
+    assert cli(["--warehouse", warehouse, "compact", "db.t", "--partition", "day=1", "--job"]) == 2
+    assert "Flink compaction job compacts whole tables" in capsys.readouterr().err
+    assert t.latest_snapshot().id == 3
+
+
+def test_call_sys_compact_partitions(catalog: lakelog.Catalog) -> None:
+    t = make(catalog)
+    for v in ("a", "b"):
+        t.write(rows([("eu", 1, 1), ("eu", 2, 1), ("us", 3, 1)], v))
+    ctx = CallContext(catalog, "lk", "db")
+    result = call_procedure(ctx, "compact", [], {"table": "db.t", "partitions": "region=eu,day=1;region=us"})
+    assert result.rows == [("Success",)]
+    files = files_by_partition(t)
+    assert {p: sum(len(n) for n in b.values()) for p, b in files.items()} == {("eu", 1): 1, ("eu", 2): 2, ("us", 3): 1}
+    with pytest.raises(SqlError, match="argument 'partitions' = 'region'.*k=v"):
+        call_procedure(ctx, "compact", ["t"], {"partitions": "region"})
+    with pytest.raises(UnsupportedStatementError, match=r"\['where'\] are not supported"):
+        call_procedure(ctx, "compact", ["t"], {"where": "day > 1"})
+    assert content(t) == {("eu", 1, 1): "b-1", ("eu", 2, 1): "b-1", ("us", 3, 1): "b-1"}
