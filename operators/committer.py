@@ -25,7 +25,7 @@ from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.commit import TableCommit
-from lakelog.connector.table.partition_expire import maybe_expire_partitions
+from lakelog.connector.table.maintenance import after_commit
 from lakelog.operators.codec import Committable, decode_committable, merge_log_offsets, merge_properties
 
 __all__ = [
@@ -87,10 +87,13 @@ class SinkCommitter:
 
     _ATTEMPTS = 50
 
-    def __init__(self, store: TableStore, commit_user: str, run_token: str) -> None:
+    def __init__(
+        self, store: TableStore, commit_user: str, run_token: str, *, compactor: bool = False
+    ) -> None:
         self.store = store
         self.commit_user = commit_user
         self.run_token = run_token
+        self.compactor = compactor  # the compaction job's: expires for write-only writers
         self.table_commit = TableCommit(store, commit_user)
         self.committed: set[str] = set()
         self.last_identifier = 0
@@ -181,7 +184,7 @@ class SinkCommitter:
             self.committed.update(c.id for c in todo)
             self.last_identifier = identifier
             self.finished = final
-            maybe_expire_partitions(self.store)
+            after_commit(self.store, compactor=self.compactor)
             log.info("committed %d committables as identifier %d (snapshot %s)", len(todo), identifier, sid)
             return identifier
         raise CommitConflictError(

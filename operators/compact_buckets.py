@@ -278,7 +278,7 @@ class CompactionCommitter:
 
     def __init__(self, store: TableStore, commit_user: str, run_token: str) -> None:
         self.store = store
-        self.inner = SinkCommitter(store, commit_user, run_token)
+        self.inner = SinkCommitter(store, commit_user, run_token, compactor=True)
         self.dropped: set[str] = set()
 
     @property

@@ -20,6 +20,7 @@ from lakelog.connector.lsm.levels import (
 )
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.table.commit import TableCommit
+from lakelog.connector.table.maintenance import after_commit
 from lakelog.connector.table.partition_specs import PartitionSpec, matching_partitions, partition_spec
 from lakelog.connector.table.scan import plan_splits
 
@@ -110,7 +111,9 @@ def compact_table(
                     progress(i + 1, len(splits))
             if not messages:
                 return None
-            return TableCommit(store, commit_user).commit(messages)
+            sid = TableCommit(store, commit_user).commit(messages)
+            after_commit(store, compactor=True)
+            return sid
         except (CommitConflictError, MissingFileError, SnapshotNotFoundError) as e:
             _discard(store, messages)
             lost_race = isinstance(e, CommitConflictError) or not sm.snapshot_exists(snap.id)

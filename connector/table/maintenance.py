@@ -1,4 +1,12 @@
-"""Table maintenance: snapshot expiration, orphan-file cleanup, and rollback to an earlier snapshot."""
+"""Table maintenance: snapshot expiration, orphan-file cleanup, and rollback to an earlier snapshot.
+
+Every commit of a writer, a Flink sink or a compaction ends with :func:`after_commit`, as Paimon's
+committers do: it expires the snapshots the retention options let go (``snapshot.time-retained``,
+1 h; ``snapshot.num-retained.min``, 10; ``.max``; at most ``snapshot.expire.limit`` at a time) and
+the partitions past ``partition.expiration-time``. ``write-only`` writers leave both to a dedicated
+compaction (``t.compact``, ``lakelog compact``, the compaction job), which does them whatever the
+option says. Tags, consumers and branches keep what they reference.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +22,14 @@ from lakelog.connector.format.snapshot import Snapshot, SnapshotManager
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.tags import TagManager
 
-__all__ = ["expire_snapshots", "remove_orphan_files", "rollback_to", "referenced_files"]
+__all__ = [
+    "after_commit",
+    "expire_snapshots",
+    "maybe_expire_snapshots",
+    "remove_orphan_files",
+    "rollback_to",
+    "referenced_files",
+]
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +190,36 @@ def expire_snapshots(
     ids = [s.id for s in expired]
     log.info("expired snapshots %s of %s", ids, store.path)
     return ids
+
+
+def maybe_expire_snapshots(store: TableStore, *, compactor: bool = False) -> list[int]:
+    """:func:`expire_snapshots` by the table's options, unless the table is ``write-only`` (and this
+    is not a dedicated compaction, ``compactor``) or holds no more than ``snapshot.num-retained.min``
+    snapshots (a look at two hint files, so that most commits pay nothing more). A failure (such as
+    another process expiring the same snapshots) is logged, not raised: the commit is done, and the
+    next one tries again."""
+    opts = store.options
+    if opts.write_only and not compactor:
+        return []
+    sm = store.snapshot_manager
+    try:
+        latest, earliest = sm.latest_id(), sm.earliest_id()
+        if latest is None or earliest is None or latest - earliest < opts.snapshot_num_retained_min:
+            return []
+        return expire_snapshots(store)
+    except Exception as e:  # noqa: BLE001 - the commit stands; expiration is retried at the next one
+        log.warning("snapshot expiration of %s after a commit failed: %s", store.path, e)
+        return []
+
+
+def after_commit(store: TableStore, *, compactor: bool = False) -> bool:
+    """Paimon's commit-time upkeep (see the module docstring): partition expiration, then snapshot
+    expiration. True when partitions were dropped: a writer's trees may hold their files."""
+    from lakelog.connector.table.partition_expire import maybe_expire_partitions
+
+    dropped = maybe_expire_partitions(store, compactor=compactor)
+    maybe_expire_snapshots(store, compactor=compactor)
+    return bool(dropped)
 
 
 def remove_empty_directories(store: TableStore, directories: Iterable[str]) -> list[str]:

@@ -36,6 +36,7 @@ from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.split_read import SplitRead
 from lakelog.connector.table.arrow_input import to_arrow_table
 from lakelog.connector.table.commit import OverwriteScope, TableCommit, partition_label
+from lakelog.connector.table.maintenance import after_commit
 from lakelog.connector.table.partition_specs import PartitionSpec, matching_partitions, partition_spec
 from lakelog.connector.table.routing import PartitionBucketCounts, partition_groups
 from lakelog.connector.table.scan import plan_splits
@@ -111,6 +112,7 @@ def _commit(
         writer.abort()
         raise
     writer.close()
+    after_commit(store)
     return sid
 
 

@@ -9,7 +9,8 @@ one commit deletes every file it holds. A partition whose values do not parse is
 logged), never guessed at.
 
 Writers check at commit, at most once per ``partition.expiration-check-interval`` (default 1 h) per
-table and process, unless ``write-only`` is set (as Paimon's writers); :func:`expire_partitions`
+table and process, unless ``write-only`` is set (as Paimon's writers; dedicated compactions check
+then); :func:`expire_partitions`
 (``Table.expire_partitions()``) checks at once.
 
 The drop is committed as a COMPACT snapshot that only deletes files: readers skip it the way
@@ -99,13 +100,14 @@ _last_check: dict[str, float] = {}
 _lock = threading.Lock()
 
 
-def maybe_expire_partitions(store: TableStore) -> list[dict[str, Any]]:
+def maybe_expire_partitions(store: TableStore, *, compactor: bool = False) -> list[dict[str, Any]]:
     """What a writer runs after a commit: :func:`expire_partitions` when the table sets
-    ``partition.expiration-time``, is not ``write-only``, and this process has not checked the table
-    within ``partition.expiration-check-interval``. A failure is logged, not raised: the commit is
-    done, and the next check tries again."""
+    ``partition.expiration-time``, is not ``write-only`` (a dedicated compaction, ``compactor``,
+    expires for write-only writers), and this process has not checked the table within
+    ``partition.expiration-check-interval``. A failure is logged, not raised: the commit is done,
+    and the next check tries again."""
     opts = store.options
-    if opts.get(CoreOptions.PARTITION_EXPIRATION_TIME) is None or opts.write_only:
+    if opts.get(CoreOptions.PARTITION_EXPIRATION_TIME) is None or (opts.write_only and not compactor):
         return []
     interval = opts.get(CoreOptions.PARTITION_EXPIRATION_CHECK_INTERVAL).seconds
     now = time.monotonic()

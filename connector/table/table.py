@@ -23,7 +23,7 @@ from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
 from lakelog.connector.table.commit import TableCommit
 from lakelog.connector.table.expressions import parse_filter
-from lakelog.connector.table.partition_expire import maybe_expire_partitions
+from lakelog.connector.table.maintenance import after_commit
 from lakelog.connector.table.scan import plan_splits
 from lakelog.connector.table.write import TableWrite
 
@@ -77,7 +77,7 @@ class BatchWriter:
             self._write.abort()
             raise
         self._write.close()
-        maybe_expire_partitions(self._table._store)
+        after_commit(self._table._store)
         return self.snapshot_id
 
     def abort(self) -> None:
@@ -179,7 +179,7 @@ class StreamWriter:
             self._reload()
         else:
             self._write.committed(c.published)
-        if maybe_expire_partitions(self._table._store):
+        if after_commit(self._table._store):
             # files of dropped partitions may sit in this writer's trees: reload them
             self._reload()
         return sid
