@@ -112,17 +112,18 @@ def compact_table(
             if not messages:
                 return None
             sid = TableCommit(store, commit_user).commit(messages)
-            after_commit(store, compactor=True)
-            return sid
         except (CommitConflictError, MissingFileError, SnapshotNotFoundError) as e:
             _discard(store, messages)
             lost_race = isinstance(e, CommitConflictError) or not sm.snapshot_exists(snap.id)
             if not lost_race or attempt == attempts - 1:
                 raise
             log.warning("compaction of %s lost a race (%s); planning it again", store.path, e)
+            continue
         except BaseException:
             _discard(store, messages)
             raise
+        after_commit(store, compactor=True)  # outside the try: the compaction's files are published
+        return sid
     raise AssertionError("unreachable")
 
 

@@ -10,8 +10,7 @@ logged), never guessed at.
 
 Writers check at commit, at most once per ``partition.expiration-check-interval`` (default 1 h) per
 table and process, unless ``write-only`` is set (as Paimon's writers; dedicated compactions check
-then); :func:`expire_partitions`
-(``Table.expire_partitions()``) checks at once.
+then); :func:`expire_partitions` (``Table.expire_partitions()``) checks at once.
 
 The drop is committed as a COMPACT snapshot that only deletes files: readers skip it the way
 Paimon's readers skip the OVERWRITE snapshot Paimon writes for it (a streaming read does not see
