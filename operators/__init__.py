@@ -4,7 +4,8 @@ Entry points (each takes a lakelog ``Table`` or a table path; importing this pac
 pyflink, each name loads its module on first use):
 
 - :func:`sink_to_lakelog`, :func:`sink_table_to_lakelog`: exactly-once writes of a DataStream or a
-  Flink Table (:mod:`.sink`); :func:`row_type_of`: the row type matching a table;
+  Flink Table (:mod:`.sink`), or a batch overwrite (:class:`OverwriteRequest`); :func:`row_type_of`:
+  the row type matching a table;
 - :func:`read_lakelog`, :func:`read_lakelog_table`: bounded and streaming reads (:mod:`.source`);
 - :class:`LookupTable` (no Flink), :func:`lookup_join`, :func:`register_lookup_function`: lookup
   joins (:mod:`.lookup_table`, :mod:`.lookup`);
@@ -29,6 +30,7 @@ from typing import Any
 __all__ = [
     "sink_to_lakelog",
     "sink_table_to_lakelog",
+    "OverwriteRequest",
     "row_type_of",
     "read_lakelog",
     "read_lakelog_table",
@@ -43,6 +45,7 @@ __all__ = [
 _HOME = {
     "sink_to_lakelog": "sink",
     "sink_table_to_lakelog": "sink",
+    "OverwriteRequest": "committer",
     "row_type_of": "flink_types",
     "read_lakelog": "source",
     "read_lakelog_table": "source",

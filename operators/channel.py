@@ -38,6 +38,7 @@ from lakelog.operators.committer import (
     WAKE,
     ChannelReader,
     Committer,
+    OverwriteRequest,
     SinkCommitter,
     commit_released,
 )
@@ -60,10 +61,12 @@ class CommitterConfig:
     poll_ms: int
     committer_class: type = SinkCommitter
     options: tuple[tuple[str, str], ...] = ()  # dynamic table options over the stored ones
+    overwrite: Optional[OverwriteRequest] = None  # a sink's INSERT OVERWRITE (batch)
 
     def new_committer(self) -> Committer:
+        extra = {"overwrite": self.overwrite} if self.overwrite is not None else {}
         committer: Committer = self.committer_class(
-            store_with_options(self.table_path, dict(self.options)), self.commit_user, self.run_token
+            store_with_options(self.table_path, dict(self.options)), self.commit_user, self.run_token, **extra
         )
         return committer
 
@@ -148,12 +151,32 @@ def discard(ds: DataStream, name: str) -> None:
     ds.sink_to(Sink(j_sink)).name(name).set_parallelism(1)
 
 
+def _wake(_: Any) -> str:
+    return WAKE
+
+
+def _wake_lines(like: DataStream, name: str) -> DataStream:
+    """WAKE lines, one per subtask, at the parallelism of ``like`` (what a union with it must have:
+    the key_by after the union forwards each input at that parallelism)."""
+    from pyflink.common import WatermarkStrategy
+    from pyflink.datastream.connectors.number_seq import NumberSequenceSource
+
+    n = int(like._j_data_stream.getParallelism())
+    env = like.get_execution_environment()
+    source = env.from_source(NumberSequenceSource(1, n), WatermarkStrategy.no_watermarks(), name)
+    return source.set_parallelism(n).map(_wake, output_type=Types.STRING()).name(name).set_parallelism(n)
+
+
 def commit_through_channel(
     committables: DataStream, config: CommitterConfig, *, label: str, name: str
 ) -> None:
     """Add the channel (when ``config.channel_dir`` is set), the committer and the discarding end
     after ``committables``. Operators are named ``<label>-channel-<name>``,
     ``<label>-committer-<name>`` and ``<label>-end``."""
+    if config.overwrite is not None:
+        # the committer must commit an overwrite even when no committable comes (a static one
+        # empties its partitions): a WAKE line starts it
+        committables = committables.union(_wake_lines(committables, f"{label}-wake-{name}"))
     if config.channel_dir is not None:
         file_sink = (
             FileSink.for_row_format(

@@ -17,20 +17,21 @@ import json
 import logging
 import os
 from collections.abc import Sequence
-from typing import Optional, Protocol
+from typing import Any, Optional, Protocol
 
 from lakelog.connector.errors import CommitConflictError, SnapshotNotFoundError
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
-from lakelog.connector.table.commit import TableCommit
+from lakelog.connector.table.commit import OverwriteScope, TableCommit
 from lakelog.connector.table.maintenance import after_commit
 from lakelog.operators.codec import Committable, decode_committable, merge_log_offsets, merge_properties
 
 __all__ = [
     "Committer",
     "SinkCommitter",
+    "OverwriteRequest",
     "ChannelReader",
     "WAKE",
     "commit_released",
@@ -55,6 +56,23 @@ def _user_snapshots(store: TableStore, commit_user: str) -> list[tuple[int, int,
         for s in store.snapshot_manager.newest_first()
         if s.commit_user == commit_user
     ]
+
+
+@dataclasses.dataclass(frozen=True)
+class OverwriteRequest:
+    """A sink that overwrites (SQL ``INSERT OVERWRITE``, batch only): its one commit, at end of input,
+    is an OVERWRITE snapshot, as :meth:`TableCommit.overwrite` makes it. ``dynamic``: it replaces
+    the partitions the rows fall into (and nothing without rows); else the partitions whose values
+    match ``spec`` (partition field -> value, already of the field's type; every partition when
+    empty), emptied when no rows come."""
+
+    dynamic: bool
+    spec: tuple[tuple[str, Any], ...] = ()
+
+    def scope(self, messages: Sequence[CommitMessage]) -> OverwriteScope:
+        if self.dynamic:
+            return OverwriteScope(partitions=frozenset(m.partition for m in messages if m.new_files))
+        return OverwriteScope(spec=self.spec)
 
 
 class Committer(Protocol):
@@ -88,12 +106,19 @@ class SinkCommitter:
     _ATTEMPTS = 50
 
     def __init__(
-        self, store: TableStore, commit_user: str, run_token: str, *, compactor: bool = False
+        self,
+        store: TableStore,
+        commit_user: str,
+        run_token: str,
+        *,
+        compactor: bool = False,
+        overwrite: Optional[OverwriteRequest] = None,
     ) -> None:
         self.store = store
         self.commit_user = commit_user
         self.run_token = run_token
         self.compactor = compactor  # the compaction job's: expires for write-only writers
+        self.overwrite = overwrite
         self.table_commit = TableCommit(store, commit_user)
         self.committed: set[str] = set()
         self.last_identifier = 0
@@ -156,8 +181,13 @@ class SinkCommitter:
                 )
                 return None
             todo = [c for c in committables if c.id not in self.committed and self._files_exist(c)]
-            if not todo:
-                return None
+            if self.overwrite is not None and not final:
+                raise CommitConflictError(
+                    f"sink into {self.store.path}: an overwrite commits once, at end of input; run it "
+                    "in batch mode"
+                )
+            if not todo and (self.overwrite is None or self.overwrite.dynamic):
+                return None  # (a static overwrite without rows still empties its partitions)
             messages = _cancel_chained_compactions([m for c in todo for m in c.messages])
             props = merge_properties(todo) or {}
             props[COMMITTABLES_PROPERTY] = ",".join(c.id for c in todo)
@@ -174,9 +204,14 @@ class SinkCommitter:
                     self._check_key_index_view(latest, view)
 
             try:
-                sid = self.table_commit.commit(
-                    messages, identifier, properties=props, guard=guard, log_offsets=offsets
-                )
+                if self.overwrite is not None:
+                    sid = self.table_commit.overwrite(
+                        messages, self.overwrite.scope(messages), identifier, properties=props, guard=guard
+                    )
+                else:
+                    sid = self.table_commit.commit(
+                        messages, identifier, properties=props, guard=guard, log_offsets=offsets
+                    )
             except _Superseded:
                 continue  # the same commit user committed meanwhile: look again
             if sid is None:

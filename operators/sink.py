@@ -41,7 +41,7 @@ from pyflink.java_gateway import get_gateway
 from pyflink.table import DataTypes, StreamTableEnvironment
 from pyflink.table.udf import udf
 
-from lakelog.connector.errors import CommitConflictError, InvalidInputError, SchemaError
+from lakelog.connector.errors import CommitConflictError, InvalidInputError, OptionError, SchemaError
 from lakelog.connector.format.options import ChangelogProducer, Duration, MergeEngine
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.log.eventual import EventualLogWriter
@@ -50,7 +50,14 @@ from lakelog.connector.table.write import TableWrite
 from lakelog.operators import jvm
 from lakelog.operators.channel import CommitterConfig, commit_through_channel
 from lakelog.operators.codec import Committable, encode_committable
-from lakelog.operators.committer import END_OF_INPUT, WAKE, ChannelReader, SinkCommitter, commit_released
+from lakelog.operators.committer import (
+    END_OF_INPUT,
+    WAKE,
+    ChannelReader,
+    OverwriteRequest,
+    SinkCommitter,
+    commit_released,
+)
 from lakelog.operators.flink_env import env_channel_root
 from lakelog.operators.flink_types import row_type_of, type_info_of
 from lakelog.operators.sink_blobs import (
@@ -110,6 +117,7 @@ class WriterConfig:
     restart_wait_s: float
     options: tuple[tuple[str, str], ...] = ()  # dynamic table options over the stored ones
     schema_id: Optional[int] = None  # the schema the sink was planned with (None: the latest)
+    overwrite: bool = False  # an INSERT OVERWRITE's writers: previous files ignored (TableWrite)
 
     def store(self) -> TableStore:
         return store_with_options(self.table_path, dict(self.options), self.schema_id)
@@ -212,8 +220,14 @@ class BatchSplitFunction(FlatMapFunction):  # type: ignore[misc]
     """The flat-map after the ``RowBatcher``: one Arrow batch in, ``Row(blob)``\\s out
     (see :class:`~lakelog.operators.sink_blobs.BatchSplitter`)."""
 
-    def __init__(self, table_path: str, balance: Optional[int], schema_id: Optional[int] = None) -> None:
-        self.splitter = BatchSplitter(table_path, balance, schema_id)
+    def __init__(
+        self,
+        table_path: str,
+        balance: Optional[int],
+        schema_id: Optional[int] = None,
+        overwrite: bool = False,
+    ) -> None:
+        self.splitter = BatchSplitter(table_path, balance, schema_id, overwrite=overwrite)
 
     def flat_map(self, value: Any) -> Iterator[Any]:
         for blob in self.splitter.split(value):
@@ -422,7 +436,8 @@ class LakelogWriter(KeyedProcessFunction):  # type: ignore[misc]
         if w is None:
             # the key's only writer (see sink_routing); its previous flush may not be committed yet
             # when it flushes again, so it never reloads its index from the latest snapshot
-            w = TableWrite(self.config.store(), write_only=self.config.write_only, keep_view=True)
+            cfg = self.config
+            w = TableWrite(cfg.store(), write_only=cfg.write_only, keep_view=True, overwrite=cfg.overwrite)
             self.writes[key] = w
         return w
 
@@ -476,7 +491,9 @@ def _python_batches(ds: DataStream, store: TableStore, plan: SinkPlan) -> DataSt
             args.append(f"`{c}`")
     sid = next(_sink_ids)
     view, func = f"__lakelog_sink_in_{sid}", f"__lakelog_sink_encode_{sid}"
-    encoder = BatchEncoder(plan.table_path, plan.changelog, masks, plan.balance, plan.schema_id)
+    encoder = BatchEncoder(
+        plan.table_path, plan.changelog, masks, plan.balance, plan.schema_id, overwrite=plan.writer.overwrite
+    )
     t_env.create_temporary_view(view, table)
     t_env.create_temporary_function(func, udf(encoder, result_type=DataTypes.BYTES(), func_type="pandas"))
     # Flink hands the UDF an Arrow batch when it holds python.fn-execution.arrow.batch.size rows
@@ -560,7 +577,7 @@ def _java_batches(ds: DataStream, store: TableStore, plan: SinkPlan) -> DataStre
     return (
         DataStream(j_batches)
         .flat_map(
-            BatchSplitFunction(plan.table_path, plan.balance, plan.schema_id),
+            BatchSplitFunction(plan.table_path, plan.balance, plan.schema_id, plan.writer.overwrite),
             output_type=Types.ROW([Types.PRIMITIVE_ARRAY(Types.BYTE())]),
         )
         .name(f"lakelog-split-{plan.name}")
@@ -674,6 +691,21 @@ def _java_available() -> bool:
         return False
 
 
+def _check_overwrite(store: TableStore, is_batch: bool) -> None:
+    """An overwrite through the sink: batch only, and not where rows leave the written partitions
+    (cross-partition upserts) or reach a Kafka log (an OVERWRITE snapshot publishes nothing)."""
+    where = f"overwrite of {store.path} through the sink"
+    if not is_batch:
+        raise OptionError(f"{where}: an overwrite commits once, at end of input; run it in batch mode")
+    if store.schema.cross_partition_update:
+        raise OptionError(
+            f"{where}: the primary key {list(store.schema.primary_keys)} does not contain the partition "
+            "fields (cross-partition upserts); use Table.overwrite"
+        )
+    if log_config(store) is not None:
+        raise OptionError(f"{where}: the table has a Kafka log ('log.system'); use Table.overwrite")
+
+
 def upsert_only(store: TableStore) -> bool:
     """Whether the table needs only the new row of an update (Paimon's Flink sink decides the same):
     a primary-key table whose merge engine overwrites rows (deduplicate, first-row) and that keeps
@@ -703,6 +735,7 @@ def sink_to_lakelog(
     restart_wait_s: float = 300.0,
     java: Optional[bool] = None,
     options: Optional[dict[str, str]] = None,
+    overwrite: Optional[OverwriteRequest] = None,
 ) -> SinkPlan:
     """Write ``ds`` (a DataStream of Rows) into ``table`` (a lakelog ``Table`` or a table path)
     with exactly-once semantics; returns the plan the graph was built from.
@@ -735,6 +768,10 @@ def sink_to_lakelog(
       else the Python-only path with a warning. A JDK whose ``javac`` fails is an error.
     - ``options``: dynamic table options for this write (Paimon's hints and ``SET`` options), over
       the table's stored ones; immutable options cannot change.
+    - ``overwrite``: commit the rows as one OVERWRITE snapshot at end of input (SQL ``INSERT
+      OVERWRITE``; batch only, see :class:`~lakelog.operators.committer.OverwriteRequest`). Every
+      partition written is rewritten with the table's bucket count. Not for cross-partition
+      tables or tables with a Kafka log.
 
     The rows must be a DataStream of ``Row``\\s with a declared row type (``output_type=`` of the map
     that makes them, e.g. :func:`row_type_of` of the table; or a Table's stream); columns are matched
@@ -750,6 +787,8 @@ def sink_to_lakelog(
     for f in schema:  # fail on the client, before any job runs
         java_type_code(f.type, f.name)
     is_batch = _runtime_is_batch(env) if batch is None else batch
+    if overwrite is not None:
+        _check_overwrite(store, is_batch)
     asked = _flush_ms(store, flush_interval)
     if java is None:
         java = _java_available()
@@ -793,9 +832,11 @@ def sink_to_lakelog(
         batch_ms=batch_ms,
         writer=WriterConfig(
             path, user, run_token, channel, write_only, is_batch, writer_flush, restart_wait_s, dyn,
-            store.schema.id,
+            store.schema.id, overwrite is not None,
         ),
-        committer=CommitterConfig(path, user, run_token, channel, poll_interval_ms, options=dyn),
+        committer=CommitterConfig(
+            path, user, run_token, channel, poll_interval_ms, options=dyn, overwrite=overwrite
+        ),
         parallelism=parallelism,
         max_parallelism=max_p,
         balance=max_p if _key_groups_match_jvm(max_p) else None,

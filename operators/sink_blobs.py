@@ -177,11 +177,17 @@ class _Grouper:
     key; the writer's ``TableWrite`` then routes the rows as a plain-Python write does."""
 
     def __init__(
-        self, table_path: str, max_parallelism: Optional[int], schema_id: Optional[int] = None
+        self,
+        table_path: str,
+        max_parallelism: Optional[int],
+        schema_id: Optional[int] = None,
+        *,
+        overwrite: bool = False,
     ) -> None:
         self.table_path = table_path
         self.max_parallelism = max_parallelism
         self.schema_id = schema_id
+        self.overwrite = overwrite  # an overwrite rewrites every partition with the table's count
         self._ready = False
 
     def _setup(self) -> None:
@@ -206,7 +212,7 @@ class _Grouper:
         fixed = schema.bucket_mode == BucketMode.HASH_FIXED
         self.routing = sink_routing(self.store)
         self.counts = (
-            PartitionBucketCounts(self.store, num_buckets)
+            PartitionBucketCounts(self.store, num_buckets, rewrite=self.overwrite)
             if fixed and self.routing == SinkRouting.BUCKET
             else None
         )
@@ -252,9 +258,14 @@ class BatchSplitter(_Grouper):
     Arrow types, plus the RowKind column for a changelog), one blob per (partition, bucket) out."""
 
     def __init__(
-        self, table_path: str, max_parallelism: Optional[int], schema_id: Optional[int] = None
+        self,
+        table_path: str,
+        max_parallelism: Optional[int],
+        schema_id: Optional[int] = None,
+        *,
+        overwrite: bool = False,
     ) -> None:
-        super().__init__(table_path, max_parallelism, schema_id)
+        super().__init__(table_path, max_parallelism, schema_id, overwrite=overwrite)
         self.pending: dict[str, None] = {}  # keys that got blobs since the last flush marker
 
     def split(self, data: bytes) -> Iterator[bytes]:
@@ -298,8 +309,10 @@ class BatchEncoder(_Grouper):
         masks: Sequence[bool],
         max_parallelism: Optional[int],
         schema_id: Optional[int] = None,
+        *,
+        overwrite: bool = False,
     ) -> None:
-        super().__init__(table_path, max_parallelism, schema_id)
+        super().__init__(table_path, max_parallelism, schema_id, overwrite=overwrite)
         self.changelog = changelog
         self.masks = list(masks)
 

@@ -1,4 +1,5 @@
-"""The sink's committer without Flink: a replay after snapshot expiration commits nothing twice."""
+"""The sink's committer without Flink: a replay after snapshot expiration commits nothing twice;
+an overwriting committer commits once, at end of input."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import uuid
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 import lakelog
+from lakelog.connector.errors import CommitConflictError
 from lakelog.connector.table.write import TableWrite
 from lakelog.operators.codec import Committable, decode_committable, encode_committable
-from lakelog.operators.committer import ChannelReader, SinkCommitter
+from lakelog.operators.committer import ChannelReader, OverwriteRequest, SinkCommitter
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), False)])
 
@@ -163,3 +166,25 @@ def test_a_level_0_file_moved_up_by_the_lookup_compaction_stays_moved(tmp_path: 
         {"rowkind": "+U", "k": 1, "v": "a2"},
         {"rowkind": "+I", "k": 2, "v": "b"},
     ]
+
+
+def test_an_overwriting_committer_commits_once_at_end_of_input(tmp_path: Path) -> None:
+    """The committer of an INSERT OVERWRITE: its end-of-input commit is an OVERWRITE snapshot (a
+    static one empties the table without committables, a dynamic one then does nothing); it never
+    commits before end of input, and a replay of the finished run commits nothing."""
+    t = _table(tmp_path)
+    t.write(pa.table({"id": [1, 2]}, schema=SCHEMA))
+    dynamic = SinkCommitter(t.store, "dyn", "run1", overwrite=OverwriteRequest(dynamic=True))
+    assert dynamic.commit([], 1, final=True) is None
+    static = SinkCommitter(t.store, "static", "run1", overwrite=OverwriteRequest(dynamic=False))
+    c = _committable(t, [7])
+    with pytest.raises(CommitConflictError, match="batch mode"):
+        static.commit([c], 1, final=False)
+    assert static.commit([c], 1, final=True) == 1
+    assert t.refresh().to_arrow().column("id").to_pylist() == [7]
+    assert [s.commit_kind for s in t.snapshots()] == ["APPEND", "OVERWRITE"]
+    again = SinkCommitter(t.store, "static", "run1", overwrite=OverwriteRequest(dynamic=False))
+    assert again.commit([], 2, final=True) is None  # the run finished: nothing is emptied again
+    empty = SinkCommitter(t.store, "empty", "run2", overwrite=OverwriteRequest(dynamic=False))
+    assert empty.commit([], 1, final=True) == 1
+    assert t.refresh().to_arrow().num_rows == 0

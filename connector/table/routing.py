@@ -81,11 +81,13 @@ def split_by_bucket(rows: np.ndarray, buckets: np.ndarray) -> Iterator[tuple[int
 class PartitionBucketCounts:
     """The bucket count of each partition of a fixed-bucket table: what its live files record, else
     ``default`` (the count the writer was started with). Partitions are looked up once, from the
-    snapshot given to :meth:`learn` (or the latest one)."""
+    snapshot given to :meth:`learn` (or the latest one). ``rewrite=True``: every partition takes
+    ``default`` (an overwrite rewrites its partitions with the table's count)."""
 
-    def __init__(self, store: TableStore, default: int) -> None:
+    def __init__(self, store: TableStore, default: int, *, rewrite: bool = False) -> None:
         self.store = store
         self.default = int(default)
+        self.rewrite = rewrite
         self._counts: dict[bytes, int] = {}
 
     def known(self, partition: bytes) -> bool:
@@ -100,6 +102,9 @@ class PartitionBucketCounts:
     def learn(self, partitions: Iterable[bytes], entries: Sequence[ManifestEntry]) -> None:
         """Record the counts of ``partitions`` from live ``entries`` (of one snapshot)."""
         wanted = set(partitions)
+        if self.rewrite:
+            self._counts.update(dict.fromkeys(wanted, self.default))
+            return
         found: dict[bytes, set[int]] = {}
         for e in entries:
             if e.partition in wanted and e.total_buckets > 0:
@@ -117,12 +122,16 @@ class PartitionBucketCounts:
         """Learn the counts of those of ``partitions`` not known yet, all from one snapshot (default:
         the latest), reading its live entries once."""
         unknown = [p for p in dict.fromkeys(partitions) if p not in self._counts]
-        if unknown:
+        if unknown and self.rewrite:
+            self._counts.update(dict.fromkeys(unknown, self.default))
+        elif unknown:
             snap = snapshot if snapshot is not None else self.store.snapshot_manager.latest()
             self.learn(unknown, self.store.live_entries(snap))
 
     def count(self, partition: bytes, snapshot: Optional[Snapshot] = None) -> int:
         c = self._counts.get(partition)
+        if c is None and self.rewrite:
+            return self.default
         if c is None:
             snap = snapshot if snapshot is not None else self.store.snapshot_manager.latest()
             self.learn([partition], self.store.live_entries(snap))

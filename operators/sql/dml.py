@@ -7,7 +7,8 @@
   rows go through :func:`lakelog.operators.sink.sink_table_to_lakelog` with the session's and the
   hint's dynamic options (``sink.parallelism`` sets the writers' parallelism).
 * ``INSERT OVERWRITE``: Paimon's semantics (``dynamic-partition-overwrite``), batch only; the rows
-  are collected by the client and committed as one OVERWRITE snapshot (``Table.overwrite``).
+  go through the sink, which commits them as one OVERWRITE snapshot at end of input (see
+  :mod:`lakelog.operators.sql.overwrite`).
 * ``DELETE FROM t [WHERE ...]`` / ``UPDATE t SET ... [WHERE ...]`` (batch, primary-key tables,
   Paimon's rules per merge engine): the matching rows are read and written back as ``-D`` /
   ``+U`` rows; a ``DELETE`` without ``WHERE``, or one on partition columns only, drops the data
@@ -183,7 +184,7 @@ def insert(sql: LakelogSql, spec: InsertSpec, path: str, cat: str, db: str, name
     query_table = sql.sql_query(typed_values(spec.query, _target_types(store, spec)))
     table = _select_for_table(sql, store, query_table, spec, where)
     if spec.overwrite:
-        return overwrite(sql, spec, path, table, options, where)
+        return overwrite(sql, spec, path, table, options, where, name)
     parallelism = options.pop("sink.parallelism", None)
     sink_table_to_lakelog(
         sql.t_env,
@@ -197,9 +198,9 @@ def insert(sql: LakelogSql, spec: InsertSpec, path: str, cat: str, db: str, name
 
 
 def overwrite(
-    sql: LakelogSql, spec: InsertSpec, path: str, table: Any, options: dict[str, str], where: str
+    sql: LakelogSql, spec: InsertSpec, path: str, table: Any, options: dict[str, str], where: str, name: str
 ) -> Any:
-    """INSERT OVERWRITE: batch only; the rows are collected here and committed as one OVERWRITE."""
+    """INSERT OVERWRITE: batch only; one OVERWRITE snapshot (see :mod:`.overwrite`)."""
     if sql.mode != "batch":
         raise UnsupportedStatementError(
             f"{where}: INSERT OVERWRITE runs in batch mode only (as in Paimon); "
@@ -207,7 +208,7 @@ def overwrite(
         )
     from lakelog.operators.sql.overwrite import overwrite_rows
 
-    return overwrite_rows(sql, path, table, spec.partition, options, where)
+    return overwrite_rows(sql, path, table, spec.partition, options, f"insert-overwrite-{name}")
 
 
 class SetRowKind(MapFunction):  # type: ignore[misc]

@@ -3,10 +3,13 @@ them (``Table.overwrite`` and ``TableCommit.overwrite``): ``INSERT OVERWRITE``, 
 ``ALTER TABLE ... DROP PARTITION``, and ``DELETE`` without a condition or on partition columns
 only. No pyflink here (it works on the Flink Table it is given).
 
-``INSERT OVERWRITE`` collects the query's rows in the client and commits them at once (so the rows
-must fit in its memory); ``dynamic-partition-overwrite`` (default true; a hint, ``SET`` or the
-table's option) picks between replacing the partitions the rows fall into and replacing what the
-static ``PARTITION (...)`` spec names (the whole table without one).
+``INSERT OVERWRITE`` writes the query's rows through the lakelog sink, whose one commit at end of
+input is the OVERWRITE snapshot (:class:`~lakelog.operators.committer.OverwriteRequest`); only
+for cross-partition tables and tables with a Kafka log are the rows collected in the client and
+written by ``Table.overwrite`` (so there they must fit in its memory).
+``dynamic-partition-overwrite`` (default true; a hint, ``SET`` or the table's option) picks between
+replacing the partitions the rows fall into and replacing what the static ``PARTITION (...)`` spec
+names (the whole table without one).
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ import pyarrow as pa
 
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.commit import OverwriteScope, TableCommit
+from lakelog.connector.table.log import log_config
 from lakelog.connector.table.partition_specs import matching_partitions, partition_spec
 from lakelog.connector.table.table import Table
+from lakelog.operators.committer import OverwriteRequest
 from lakelog.operators.sql.errors import SqlError
 from lakelog.operators.sql.lexer import significant
 from lakelog.operators.sql.results import SqlResult
@@ -102,16 +107,35 @@ def overwrite_rows(
     path: str,
     table: Any,
     partition: Mapping[str, str],
-    options: Mapping[str, str],
-    where: str,
+    options: dict[str, str],
+    job_name: str,
 ) -> Any:
-    """``INSERT OVERWRITE``: Paimon's dynamic or static partition overwrite, one OVERWRITE snapshot."""
+    """``INSERT OVERWRITE``: Paimon's dynamic or static partition overwrite, one OVERWRITE snapshot
+    (see the module docstring)."""
     store = TableStore(path)
     dynamic = _dynamic(sql, store, options)
-    data = _collect(table, store.schema.arrow_schema())
     spec = {k: literal_value(v) for k, v in partition.items()}
-    sid = _table(path, dynamic).overwrite(data, spec or None)
-    return SqlResult.ok("OK" if sid is None else f"OK (snapshot {sid})")
+    if store.schema.cross_partition_update or log_config(store) is not None:
+        data = _collect(table, store.schema.arrow_schema())
+        sid = _table(path, dynamic).overwrite(data, spec or None)
+        return SqlResult.ok("OK" if sid is None else f"OK (snapshot {sid})")
+    from lakelog.operators.sink import sink_table_to_lakelog
+
+    request = OverwriteRequest(
+        dynamic=dynamic and bool(store.schema.partition_keys),
+        spec=tuple(partition_spec(store, spec).items()),
+    )
+    parallelism = options.pop("sink.parallelism", None)
+    sink_table_to_lakelog(
+        sql.t_env,
+        table,
+        path,
+        batch=True,
+        options=options,
+        parallelism=int(parallelism) if parallelism else None,
+        overwrite=request,
+    )
+    return sql.run_pipeline(job_name)
 
 
 def truncate(sql: LakelogSql, path: str, partition: Optional[Mapping[str, str]], where: str) -> Any:
