@@ -188,7 +188,7 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     return 0
 
 
-def _partition_arg(text: str) -> dict[str, str]:
+def partition_arg(text: str) -> dict[str, str]:
     """``k=v[,k2=v2]``: one partition spec of the command line."""
     spec: dict[str, str] = {}
     for part in text.split(","):
@@ -201,7 +201,7 @@ def _partition_arg(text: str) -> dict[str, str]:
 
 def cmd_rescale(args: argparse.Namespace) -> int:
     t = _catalog(args).get_table(_table_arg(args))
-    specs = [_partition_arg(p) for p in args.partition] if args.partition else None
+    specs = [partition_arg(p) for p in args.partition] if args.partition else None
     before = t.bucket_counts()
     sid = t.rescale(specs, args.buckets)
     if sid is None:
@@ -227,10 +227,6 @@ def cmd_compact(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} needs --streaming")
         if not (args.streaming or args.job):
             raise UsageError(f"{flag} needs --job or --streaming")
-    if args.partition and (args.streaming or args.job):
-        raise UsageError(
-            "--partition compacts in this process: the Flink compaction job compacts whole tables"
-        )
     t = _catalog(args).get_table(_table_arg(args))
     if args.streaming or args.job:  # a Flink job (needs the flink extra; pyflink loads only now)
         import importlib.util
@@ -246,7 +242,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         full = args.full or not (args.universal or args.streaming)
         return run_from_args(t.path, args, full=full)
     bar = ProgressBar(f"compacting {t.identifier}") if sys.stderr.isatty() or args.progress else None
-    specs = [_partition_arg(p) for p in args.partition] if args.partition else None
+    specs = [partition_arg(p) for p in args.partition] if args.partition else None
     sid = t.compact(full=not args.universal, partitions=specs, progress=bar)
     print(f"compaction committed snapshot {sid}" if sid else "nothing to compact")
     return 0
@@ -265,6 +261,11 @@ _JOB_FLAGS = ("parallelism", "commit_user")
 def compact_job_arguments(s: argparse.ArgumentParser) -> None:
     """The Flink compaction job's flags, for ``lakelog compact`` and ``python -m lakelog.jobs.compact``
     (declared here, where ``--help`` needs no pyflink)."""
+    s.add_argument(
+        "--partition",
+        action="append",
+        help="k=v[,k2=v2] of a partition to compact (repeatable; default: every partition)",
+    )
     s.add_argument("--streaming", action="store_true", help="a streaming Flink job that keeps compacting")
     s.add_argument("--parallelism", type=int, help="job: compactor parallelism")
     s.add_argument("--checkpoint-interval-ms", type=int, help="streaming: checkpoint interval")
@@ -340,11 +341,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_rescale)
     s = sub.add_parser("compact", help="full compaction of every bucket (or universal compaction)")
     with_table(s)
-    s.add_argument(
-        "--partition",
-        action="append",
-        help="k=v[,k2=v2] of a partition to compact (repeatable; default: every partition)",
-    )
     s.add_argument(
         "--universal",
         action="store_true",

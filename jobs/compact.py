@@ -235,6 +235,13 @@ def run_compaction(
 
 
 # ---- command line -----------------------------------------------------------------------------------------
+def _partitions(args: argparse.Namespace) -> Optional[list[dict[str, str]]]:
+    from lakelog.jobs.cli import partition_arg
+
+    given = getattr(args, "partition", None)
+    return [partition_arg(p) for p in given] if given else None
+
+
 def run_from_args(table: TableLike, args: argparse.Namespace, *, full: bool) -> int:
     """Run the job as the parsed flags (:func:`lakelog.jobs.cli.compact_job_arguments`) say."""
     summary = run_compaction(
@@ -245,6 +252,7 @@ def run_from_args(table: TableLike, args: argparse.Namespace, *, full: bool) -> 
         checkpoint_interval_ms=args.checkpoint_interval_ms,
         idle_timeout_s=args.idle_timeout,
         commit_user=args.commit_user,
+        partitions=_partitions(args),
         **(
             {
                 "channel_dir": args.channel_dir,

@@ -19,7 +19,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -32,6 +32,7 @@ from lakelog.connector.errors import OptionError
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.options import Duration
 from lakelog.connector.format.store import TableStore
+from lakelog.connector.table.partition_specs import partition_spec
 from lakelog.operators.channel import CommitterConfig, commit_through_channel, constant_key
 from lakelog.operators.codec import Committable, encode_committable
 from lakelog.operators.committer import WAKE
@@ -74,6 +75,7 @@ class PlannerConfig:
     full: bool
     ticks_per_round: int
     progress_file: Optional[str]
+    partitions: Optional[tuple[dict[str, Any], ...]] = None  # cast specs: only these partitions
 
 
 class CompactionPlanner(KeyedProcessFunction):  # type: ignore[misc]
@@ -102,7 +104,9 @@ class CompactionPlanner(KeyedProcessFunction):  # type: ignore[misc]
         keys: list[str] = []
         if latest is not None and (nxt is None or latest.id >= nxt):
             only = None if nxt is None else changed_buckets(store, int(nxt) - 1, latest.id)
-            keys = plan_compaction(store, full=self.config.full, snapshot=latest, only=only)
+            keys = plan_compaction(
+                store, full=self.config.full, snapshot=latest, only=only, partitions=self.config.partitions
+            )
             self.next_snapshot.update(latest.id + 1)
         self.rounds += 1
         if self.config.progress_file:
@@ -228,6 +232,7 @@ def build_compaction(
     discovery_interval: Union[str, float, None] = None,
     max_rounds: Optional[int] = None,
     poll_interval_ms: int = DEFAULT_POLL_MS,
+    partitions: Optional[Sequence[Mapping[str, Any]]] = None,
 ) -> CompactionPlan:
     """Add the compaction graph for ``table`` (a lakelog ``Table`` or a table path) to ``env``.
 
@@ -240,10 +245,12 @@ def build_compaction(
     (``lakelog-compact-<hash of the path>``), so that a restarted job (same ``channel_dir``) commits
     what the previous run's channel released. ``channel_dir``: ``<root>/lakelog-compact-<hash>``,
     where ``<root>`` is ``lakelog.commit-channel.dir`` of the job's configuration, else the system
-    temp dir.
+    temp dir. ``partitions``: specs (``{"dt": "2024-06-01"}``, some of the partition fields) of the
+    partitions to compact; default: all of them.
     """
     path = table_path(table)
     store = TableStore(path)
+    specs = tuple(partition_spec(store, s) for s in partitions) if partitions is not None else None
     name = os.path.basename(os.path.normpath(path))
     ident = _default_id(path)
     if streaming:
@@ -257,7 +264,7 @@ def build_compaction(
             raise OptionError(f"max_rounds must be at least 1, not {max_rounds}")
         plan = CompactionPlan(path, True, full, user, channel)
         tick_stream, per_round = ticks(env, interval_s, rounds=max_rounds)
-        planner = CompactionPlanner(PlannerConfig(path, full, per_round, plan.progress_file))
+        planner = CompactionPlanner(PlannerConfig(path, full, per_round, plan.progress_file, specs))
         tasks = (
             tick_stream.key_by(constant_key, key_type=Types.INT())
             .process(planner, output_type=Types.STRING())
@@ -267,7 +274,7 @@ def build_compaction(
         )
     else:
         user = commit_user or f"lakelog-compact-{uuid.uuid4()}"
-        keys = plan_compaction(store, full=full)
+        keys = plan_compaction(store, full=full, partitions=specs)
         plan = CompactionPlan(path, False, full, user, None, keys)
         if not keys:
             return plan

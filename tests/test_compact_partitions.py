@@ -1,6 +1,7 @@
-"""Compaction of some partitions: ``t.compact(partitions=...)``, ``lakelog compact --partition`` and
-``CALL sys.compact(..., partitions => 'k=v,k2=v2;k=v3')`` compact the chosen partitions' buckets only
-and leave every other file as it was; what the table holds never changes."""
+"""Compaction of some partitions: ``t.compact(partitions=...)``, ``lakelog compact --partition`` (in
+process or as the Flink job), and ``CALL sys.compact(..., partitions => 'k=v,k2=v2;k=v3')`` compact
+the chosen partitions' buckets only and leave every other file as it was; what the table holds
+never changes."""
 
 from __future__ import annotations
 
@@ -134,9 +135,26 @@ def test_cli_compact_partition(catalog: lakelog.Catalog, warehouse: str, capsys:
     files = files_by_partition(t)
     assert [len(n) for n in files[("eu", 1)].values()] == [1] and [len(n) for n in files[("us", 1)].values()] == [2]
     assert cli(["--warehouse", warehouse, "compact", "db.t", "--partition", "region"]) == 2
-    assert cli(["--warehouse", warehouse, "compact", "db.t", "--partition", "day=1", "--job"]) == 2
-    assert "Flink compaction job compacts whole tables" in capsys.readouterr().err
+    assert "expected k=v" in capsys.readouterr().err
     assert t.latest_snapshot().id == 3
+
+
+def test_the_compaction_jobs_plan_keeps_to_the_chosen_partitions(catalog: lakelog.Catalog) -> None:
+    """What the Flink compaction job (batch and streaming planner) compacts with ``partitions``."""
+    from lakelog.connector.table.partition_specs import partition_spec
+    from lakelog.operators.compact_buckets import parse_bucket_key, plan_compaction
+
+    t = make(catalog)
+    for v in ("a", "b"):
+        t.write(rows([(r, d, i) for r in REGIONS for d in DAYS for i in range(4)], v))
+    every = plan_compaction(t.store, full=True)
+    assert {t.store.partition_values(parse_bucket_key(k)[0]) for k in every} == {
+        (r, d) for r in REGIONS for d in DAYS
+    }
+    specs = [partition_spec(t.store, {"day": "2"}), partition_spec(t.store, {"region": "us", "day": "3"})]
+    chosen = plan_compaction(t.store, full=True, partitions=specs)
+    assert {t.store.partition_values(parse_bucket_key(k)[0]) for k in chosen} == {("eu", 2), ("us", 2), ("us", 3)}
+    assert chosen == [k for k in every if k in chosen]
 
 
 def test_call_sys_compact_partitions(catalog: lakelog.Catalog) -> None:

@@ -18,7 +18,7 @@ pytest.importorskip("pyflink")
 
 import lakelog  # noqa: E402
 from lakelog.jobs.cli import main as cli_main  # noqa: E402
-from lakelog.operators.compact_buckets import sorted_run_counts  # noqa: E402
+from lakelog.operators.compact_buckets import parse_bucket_key, sorted_run_counts  # noqa: E402
 
 pytestmark = [pytest.mark.slow]
 
@@ -62,6 +62,17 @@ def test_batch_job_through_the_cli(tmp_path: Any) -> None:
     last = t.latest_snapshot()
     assert last is not None
 
+    # first partition a only, then every partition that still needs it (b)
+    def partition(key: str) -> str:
+        return str(t.store.partition_values(parse_bucket_key(key)[0])[0])
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = cli_main(["--warehouse", wh, "compact", "db.t", "--job", "--universal", "--partition", "dt=a"])
+    assert rc == 0, out.getvalue()
+    mid = sorted_run_counts(t.store)
+    assert {k: mid[k] < runs[k] for k in runs} == {k: partition(k) == "a" for k in runs}
+    assert _content(t) == expected
     out = io.StringIO()
     t0 = time.monotonic()
     with contextlib.redirect_stdout(out):
@@ -70,7 +81,8 @@ def test_batch_job_through_the_cli(tmp_path: Any) -> None:
     assert rc == 0, out.getvalue()
     assert "compaction committed 1 snapshot(s)" in out.getvalue()
     snaps = t.refresh().snapshots()
-    assert [s.commit_kind for s in snaps if s.id > last.id] == ["COMPACT"]  # one commit for all buckets
+    # one commit for all buckets of each run
+    assert [s.commit_kind for s in snaps if s.id > last.id] == ["COMPACT", "COMPACT"]
     assert snaps[-1].commit_user.startswith("lakelog-compact-")
     after = sorted_run_counts(t.store)
     assert set(after) == set(runs) and all(after[k] < runs[k] for k in runs)
