@@ -208,7 +208,7 @@ def overwrite(
         )
     from lakelog.operators.sql.overwrite import overwrite_rows
 
-    return overwrite_rows(sql, path, table, spec.partition, options, f"insert-overwrite-{name}")
+    return overwrite_rows(sql, path, table, spec.partition, options, where, f"insert-overwrite-{name}")
 
 
 class SetRowKind(MapFunction):  # type: ignore[misc]

@@ -27,7 +27,7 @@ from lakelog.connector.table.log import log_config
 from lakelog.connector.table.partition_specs import matching_partitions, partition_spec
 from lakelog.connector.table.table import Table
 from lakelog.operators.committer import OverwriteRequest
-from lakelog.operators.sql.errors import SqlError
+from lakelog.operators.sql.errors import SqlError, UnsupportedStatementError
 from lakelog.operators.sql.lexer import significant
 from lakelog.operators.sql.results import SqlResult
 from lakelog.operators.table_ref import store_with_options
@@ -108,6 +108,7 @@ def overwrite_rows(
     table: Any,
     partition: Mapping[str, str],
     options: dict[str, str],
+    where: str,
     job_name: str,
 ) -> Any:
     """``INSERT OVERWRITE``: Paimon's dynamic or static partition overwrite, one OVERWRITE snapshot
@@ -116,6 +117,11 @@ def overwrite_rows(
     dynamic = _dynamic(sql, store, options)
     spec = {k: literal_value(v) for k, v in partition.items()}
     if store.schema.cross_partition_update or log_config(store) is not None:
+        if sql.in_statement_set:
+            raise UnsupportedStatementError(
+                f"{where}: a cross-partition table or one with a Kafka log is overwritten by the "
+                "client, not by a job: not inside a statement set"
+            )
         data = _collect(table, store.schema.arrow_schema())
         sid = _table(path, dynamic).overwrite(data, spec or None)
         return SqlResult.ok("OK" if sid is None else f"OK (snapshot {sid})")

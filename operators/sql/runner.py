@@ -441,9 +441,12 @@ class LakelogSql:
                 self._statement_set.add_insert_sql(self.rewrite(st.text))
                 return None
             return self.t_env.execute_sql(self.rewrite(st.text))
-        if spec.overwrite and self._statement_set is not None:
-            raise UnsupportedStatementError(f"INSERT OVERWRITE {cat}.{db}.{name}: not inside a statement set")
         return dml.insert(self, spec, path, cat, db, name)
+
+    @property
+    def in_statement_set(self) -> bool:
+        """Whether writes are being added to a statement set (run at ``END``)."""
+        return self._statement_set is not None
 
     def run_pipeline(self, job_name: str) -> Any:
         """Run what the statement added to the environment (a lakelog sink): batch mode waits for
