@@ -27,7 +27,8 @@ from typing import Any, Optional
 
 import numpy as np
 import pyarrow as pa
-from pyflink.common import Row, RowKind, Types
+from pyflink.common import Row, RowKind, Types, WatermarkStrategy
+from pyflink.common.watermark_strategy import TimestampAssigner
 from pyflink.datastream import (
     DataStream,
     FlatMapFunction,
@@ -585,8 +586,27 @@ def _java_batches(ds: DataStream, store: TableStore, plan: SinkPlan) -> DataStre
     )
 
 
+class ArrivalStamp(TimestampAssigner):  # type: ignore[misc]
+    """BATCH mode: each blob's timestamp is its place in its subtask's output (1, 2, ...). Flink
+    sorts the input of a keyed operator by key and timestamp in BATCH mode; without distinct
+    timestamps the blobs of one bucket could reach its writer out of order, and an older change
+    of a key win."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
+        self.n += 1
+        return self.n
+
+
 def _write_and_commit(blobs: DataStream, plan: SinkPlan) -> None:
     """key_by(partition, bucket) -> writers -> the commit tail."""
+    if plan.batch:
+        p = int(blobs._j_data_stream.getParallelism())
+        strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(ArrivalStamp())
+        blobs = blobs.assign_timestamps_and_watermarks(strategy).name(f"lakelog-order-{plan.name}")
+        blobs = blobs.set_parallelism(p)
     committables = (
         blobs.key_by(BlobKeySelector(), key_type=Types.STRING())
         .process(LakelogWriter(plan.writer), output_type=Types.STRING())
