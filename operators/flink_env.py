@@ -5,8 +5,15 @@ Every job, benchmark and test builds its ``StreamExecutionEnvironment`` with
 scripts use:
 
 1. ``conf_dir=`` (``--conf-dir DIR`` of the jobs), else
-2. ``$FLINK_CONF_DIR``, else
+2. ``$FLINK_CONF_DIR``, unless it names PyFlink's own bundled ``conf/`` (see below), else
 3. the repository's ``flink-conf/`` (found next to this package in a source checkout), else nothing.
+
+PyFlink itself sets ``FLINK_CONF_DIR`` to its bundled ``pyflink/conf`` (Flink's plain defaults):
+its gateway launcher does so in the JVM's environment, and once a local job has run Python workers,
+its loopback worker pool copies that environment into this process's ``os.environ``. Honouring that
+value would silently swap ``flink-conf/`` for Flink's defaults in every later job of the process and
+in every process it starts (a child job then ran with 1 s Python bundles instead of 200 ms and a
+Kafka log's changes arrived seconds late). So that one directory is never taken as the user's choice.
 
 ``config.yaml`` (Flink's nested YAML) or a legacy flat ``flink-conf.yaml`` is flattened to
 ``key -> string`` settings. Then:
@@ -48,6 +55,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Optional, Union
 
+import pyflink
 from pyflink.common import Configuration
 from pyflink.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
 from pyflink.find_flink_home import _find_flink_home
@@ -127,9 +135,16 @@ def find_conf_dir(explicit: Optional[str] = None) -> Optional[str]:
             raise OptionError(f"Flink configuration directory {explicit} does not exist")
         return explicit
     env = os.environ.get("FLINK_CONF_DIR")
-    if env and os.path.isdir(env):
+    if env and os.path.isdir(env) and not _is_pyflink_conf_dir(env):
         return env
     return _repo_conf_dir()
+
+
+def _is_pyflink_conf_dir(path: str) -> bool:
+    """Whether ``path`` is the ``conf/`` bundled in the installed PyFlink package, which PyFlink
+    exports as ``FLINK_CONF_DIR`` on its own (see the module docstring)."""
+    bundled = Path(pyflink.__file__).resolve().parent / "conf"
+    return Path(path).resolve() == bundled
 
 
 def _flatten(node: Any, prefix: str, out: dict[str, str]) -> None:

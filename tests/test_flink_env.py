@@ -142,3 +142,27 @@ def test_channel_root() -> None:
     assert flink_env.channel_root({key: "file:///shared/channels"}) == "/shared/channels"
     with pytest.raises(OptionError, match="absolute path"):
         flink_env.channel_root({key: "channels"})
+
+
+def test_pyflinks_own_conf_dir_does_not_replace_flink_conf(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PyFlink exports FLINK_CONF_DIR=<pyflink>/conf into a process that ran a local job (and so into
+    every process it starts): that is Flink's defaults, not the user's choice, and must not replace
+    flink-conf/ (a child job then ran with 1 s Python bundles, and its Kafka log lagged seconds)."""
+    import pyflink
+
+    bundled = Path(pyflink.__file__).resolve().parent / "conf"
+    assert bundled.is_dir()
+    monkeypatch.setenv("FLINK_CONF_DIR", str(bundled))
+    assert Path(flink_env.find_conf_dir() or "") == ROOT / "flink-conf"
+    assert flink_env.load_settings()["python.fn-execution.bundle.time"] == "200"
+    # a user's own directory (here a symlink to one) is still honoured, as is an explicit one
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.yaml").write_text("parallelism:\n  default: 3\n")
+    link = tmp_path / "link"
+    link.symlink_to(mine)
+    monkeypatch.setenv("FLINK_CONF_DIR", str(link))
+    assert flink_env.find_conf_dir() == str(link)
+    assert flink_env.find_conf_dir(str(bundled)) == str(bundled)
