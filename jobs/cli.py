@@ -189,14 +189,17 @@ def cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def partition_arg(text: str) -> dict[str, str]:
-    """``k=v[,k2=v2]``: one partition spec of the command line."""
-    spec: dict[str, str] = {}
-    for part in text.split(","):
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--partition {text!r}: expected k=v[,k2=v2...]")
-        spec[key.strip()] = value
-    return spec
+    """``k=v[,k2=v2]``: one partition spec of the command line (one per ``--partition``)."""
+    from lakelog.connector.errors import InvalidInputError
+    from lakelog.connector.table.partition_specs import parse_partition_specs
+
+    try:
+        specs = parse_partition_specs(text)
+    except InvalidInputError as e:
+        raise UsageError(f"--partition {text!r}: {e}") from None
+    if len(specs) != 1:
+        raise UsageError(f"--partition {text!r}: one partition per --partition (repeat the flag)")
+    return specs[0]
 
 
 def cmd_rescale(args: argparse.Namespace) -> int:

@@ -171,3 +171,39 @@ def test_call_sys_compact_partitions(catalog: lakelog.Catalog) -> None:
     with pytest.raises(UnsupportedStatementError, match=r"\['where'\] are not supported"):
         call_procedure(ctx, "compact", ["t"], {"where": "day > 1"})
     assert content(t) == {("eu", 1, 1): "b-1", ("eu", 2, 1): "b-1", ("us", 3, 1): "b-1"}
+
+
+def test_partition_text_is_read_alike_by_the_cli_and_sql(
+    catalog: lakelog.Catalog, warehouse: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One reader of ``k=v[,k2=v2][;...]`` text: ``--partition`` and ``CALL sys.*`` accept and refuse
+    the same spellings (spaces around keys and values are dropped, as Paimon does)."""
+    from lakelog.connector.table.partition_specs import parse_partition_specs
+    from lakelog.jobs.cli import partition_arg
+
+    assert parse_partition_specs(" region = eu , day=1 ; day=2 ;") == [
+        {"region": "eu", "day": "1"},
+        {"day": "2"},
+    ]
+    for bad, why in (
+        ("region", "'region'"),
+        ("=eu", "'=eu'"),
+        ("day=1,,", "''"),
+        (" ; ", "names no partition"),
+    ):
+        with pytest.raises(InvalidInputError, match=why):
+            parse_partition_specs(bad)
+    assert partition_arg("region = eu, day = 1") == {"region": "eu", "day": "1"}
+    t = make(catalog)
+    for v in ("a", "b"):
+        t.write(rows([("eu", 1, 1), ("us", 1, 1)], v))
+    assert cli(["--warehouse", warehouse, "compact", "db.t", "--partition", "region= eu ,day=1"]) == 0
+    assert [len(n) for n in files_by_partition(t)[("eu", 1)].values()] == [1]
+    # several partitions are several flags on the command line, not one ';' list
+    assert cli(["--warehouse", warehouse, "compact", "db.t", "--partition", "region=us;day=1"]) == 2
+    assert "one partition per --partition" in capsys.readouterr().err
+    ctx = CallContext(catalog, "lk", "db")
+    assert call_procedure(ctx, "compact", ["t"], {"partitions": " region = us "}).rows == [("Success",)]
+    assert [len(n) for n in files_by_partition(t)[("us", 1)].values()] == [1]
+    with pytest.raises(SqlError, match="argument 'partitions' = ' ; '.*names no partition"):
+        call_procedure(ctx, "compact", ["t"], {"partitions": " ; "})

@@ -3,7 +3,8 @@
 A spec may name some of the partition fields (every partition matching them is meant) and its values
 may be strings, as a command line or a SQL procedure argument gives them; they are cast to the
 partition columns' types. Overwrites, rescales, compactions and ``DROP PARTITION`` choose partitions
-this way.
+this way. :func:`parse_partition_specs` reads Paimon's text form of them (``dt=2024-06-01,hh=1`` for
+one, ``;`` between several), as ``--partition`` and ``CALL sys.*`` arguments give them.
 """
 
 from __future__ import annotations
@@ -16,9 +17,29 @@ import pyarrow as pa
 from lakelog.connector.errors import InvalidInputError
 from lakelog.connector.format.store import TableStore
 
-__all__ = ["PartitionSpec", "partition_spec", "matching_partitions"]
+__all__ = ["PartitionSpec", "partition_spec", "matching_partitions", "parse_partition_specs"]
 
 PartitionSpec = Mapping[str, Any]
+
+
+def parse_partition_specs(text: str) -> list[dict[str, str]]:
+    """The specs of ``text``: ``k=v[,k2=v2]`` each, ``;`` between them, keys and values stripped of
+    surrounding spaces (as Paimon's procedures and actions read them). Text without ``=`` in a field,
+    a field without a key, or no spec at all raises :class:`InvalidInputError`."""
+    specs: list[dict[str, str]] = []
+    for one in text.split(";"):
+        if not one.strip():
+            continue
+        spec: dict[str, str] = {}
+        for field in one.split(","):
+            key, sep, value = field.partition("=")
+            if not sep or not key.strip():
+                raise InvalidInputError(f"expected k=v[,k2=v2][;k=v...], got {field.strip()!r}")
+            spec[key.strip()] = value.strip()
+        specs.append(spec)
+    if not specs:
+        raise InvalidInputError("names no partition (expected k=v[,k2=v2][;k=v...])")
+    return specs
 
 
 def partition_spec(store: TableStore, spec: Optional[PartitionSpec]) -> dict[str, Any]:

@@ -21,9 +21,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lakelog.connector.errors import LakelogError, OptionError, SnapshotNotFoundError, TagError
+from lakelog.connector.errors import (
+    InvalidInputError,
+    LakelogError,
+    OptionError,
+    SnapshotNotFoundError,
+    TagError,
+)
 from lakelog.connector.format.options import Duration
 from lakelog.connector.table.catalog import Catalog
+from lakelog.connector.table.partition_specs import parse_partition_specs
 from lakelog.connector.table.table import Table
 from lakelog.operators.sql.errors import SqlError, UnsupportedStatementError
 from lakelog.operators.sql.lexer import Token, matching_paren, read_name, significant, unquote
@@ -151,20 +158,10 @@ def _success() -> SqlResult:
 def _partition_specs(value: Any, arg: str) -> list[dict[str, str]]:
     """Paimon's partition argument: ``'dt=2024-06-01,hh=1;dt=2024-06-02'``, one spec per ``;``, one
     field per ``,``."""
-    specs: list[dict[str, str]] = []
-    for text in str(value).split(";"):
-        if not text.strip():
-            continue
-        spec: dict[str, str] = {}
-        for part in text.split(","):
-            key, sep, v = part.partition("=")
-            if not sep or not key.strip():
-                raise SqlError(f"argument {arg!r} = {value!r}: expected 'k=v[,k2=v2][;k=v...]', got {part!r}")
-            spec[key.strip()] = v.strip()
-        specs.append(spec)
-    if not specs:
-        raise SqlError(f"argument {arg!r} = {value!r} names no partition")
-    return specs
+    try:
+        return parse_partition_specs(str(value))
+    except InvalidInputError as e:
+        raise SqlError(f"argument {arg!r} = {value!r}: {e}") from None
 
 
 def _duration(value: Any, arg: str) -> datetime.timedelta:
