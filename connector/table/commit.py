@@ -33,8 +33,16 @@ from lakelog.connector.log.publisher import LogPublisher
 from lakelog.connector.lsm.rebase import rebase_file
 from lakelog.connector.table.changes import log_changes, snapshot_log_changes
 from lakelog.connector.table.log import log_publisher
+from lakelog.connector.table.partition_specs import spec_matcher
 
-__all__ = ["TableCommit", "BATCH_COMMIT_IDENTIFIER", "CommitKind", "OverwriteScope", "partition_label"]
+__all__ = [
+    "TableCommit",
+    "BATCH_COMMIT_IDENTIFIER",
+    "CommitKind",
+    "OverwriteScope",
+    "overwrites_dynamically",
+    "partition_label",
+]
 
 log = logging.getLogger(__name__)
 
@@ -70,23 +78,19 @@ class OverwriteScope:
         if self.partitions is not None:
             chosen = self.partitions
             return lambda p: p in chosen
-        names = list(store.schema.partition_keys)
-        wanted = [(names.index(k), v) for k, v in (self.spec or ())]
-        memo: dict[bytes, bool] = {}
-
-        def match(p: bytes) -> bool:
-            hit = memo.get(p)
-            if hit is None:
-                values = store.partition_values(p)
-                hit = memo[p] = all(values[i] == v for i, v in wanted)
-            return hit
-
-        return match
+        return spec_matcher(store, dict(self.spec or ()))
 
     def describe(self) -> str:
         if self.partitions is not None:
             return f"{len(self.partitions)} partition(s) written"
         return "{" + ", ".join(f"{k}={v}" for k, v in self.spec or ()) + "}"
+
+
+def overwrites_dynamically(store: TableStore, dynamic: bool) -> bool:
+    """Whether an overwrite that asks for Paimon's dynamic partition overwrite (``dynamic``, from
+    ``dynamic-partition-overwrite``) gets it: only a partitioned table replaces just the partitions
+    written; an unpartitioned table's overwrite always replaces it whole."""
+    return dynamic and bool(store.schema.partition_keys)
 
 
 def partition_label(store: TableStore, partition: bytes) -> str:

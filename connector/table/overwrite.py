@@ -35,7 +35,12 @@ from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.split_read import SplitRead
 from lakelog.connector.table.arrow_input import to_arrow_table
-from lakelog.connector.table.commit import OverwriteScope, TableCommit, partition_label
+from lakelog.connector.table.commit import (
+    OverwriteScope,
+    TableCommit,
+    overwrites_dynamically,
+    partition_label,
+)
 from lakelog.connector.table.maintenance import after_commit
 from lakelog.connector.table.partition_specs import PartitionSpec, matching_partitions, partition_spec
 from lakelog.connector.table.routing import PartitionBucketCounts, partition_groups
@@ -80,7 +85,7 @@ def overwrite(
     spec = partition_spec(store, partition)
     table = _with_spec_columns(store, to_arrow_table(data), spec)
     keys = list(store.schema.partition_keys)
-    if keys and store.options.dynamic_partition_overwrite:
+    if overwrites_dynamically(store, store.options.dynamic_partition_overwrite):
         written = frozenset(g.partition for g in partition_groups(store, table.select(keys)))
         if not written:
             return None  # Paimon: a dynamic overwrite without rows changes nothing

@@ -9,7 +9,7 @@ one, ``;`` between several), as ``--partition`` and ``CALL sys.*`` arguments giv
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional
 
 import pyarrow as pa
@@ -17,7 +17,7 @@ import pyarrow as pa
 from lakelog.connector.errors import InvalidInputError
 from lakelog.connector.format.store import TableStore
 
-__all__ = ["PartitionSpec", "partition_spec", "matching_partitions", "parse_partition_specs"]
+__all__ = ["PartitionSpec", "partition_spec", "spec_matcher", "matching_partitions", "parse_partition_specs"]
 
 PartitionSpec = Mapping[str, Any]
 
@@ -66,9 +66,25 @@ def partition_spec(store: TableStore, spec: Optional[PartitionSpec]) -> dict[str
     return out
 
 
+def spec_matcher(store: TableStore, spec: PartitionSpec) -> Callable[[bytes], bool]:
+    """A test of binary partitions: do their values match ``spec`` (already cast by
+    :func:`partition_spec`; an empty spec matches every partition)? Each partition is decoded once."""
+    names: Sequence[str] = list(store.schema.partition_keys)
+    where = [(names.index(k), v) for k, v in spec.items()]
+    memo: dict[bytes, bool] = {}
+
+    def match(partition: bytes) -> bool:
+        hit = memo.get(partition)
+        if hit is None:
+            values = store.partition_values(partition)
+            hit = memo[partition] = all(values[i] == v for i, v in where)
+        return hit
+
+    return match
+
+
 def matching_partitions(store: TableStore, partitions: Iterable[bytes], spec: PartitionSpec) -> set[bytes]:
     """The binary partitions among ``partitions`` whose values match ``spec`` (already cast by
     :func:`partition_spec`)."""
-    names: Sequence[str] = list(store.schema.partition_keys)
-    where = [(names.index(k), v) for k, v in spec.items()]
-    return {p for p in partitions if all(store.partition_values(p)[i] == v for i, v in where)}
+    match = spec_matcher(store, spec)
+    return {p for p in partitions if match(p)}

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import pyarrow as pa
 
 from lakelog.connector.format.store import TableStore
-from lakelog.connector.table.commit import OverwriteScope, TableCommit
+from lakelog.connector.table.commit import OverwriteScope, TableCommit, overwrites_dynamically
 from lakelog.connector.table.log import log_config
 from lakelog.connector.table.partition_specs import matching_partitions, partition_spec
 from lakelog.connector.table.table import Table
@@ -128,7 +128,7 @@ def overwrite_rows(
     from lakelog.operators.sink import sink_table_to_lakelog
 
     request = OverwriteRequest(
-        dynamic=dynamic and bool(store.schema.partition_keys),
+        dynamic=overwrites_dynamically(store, dynamic),
         spec=tuple(partition_spec(store, spec).items()),
     )
     parallelism = options.pop("sink.parallelism", None)
