@@ -21,6 +21,7 @@ from lakelog.connector.format.manifest import ManifestEntry
 from lakelog.connector.format.snapshot import Snapshot, SnapshotManager
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.tags import TagManager
+from lakelog.connector.table.partition_expire import maybe_expire_partitions
 
 __all__ = [
     "after_commit",
@@ -215,8 +216,6 @@ def maybe_expire_snapshots(store: TableStore, *, compactor: bool = False) -> lis
 def after_commit(store: TableStore, *, compactor: bool = False) -> bool:
     """Paimon's commit-time upkeep (see the module docstring): partition expiration, then snapshot
     expiration. True when partitions were dropped: a writer's trees may hold their files."""
-    from lakelog.connector.table.partition_expire import maybe_expire_partitions
-
     dropped = maybe_expire_partitions(store, compactor=compactor)
     maybe_expire_snapshots(store, compactor=compactor)
     return bool(dropped)
