@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import threading
 import time
 from collections import Counter
@@ -29,10 +28,9 @@ from lakelog.operators.committer import COMMITTABLES_PROPERTY  # noqa: E402
 
 pytestmark = [pytest.mark.slow]
 
-# Python workers cannot import this test module: ship its functions by value.
-import cloudpickle  # noqa: E402
+from tests.flink.minicluster import ship_by_value  # noqa: E402
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ship_by_value(__name__)
 
 SCHEMA = pa.schema(
     [pa.field("dt", pa.string(), False), pa.field("id", pa.int64(), False), pa.field("v", pa.string())]

@@ -5,7 +5,6 @@ the streaming compaction job runs; and ``INSERT OVERWRITE`` of a partition as a 
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -24,10 +23,9 @@ from .sqlkit import session  # noqa: E402
 
 pytestmark = [pytest.mark.slow]
 
-# Python workers cannot import this test module: ship its functions by value.
-import cloudpickle  # noqa: E402
+from tests.flink.minicluster import ship_by_value  # noqa: E402
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ship_by_value(__name__)
 
 SCHEMA = pa.schema(
     [pa.field("dt", pa.string(), False), pa.field("id", pa.int64(), False), pa.field("v", pa.string())]

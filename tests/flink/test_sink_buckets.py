@@ -3,7 +3,6 @@ written with until it is rewritten), on a real MiniCluster."""
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any
 
@@ -19,21 +18,15 @@ from ..buckets_util import assert_keys_in_their_buckets, file_keys  # noqa: E402
 
 pytestmark = [pytest.mark.slow]
 
-# Python workers cannot import this test module: ship its functions by value.
-import cloudpickle  # noqa: E402
+from tests.flink.minicluster import ship_by_value, two_taskmanagers  # noqa: E402
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ship_by_value(__name__)
 
 SCHEMA = pa.schema(
     [pa.field("dt", pa.string(), False), pa.field("id", pa.int64(), False), pa.field("v", pa.string())]
 )
 ROW_NAMES = ["dt", "id", "v"]
-CONF = {
-    "python.fn-execution.bundle.size": "500",
-    "python.fn-execution.bundle.time": "100",
-    "minicluster.number-of-taskmanagers": "2",
-    "taskmanager.numberOfTaskSlots": "2",
-}
+CONF = two_taskmanagers()
 
 
 def rows(dt: str, ids: Any, v: str) -> pa.Table:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 import time
 from collections import Counter
 from typing import Any
@@ -23,23 +22,15 @@ from ..buckets_util import assert_keys_in_their_buckets, file_keys  # noqa: E402
 
 pytestmark = [pytest.mark.slow]
 
-# Python workers cannot import this test module: ship its functions by value.
-import cloudpickle  # noqa: E402
+from tests.flink.minicluster import ship_by_value, two_taskmanagers  # noqa: E402
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ship_by_value(__name__)
 
 SCHEMA = pa.schema(
     [pa.field("dt", pa.string(), False), pa.field("id", pa.int64(), False), pa.field("v", pa.string())]
 )
 ROW_NAMES = ["dt", "id", "v"]
-# cancelling a failed attempt sometimes kills a TaskManager (a PyFlink 2.3 bug, see flink-conf/): a
-# second one with enough slots lets the job restart
-CONF = {
-    "python.fn-execution.bundle.size": "300",
-    "python.fn-execution.bundle.time": "100",
-    "minicluster.number-of-taskmanagers": "2",
-    "taskmanager.numberOfTaskSlots": "2",
-}
+CONF = two_taskmanagers(300)
 DYNAMIC = {"bucket": "-1", "dynamic-bucket.target-row-num": "25"}
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections import Counter
 from decimal import Decimal
@@ -20,10 +19,9 @@ from lakelog.operators.committer import COMMITTABLES_PROPERTY  # noqa: E402
 
 pytestmark = [pytest.mark.slow]
 
-# Python workers cannot import this test module: ship its functions by value.
-import cloudpickle  # noqa: E402
+from tests.flink.minicluster import ship_by_value, two_taskmanagers  # noqa: E402
 
-cloudpickle.register_pickle_by_value(sys.modules[__name__])
+ship_by_value(__name__)
 
 N = 30_000
 FAIL_AFTER = 8_000
@@ -33,14 +31,7 @@ APPEND_SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field(
 AGG_SCHEMA = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("total", pa.int64())])
 
 
-# cancelling a failed attempt sometimes kills a TaskManager (a PyFlink 2.3 bug, see flink-conf/): a
-# second one with enough slots lets the job restart
-SINK_CONF = {
-    "python.fn-execution.bundle.size": "500",
-    "python.fn-execution.bundle.time": "100",
-    "minicluster.number-of-taskmanagers": "2",
-    "taskmanager.numberOfTaskSlots": "2",
-}
+SINK_CONF = two_taskmanagers()
 
 
 def _env(flink_env: Any, batch: bool, restarts: int = 3) -> Any:
