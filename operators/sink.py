@@ -713,7 +713,8 @@ def _java_available() -> bool:
 
 def _check_overwrite(store: TableStore, is_batch: bool) -> None:
     """An overwrite through the sink: batch only, and not where rows leave the written partitions
-    (cross-partition upserts) or reach a Kafka log (an OVERWRITE snapshot publishes nothing)."""
+    (cross-partition upserts). A table's Kafka log gets nothing from it (batch writers publish
+    nothing themselves, and an OVERWRITE snapshot publishes nothing, as with ``Table.overwrite``)."""
     where = f"overwrite of {store.path} through the sink"
     if not is_batch:
         raise OptionError(f"{where}: an overwrite commits once, at end of input; run it in batch mode")
@@ -722,8 +723,6 @@ def _check_overwrite(store: TableStore, is_batch: bool) -> None:
             f"{where}: the primary key {list(store.schema.primary_keys)} does not contain the partition "
             "fields (cross-partition upserts); use Table.overwrite"
         )
-    if log_config(store) is not None:
-        raise OptionError(f"{where}: the table has a Kafka log ('log.system'); use Table.overwrite")
 
 
 def upsert_only(store: TableStore) -> bool:

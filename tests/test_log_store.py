@@ -426,3 +426,17 @@ def test_alter_bucket_keeps_each_partitions_keys_in_their_kafka_partition(
     assert state == {(r["dt"], r["id"]): r["v"] for r in t.to_arrow().to_pylist()}
     with pytest.raises(OptionError, match="Kafka log"):
         t.rescale(partitions=[{"dt": "a"}])  # a rewrite would move keys between partitions
+    # an overwrite would rewrite partition a with the table's 3 buckets: refused the same way; one of
+    # partition b (already 3 buckets) is made, and publishes nothing to the log
+    before, last = len(topic_records(t)), t.latest_snapshot()
+    with pytest.raises(OptionError, match=r"dt=a.*from 2 to 3 buckets.*Kafka log.*'bucket' back to 2"):
+        t.overwrite(rows("a", [1], "o"), partition={"dt": "a"})
+    assert t.refresh().latest_snapshot().id == last.id
+    sid = t.overwrite(rows("b", [1, 2], "o"), partition={"dt": "b"})
+    snap = t.refresh().latest_snapshot()
+    assert sid == snap.id and snap.commit_kind == "OVERWRITE" and snap.log_offsets == last.log_offsets
+    assert len(topic_records(t)) == before
+    assert sorted((r["dt"], r["id"], r["v"]) for r in t.to_arrow().to_pylist() if r["dt"] == "b") == [
+        ("b", 1, "o"),
+        ("b", 2, "o"),
+    ]

@@ -20,12 +20,14 @@ from lakelog.connector.errors import (
     CommitConflictError,
     LogSystemError,
     MissingFileError,
+    OptionError,
     SnapshotNotFoundError,
 )
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.index_file import IndexManifestEntry
 from lakelog.connector.format.index_manifest import combine_index_entries
 from lakelog.connector.format.manifest import DataFileMeta, ManifestEntry, ManifestFileMeta, merge_entries
+from lakelog.connector.format.options import LogSystem
 from lakelog.connector.format.schema import BucketMode
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
@@ -246,6 +248,8 @@ class TableCommit:
                 f"trying to overwrite {scope.describe()} of {store.path}, but the new rows of "
                 f"{partition_label(store, outside[0])} do not belong to it"
             )
+        if store.options.log_system == LogSystem.KAFKA:
+            self._check_log_partitions_keep_counts(messages)
         appends, compacts = _split([dataclasses.replace(m, changelog_files=[]) for m in messages])
         appends.kind = CommitKind.OVERWRITE
         self._discard_changelog(messages)
@@ -258,6 +262,31 @@ class TableCommit:
                 self._discard_compaction(messages)
                 self.compaction_discarded = True
         return last
+
+    def _check_log_partitions_keep_counts(self, messages: Sequence[CommitMessage]) -> None:
+        """A table with a Kafka log sends a bucket's records to one topic partition, and Kafka keeps
+        order only within a partition. An overwrite that rewrote a partition with another bucket
+        count (the table's, after an ALTER of ``bucket``) would send the keys' later changes to other
+        topic partitions than their earlier ones: refuse it, as :func:`rescale` refuses log tables."""
+        written = {(m.partition, m.total_buckets) for m in messages if m.new_files}
+        if not written:
+            return
+        store = self.store
+        wanted = {p for p, _ in written}
+        before: dict[bytes, int] = {}
+        for e in store.live_entries(store.snapshot_manager.latest()):
+            if e.partition in wanted and e.total_buckets > 0:
+                before.setdefault(e.partition, e.total_buckets)
+        for partition, count in sorted(written):
+            old = before.get(partition)
+            if old is not None and old != count:
+                raise OptionError(
+                    f"overwrite of {partition_label(store, partition)} of {store.path} would rewrite it "
+                    f"from {old} to {count} buckets, but the table has a Kafka log: its keys' later "
+                    "changes would go to other topic partitions than their earlier ones, and Kafka keeps "
+                    "no order across partitions. On a log table a partition keeps the count it was "
+                    f"first written with; to overwrite it, set 'bucket' back to {old} for the overwrite"
+                )
 
     def _discard_changelog(self, messages: Sequence[CommitMessage]) -> None:
         for m in messages:

@@ -5,8 +5,10 @@ only. No pyflink here (it works on the Flink Table it is given).
 
 ``INSERT OVERWRITE`` writes the query's rows through the lakelog sink, whose one commit at end of
 input is the OVERWRITE snapshot (:class:`~lakelog.operators.committer.OverwriteRequest`); only
-for cross-partition tables and tables with a Kafka log are the rows collected in the client and
-written by ``Table.overwrite`` (so there they must fit in its memory).
+for cross-partition tables are the rows collected in the client and written by ``Table.overwrite``
+(so there they must fit in its memory). A table's Kafka log gets nothing from an overwrite, on
+either path; on a log table an overwrite may not change a partition's bucket count (see
+:meth:`~lakelog.connector.table.commit.TableCommit.overwrite`).
 ``dynamic-partition-overwrite`` (default true; a hint, ``SET`` or the table's option) picks between
 replacing the partitions the rows fall into and replacing what the static ``PARTITION (...)`` spec
 names (the whole table without one).
@@ -23,7 +25,6 @@ import pyarrow as pa
 
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.commit import OverwriteScope, TableCommit, overwrites_dynamically
-from lakelog.connector.table.log import log_config
 from lakelog.connector.table.partition_specs import matching_partitions, partition_spec
 from lakelog.connector.table.table import Table
 from lakelog.operators.committer import OverwriteRequest
@@ -116,11 +117,11 @@ def overwrite_rows(
     store = TableStore(path)
     dynamic = _dynamic(sql, store, options)
     spec = {k: literal_value(v) for k, v in partition.items()}
-    if store.schema.cross_partition_update or log_config(store) is not None:
+    if store.schema.cross_partition_update:
         if sql.in_statement_set:
             raise UnsupportedStatementError(
-                f"{where}: a cross-partition table or one with a Kafka log is overwritten by the "
-                "client, not by a job: not inside a statement set"
+                f"{where}: a cross-partition table is overwritten by the client, not by a job: not "
+                "inside a statement set"
             )
         data = _collect(table, store.schema.arrow_schema())
         sid = _table(path, dynamic).overwrite(data, spec or None)

@@ -209,3 +209,55 @@ def test_flinks_own_kafka_connector_rebuilds_the_table_from_the_log(
         else:
             state[r[0]] = r[1]
     assert state == {r["k"]: r["total"] for r in t.to_arrow().to_pylist()} == {1: 10, 2: 21}
+
+
+def test_insert_overwrite_of_a_log_table_runs_as_a_job_and_publishes_nothing(
+    tmp_path: Path, kafka_broker: KafkaEndpoint
+) -> None:
+    """INSERT OVERWRITE into a table with a Kafka log streams through the sink like any other (alone
+    or in a statement set): one OVERWRITE snapshot that keeps the log's offsets, and no record in the
+    log (as Table.overwrite). An overwrite that would change a partition's bucket count (keys would
+    change topic partition) fails naming the partition and the counts."""
+    from tests.flink.sqlkit import session
+
+    wh = tmp_path / "wh"
+    schema = pa.schema([pa.field("dt", pa.string(), False), pa.field("k", pa.int64(), False), ("v", pa.string())])
+    t = lakelog.Catalog(str(wh)).create_table(
+        "db.t", schema, primary_key=["dt", "k"], partition_by=["dt"],
+        options={"bucket": "2", "log.system": "kafka", "kafka.bootstrap.servers": kafka_broker.bootstrap_servers},
+    )  # fmt: skip
+    t.write(pa.table({"dt": ["a"] * 5 + ["b"] * 5, "k": list(range(5)) * 2, "v": ["old"] * 10}, schema=schema))
+    published = len(topic_records(t))
+    assert published == 10
+    sql = session(parallelism=2)
+    sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='{wh}')")
+    sql.execute("USE CATALOG lk")
+    result = sql.execute("INSERT OVERWRITE db.t SELECT 'a', k, 'new' FROM (VALUES (1), (2)) AS x(k)")
+    assert "job" in result.message  # the sink wrote the rows, not the client
+    sql.execute("BEGIN STATEMENT SET")
+    sql.execute("INSERT OVERWRITE db.t PARTITION (dt = 'b') SELECT k, 'set' FROM (VALUES (7)) AS x(k)")
+    sql.execute("END")
+    snaps = t.refresh().snapshots()
+    assert [s.commit_kind for s in snaps] == ["APPEND", "OVERWRITE", "OVERWRITE"]
+    assert snaps[1].log_offsets == snaps[2].log_offsets == snaps[0].log_offsets
+    assert sorted((r["dt"], r["k"], r["v"]) for r in t.to_arrow().to_pylist()) == [
+        ("a", 1, "new"), ("a", 2, "new"), ("b", 7, "set"),
+    ]  # fmt: skip
+    assert len(topic_records(t)) == published
+    t.write(pa.table({"dt": ["a"], "k": [3], "v": ["later"]}, schema=schema))  # later writes reach the log
+    assert len(topic_records(t)) == published + 1
+    # partition a has 2 buckets; with the table at 3, an overwrite of a would move its keys
+    sql.execute("ALTER TABLE db.t SET ('bucket' = '3')")
+    last = t.refresh().latest_snapshot()
+    text = refused_job(sql, "INSERT OVERWRITE db.t SELECT 'a', k, 'x' FROM (VALUES (1)) AS x(k)")
+    assert "dt=a" in text and "from 2 to 3 buckets" in text and "Kafka log" in text, text
+    assert t.refresh().latest_snapshot().id == last.id
+
+
+def refused_job(sql: Any, stmt: str) -> str:
+    """The message of the failure of ``stmt``'s job."""
+    try:
+        sql.execute(stmt)
+    except Exception as e:  # noqa: BLE001 - the runner's error, whatever its class
+        return str(e)
+    raise AssertionError(f"{stmt} did not fail")
