@@ -230,6 +230,12 @@ def cmd_compact(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} needs --streaming")
         if not (args.streaming or args.job):
             raise UsageError(f"{flag} needs --job or --streaming")
+    if args.where is not None and (args.streaming or args.job):
+        raise UsageError(
+            "--where compacts in this process; the Flink job (--job, --streaming) takes --partition"
+        )
+    if args.where is not None and args.partition:
+        raise UsageError("give --partition or --where, not both")
     t = _catalog(args).get_table(_table_arg(args))
     if args.streaming or args.job:  # a Flink job (needs the flink extra; pyflink loads only now)
         import importlib.util
@@ -246,7 +252,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         return run_from_args(t.path, args, full=full)
     bar = ProgressBar(f"compacting {t.identifier}") if sys.stderr.isatty() or args.progress else None
     specs = [partition_arg(p) for p in args.partition] if args.partition else None
-    sid = t.compact(full=not args.universal, partitions=specs, progress=bar)
+    sid = t.compact(full=not args.universal, partitions=specs, where=args.where, progress=bar)
     print(f"compaction committed snapshot {sid}" if sid else "nothing to compact")
     return 0
 
@@ -354,6 +360,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--job", action="store_true", help="run as a batch Flink job (parallel compaction)")
     s.add_argument("--full", action="store_true", help="with --streaming: full compactions")
+    s.add_argument(
+        "--where",
+        help="a predicate on the partition fields, e.g. \"dt >= '2024-06-01'\" (in process only)",
+    )
     compact_job_arguments(s)
     s.set_defaults(func=cmd_compact)
     return p

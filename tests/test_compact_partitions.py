@@ -168,8 +168,8 @@ def test_call_sys_compact_partitions(catalog: lakelog.Catalog) -> None:
     assert {p: sum(len(n) for n in b.values()) for p, b in files.items()} == {("eu", 1): 1, ("eu", 2): 2, ("us", 3): 1}
     with pytest.raises(SqlError, match="argument 'partitions' = 'region'.*k=v"):
         call_procedure(ctx, "compact", ["t"], {"partitions": "region"})
-    with pytest.raises(UnsupportedStatementError, match=r"\['where'\] are not supported"):
-        call_procedure(ctx, "compact", ["t"], {"where": "day > 1"})
+    with pytest.raises(UnsupportedStatementError, match=r"\['partition_idle_time'\] are not supported"):
+        call_procedure(ctx, "compact", ["t"], {"partition_idle_time": "1 d"})
     assert content(t) == {("eu", 1, 1): "b-1", ("eu", 2, 1): "b-1", ("us", 3, 1): "b-1"}
 
 
@@ -207,3 +207,51 @@ def test_partition_text_is_read_alike_by_the_cli_and_sql(
     assert [len(n) for n in files_by_partition(t)[("us", 1)].values()] == [1]
     with pytest.raises(SqlError, match="argument 'partitions' = ' ; '.*names no partition"):
         call_procedure(ctx, "compact", ["t"], {"partitions": " ; "})
+
+
+def test_where_chooses_partitions_by_a_predicate(
+    catalog: lakelog.Catalog, warehouse: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Paimon's ``where`` argument of compact: a predicate on the partition fields, from Python,
+    ``CALL sys.compact`` and ``lakelog compact --where``; other columns, or with ``partitions``, are
+    refused by name before anything is compacted."""
+
+    def compacted(t: lakelog.Table) -> set[tuple[str, int]]:
+        """The partitions whose buckets hold one file each."""
+        return {p for p, b in files_by_partition(t).items() if all(len(n) == 1 for n in b.values())}
+
+    t = make(catalog)
+    every = [(r, d, i) for r in REGIONS for d in DAYS for i in range(6)]
+    for v in ("a", "b"):
+        t.write(rows(every, v))
+    model = content(t)
+    assert compacted(t) == set()
+    latest = t.latest_snapshot().id
+    for bad, match in (
+        ("id > 3", r"only the partition fields \['region', 'day'\].*id"),
+        ("day >", "ends too early"),
+    ):
+        with pytest.raises(InvalidInputError, match=match):
+            t.compact(where=bad)
+    with pytest.raises(InvalidInputError, match="partitions or where, not both"):
+        t.compact(partitions=[{"day": 1}], where="day = 1")
+    assert t.latest_snapshot().id == latest
+    assert t.compact(where="region = 'zz'") is None  # matches nothing: nothing to do
+    assert t.compact(where="region = 'eu' AND day >= 2") == latest + 1
+    assert compacted(t) == {("eu", 2), ("eu", 3)}
+    ctx = CallContext(catalog, "lk", "db")
+    assert call_procedure(ctx, "compact", ["t"], {"where": "day = 1 OR (region = 'us' AND day = 3)"}).rows == [
+        ("Success",)
+    ]
+    assert compacted(t) == {("eu", 1), ("eu", 2), ("eu", 3), ("us", 1), ("us", 3)}
+    with pytest.raises(SqlError, match="'partitions' or 'where', not both"):
+        call_procedure(ctx, "compact", ["t"], {"where": "day = 2", "partitions": "day=2"})
+    assert cli(["--warehouse", warehouse, "compact", "db.t", "--where", "day = 2", "--job"]) == 2
+    assert "takes --partition" in capsys.readouterr().err
+    assert cli(["--warehouse", warehouse, "compact", "db.t", "--where", "day IN (2)"]) == 0
+    assert compacted(t) == {(r, d) for r in REGIONS for d in DAYS}
+    assert content(t) == model
+    flat = catalog.create_table("db.flat", SCHEMA, primary_key=["region", "day", "id"], options={"bucket": "1"})
+    flat.write(rows(every[:3], "a"))
+    with pytest.raises(InvalidInputError, match="not partitioned"):
+        flat.compact(where="day = 1")

@@ -9,7 +9,12 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Optional
 
-from lakelog.connector.errors import CommitConflictError, MissingFileError, SnapshotNotFoundError
+from lakelog.connector.errors import (
+    CommitConflictError,
+    InvalidInputError,
+    MissingFileError,
+    SnapshotNotFoundError,
+)
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.options import ChangelogProducer
 from lakelog.connector.format.store import TableStore
@@ -21,7 +26,12 @@ from lakelog.connector.lsm.levels import (
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.table.commit import TableCommit
 from lakelog.connector.table.maintenance import after_commit
-from lakelog.connector.table.partition_specs import PartitionSpec, matching_partitions, partition_spec
+from lakelog.connector.table.partition_specs import (
+    PartitionSpec,
+    matching_partitions,
+    partition_spec,
+    partitions_where,
+)
 from lakelog.connector.table.scan import plan_splits
 
 log = logging.getLogger(__name__)
@@ -78,6 +88,7 @@ def compact_table(
     *,
     full: bool = True,
     partitions: Optional[Sequence[PartitionSpec]] = None,
+    where: Optional[str] = None,
     progress: Optional[Progress] = None,
     commit_user: Optional[str] = None,
     attempts: int = 3,
@@ -86,11 +97,17 @@ def compact_table(
     COMPACT snapshot; return its id, or None when there was nothing to do. ``partitions``: only
     the buckets of the partitions these specs match (see
     :mod:`lakelog.connector.table.partition_specs`; a spec matching none compacts nothing).
+    ``where``: only those of the partitions whose values satisfy this predicate on the partition
+    fields (Paimon's ``where``; not together with ``partitions``).
 
     A compaction that loses a race (another compaction committed first, or an expiration removed
     files of the snapshot it planned on) is dropped, its files deleted, and planned again on the
     new latest snapshot, up to ``attempts`` times."""
+    if partitions is not None and where is not None:
+        raise InvalidInputError(f"compaction of {store.path}: give partitions or where, not both")
     specs = [partition_spec(store, s) for s in partitions] if partitions is not None else None
+    if where is not None:
+        partitions_where(store, [], where)  # a bad predicate fails before any work
     sm = store.snapshot_manager
     for attempt in range(attempts):
         snap = sm.latest()
@@ -102,6 +119,9 @@ def compact_table(
             if specs is not None:
                 present = {s.partition for s in splits}
                 chosen = set().union(*(matching_partitions(store, present, spec) for spec in specs))
+                splits = [s for s in splits if s.partition in chosen]
+            if where is not None:
+                chosen = partitions_where(store, {s.partition for s in splits}, where)
                 splits = [s for s in splits if s.partition in chosen]
             for i, split in enumerate(splits):
                 msg = compact_split(store, split, full=full)

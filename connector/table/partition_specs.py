@@ -5,6 +5,8 @@ may be strings, as a command line or a SQL procedure argument gives them; they a
 partition columns' types. Overwrites, rescales, compactions and ``DROP PARTITION`` choose partitions
 this way. :func:`parse_partition_specs` reads Paimon's text form of them (``dt=2024-06-01,hh=1`` for
 one, ``;`` between several), as ``--partition`` and ``CALL sys.*`` arguments give them.
+:func:`partitions_where` chooses partitions by a predicate on the partition fields instead (Paimon's
+``where`` argument of ``compact``: ``dt > '2024-06-01' AND hh IN (1, 2)``).
 """
 
 from __future__ import annotations
@@ -14,10 +16,18 @@ from typing import Any, Optional
 
 import pyarrow as pa
 
-from lakelog.connector.errors import InvalidInputError
+from lakelog.connector.errors import InvalidInputError, OptionError, SchemaError
 from lakelog.connector.format.store import TableStore
+from lakelog.connector.table.expressions import parse_filter
 
-__all__ = ["PartitionSpec", "partition_spec", "spec_matcher", "matching_partitions", "parse_partition_specs"]
+__all__ = [
+    "PartitionSpec",
+    "partition_spec",
+    "spec_matcher",
+    "matching_partitions",
+    "parse_partition_specs",
+    "partitions_where",
+]
 
 PartitionSpec = Mapping[str, Any]
 
@@ -88,3 +98,33 @@ def matching_partitions(store: TableStore, partitions: Iterable[bytes], spec: Pa
     :func:`partition_spec`)."""
     match = spec_matcher(store, spec)
     return {p for p in partitions if match(p)}
+
+
+def partitions_where(store: TableStore, partitions: Iterable[bytes], where: str) -> set[bytes]:
+    """The binary partitions among ``partitions`` whose values satisfy ``where``, a filter (see
+    :mod:`lakelog.connector.table.expressions`) on partition fields only, as Paimon's ``where``
+    argument is. A filter naming another column, or one on an unpartitioned table, raises
+    :class:`InvalidInputError`."""
+    keys = list(store.schema.partition_keys)
+    if not keys:
+        raise InvalidInputError(f"where {where!r}: table {store.path} is not partitioned")
+    arrow = store.schema.arrow_schema()
+    schema = pa.schema([arrow.field(k) for k in keys])
+    try:
+        expr = parse_filter(where, schema)
+    except SchemaError as e:
+        raise InvalidInputError(f"where {where!r} may name only the partition fields {keys}: {e}") from None
+    except OptionError as e:
+        raise InvalidInputError(str(e)) from None
+    chosen = list(dict.fromkeys(partitions))
+    if expr is None or not chosen:
+        return set(chosen)
+    values = [store.partition_values(p) for p in chosen]
+    table = pa.table(
+        {
+            "__i": pa.array(range(len(chosen)), pa.int64()),
+            **{k: pa.array([v[i] for v in values], schema.field(k).type) for i, k in enumerate(keys)},
+        }
+    )
+    hits = table.filter(expr).column("__i").to_pylist()
+    return {chosen[i] for i in hits}

@@ -544,15 +544,17 @@ class Table:
         full: bool = True,
         *,
         partitions: Optional[Sequence[dict[str, Any]]] = None,
+        where: Optional[str] = None,
         progress: Any = None,
     ) -> Optional[int]:
         """Compact the buckets that need it (every bucket into one sorted run at the top level
         with ``full``, universal compaction's picks without); return the COMPACT snapshot id, None
         when there was nothing to do. ``partitions``: specs (``{"dt": "2024-06-01"}``, some of the
-        partition fields) of the partitions to compact; default: all of them."""
+        partition fields) of the partitions to compact; or ``where``: a predicate on the partition
+        fields (``"dt >= '2024-06-01' AND hh IN (1, 2)"``); default: all of them."""
         from lakelog.connector.table.compaction import compact_table
 
-        return compact_table(self._store, full=full, partitions=partitions, progress=progress)
+        return compact_table(self._store, full=full, partitions=partitions, where=where, progress=progress)
 
     def expire_snapshots(self, **overrides: Any) -> list[int]:
         """Expire snapshots by the table's retention options (overridable); return expired ids."""

@@ -185,8 +185,8 @@ def _local_millis(value: Any, arg: str) -> int:
 
 # ---- the procedures ---------------------------------------------------------------------------------
 def _compact(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
-    _refuse("compact", a, "where", "partition_idle_time", "options",
-            why="lakelog chooses partitions by 'partitions' only")  # fmt: skip
+    _refuse("compact", a, "partition_idle_time", "options",
+            why="lakelog chooses partitions by 'partitions' or 'where' only")  # fmt: skip
     if a.get("order_strategy") not in (None, "", "none") or a.get("order_by"):
         raise UnsupportedStatementError(
             "CALL sys.compact: sort compaction (order_strategy, order_by) is not supported by lakelog"
@@ -195,7 +195,10 @@ def _compact(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     if strategy not in ("full", "minor"):
         raise SqlError(f"CALL sys.compact: compact_strategy must be 'full' or 'minor', not {strategy!r}")
     specs = _partition_specs(a["partitions"], "partitions") if a.get("partitions") else None
-    ctx.table(a["table"]).compact(full=strategy == "full", partitions=specs)
+    where = a.get("where") or None
+    if specs is not None and where is not None:
+        raise SqlError("CALL sys.compact: give 'partitions' or 'where', not both")
+    ctx.table(a["table"]).compact(full=strategy == "full", partitions=specs, where=where)
     return _success()
 
 
