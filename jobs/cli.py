@@ -230,10 +230,6 @@ def cmd_compact(args: argparse.Namespace) -> int:
             raise UsageError(f"{flag} needs --streaming")
         if not (args.streaming or args.job):
             raise UsageError(f"{flag} needs --job or --streaming")
-    if args.where is not None and (args.streaming or args.job):
-        raise UsageError(
-            "--where compacts in this process; the Flink job (--job, --streaming) takes --partition"
-        )
     if args.where is not None and args.partition:
         raise UsageError("give --partition or --where, not both")
     t = _catalog(args).get_table(_table_arg(args))
@@ -274,6 +270,10 @@ def compact_job_arguments(s: argparse.ArgumentParser) -> None:
         "--partition",
         action="append",
         help="k=v[,k2=v2] of a partition to compact (repeatable; default: every partition)",
+    )
+    s.add_argument(
+        "--where",
+        help="a predicate on the partition fields instead, e.g. \"dt >= '2024-06-01' AND hh IN (1, 2)\"",
     )
     s.add_argument("--streaming", action="store_true", help="a streaming Flink job that keeps compacting")
     s.add_argument("--parallelism", type=int, help="job: compactor parallelism")
@@ -360,10 +360,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--job", action="store_true", help="run as a batch Flink job (parallel compaction)")
     s.add_argument("--full", action="store_true", help="with --streaming: full compactions")
-    s.add_argument(
-        "--where",
-        help="a predicate on the partition fields, e.g. \"dt >= '2024-06-01'\" (in process only)",
-    )
     compact_job_arguments(s)
     s.set_defaults(func=cmd_compact)
     return p

@@ -253,6 +253,7 @@ def run_from_args(table: TableLike, args: argparse.Namespace, *, full: bool) -> 
         idle_timeout_s=args.idle_timeout,
         commit_user=args.commit_user,
         partitions=_partitions(args),
+        where=getattr(args, "where", None),
         **(
             {
                 "channel_dir": args.channel_dir,

@@ -28,11 +28,11 @@ from pyflink.datastream import KeyedProcessFunction, MapFunction, RuntimeContext
 from pyflink.datastream.connectors.number_seq import NumberSequenceSource
 from pyflink.datastream.state import ValueStateDescriptor
 
-from lakelog.connector.errors import OptionError
+from lakelog.connector.errors import InvalidInputError, OptionError
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.options import Duration
 from lakelog.connector.format.store import TableStore
-from lakelog.connector.table.partition_specs import partition_spec
+from lakelog.connector.table.partition_specs import partition_spec, partitions_where
 from lakelog.operators.channel import CommitterConfig, commit_through_channel, constant_key
 from lakelog.operators.codec import Committable, encode_committable
 from lakelog.operators.committer import WAKE
@@ -76,6 +76,7 @@ class PlannerConfig:
     ticks_per_round: int
     progress_file: Optional[str]
     partitions: Optional[tuple[dict[str, Any], ...]] = None  # cast specs: only these partitions
+    where: Optional[str] = None  # a predicate on the partition fields: only the partitions it selects
 
 
 class CompactionPlanner(KeyedProcessFunction):  # type: ignore[misc]
@@ -105,7 +106,12 @@ class CompactionPlanner(KeyedProcessFunction):  # type: ignore[misc]
         if latest is not None and (nxt is None or latest.id >= nxt):
             only = None if nxt is None else changed_buckets(store, int(nxt) - 1, latest.id)
             keys = plan_compaction(
-                store, full=self.config.full, snapshot=latest, only=only, partitions=self.config.partitions
+                store,
+                full=self.config.full,
+                snapshot=latest,
+                only=only,
+                partitions=self.config.partitions,
+                where=self.config.where,
             )
             self.next_snapshot.update(latest.id + 1)
         self.rounds += 1
@@ -233,6 +239,7 @@ def build_compaction(
     max_rounds: Optional[int] = None,
     poll_interval_ms: int = DEFAULT_POLL_MS,
     partitions: Optional[Sequence[Mapping[str, Any]]] = None,
+    where: Optional[str] = None,
 ) -> CompactionPlan:
     """Add the compaction graph for ``table`` (a lakelog ``Table`` or a table path) to ``env``.
 
@@ -246,11 +253,16 @@ def build_compaction(
     what the previous run's channel released. ``channel_dir``: ``<root>/lakelog-compact-<hash>``,
     where ``<root>`` is ``lakelog.commit-channel.dir`` of the job's configuration, else the system
     temp dir. ``partitions``: specs (``{"dt": "2024-06-01"}``, some of the partition fields) of the
-    partitions to compact; default: all of them.
+    partitions to compact, or ``where``: a predicate on the partition fields (a streaming job applies
+    it to the partitions of every round); default: all of them.
     """
     path = table_path(table)
     store = TableStore(path)
+    if partitions is not None and where is not None:
+        raise InvalidInputError(f"compaction job of {path}: give partitions or where, not both")
     specs = tuple(partition_spec(store, s) for s in partitions) if partitions is not None else None
+    if where is not None:
+        partitions_where(store, [], where)  # a bad predicate fails here, not in the job
     name = os.path.basename(os.path.normpath(path))
     ident = _default_id(path)
     if streaming:
@@ -264,7 +276,7 @@ def build_compaction(
             raise OptionError(f"max_rounds must be at least 1, not {max_rounds}")
         plan = CompactionPlan(path, True, full, user, channel)
         tick_stream, per_round = ticks(env, interval_s, rounds=max_rounds)
-        planner = CompactionPlanner(PlannerConfig(path, full, per_round, plan.progress_file, specs))
+        planner = CompactionPlanner(PlannerConfig(path, full, per_round, plan.progress_file, specs, where))
         tasks = (
             tick_stream.key_by(constant_key, key_type=Types.INT())
             .process(planner, output_type=Types.STRING())
@@ -274,7 +286,7 @@ def build_compaction(
         )
     else:
         user = commit_user or f"lakelog-compact-{uuid.uuid4()}"
-        keys = plan_compaction(store, full=full, partitions=specs)
+        keys = plan_compaction(store, full=full, partitions=specs, where=where)
         plan = CompactionPlan(path, False, full, user, None, keys)
         if not keys:
             return plan

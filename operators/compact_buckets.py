@@ -42,7 +42,7 @@ from lakelog.connector.lsm.levels import Levels
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.table.changes import touched_buckets
 from lakelog.connector.table.compaction import compact_split
-from lakelog.connector.table.partition_specs import PartitionSpec, matching_partitions
+from lakelog.connector.table.partition_specs import PartitionSpec, matching_partitions, partitions_where
 from lakelog.operators.codec import Committable
 from lakelog.operators.committer import SinkCommitter
 
@@ -177,15 +177,20 @@ def plan_compaction(
     snapshot: Optional[Snapshot] = None,
     only: Optional[Iterable[str]] = None,
     partitions: Optional[Sequence[PartitionSpec]] = None,
+    where: Optional[str] = None,
 ) -> list[str]:
     """Keys of the buckets of ``snapshot`` (default: the latest) that need compaction, sorted;
     ``partitions``: only those of the partitions these specs (cast by
-    :func:`~lakelog.connector.table.partition_specs.partition_spec`) match."""
+    :func:`~lakelog.connector.table.partition_specs.partition_spec`) match; ``where``: only those
+    whose partition values satisfy this predicate on the partition fields."""
     snap = snapshot if snapshot is not None else store.snapshot_manager.latest()
     buckets = live_buckets(store, snap, only)
     if partitions is not None:
         present = {b.partition for b in buckets.values()}
         chosen = set().union(*(matching_partitions(store, present, spec) for spec in partitions))
+        buckets = {k: b for k, b in buckets.items() if b.partition in chosen}
+    if where is not None:
+        chosen = partitions_where(store, {b.partition for b in buckets.values()}, where)
         buckets = {k: b for k, b in buckets.items() if b.partition in chosen}
     return sorted(k for k, b in buckets.items() if compaction_input(store, b, full=full) is not None)
 

@@ -213,8 +213,8 @@ def test_where_chooses_partitions_by_a_predicate(
     catalog: lakelog.Catalog, warehouse: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Paimon's ``where`` argument of compact: a predicate on the partition fields, from Python,
-    ``CALL sys.compact`` and ``lakelog compact --where``; other columns, or with ``partitions``, are
-    refused by name before anything is compacted."""
+    ``CALL sys.compact``, ``lakelog compact --where`` and the compaction job's planner; other
+    columns, or with ``partitions``, are refused by name before anything is compacted."""
 
     def compacted(t: lakelog.Table) -> set[tuple[str, int]]:
         """The partitions whose buckets hold one file each."""
@@ -244,10 +244,14 @@ def test_where_chooses_partitions_by_a_predicate(
         ("Success",)
     ]
     assert compacted(t) == {("eu", 1), ("eu", 2), ("eu", 3), ("us", 1), ("us", 3)}
+    from lakelog.operators.compact_buckets import parse_bucket_key, plan_compaction
+
+    planned = plan_compaction(t.store, full=True, where="day <> 1")
+    assert {t.store.partition_values(parse_bucket_key(k)[0]) for k in planned} == {("us", 2)}
     with pytest.raises(SqlError, match="'partitions' or 'where', not both"):
         call_procedure(ctx, "compact", ["t"], {"where": "day = 2", "partitions": "day=2"})
-    assert cli(["--warehouse", warehouse, "compact", "db.t", "--where", "day = 2", "--job"]) == 2
-    assert "takes --partition" in capsys.readouterr().err
+    assert cli(["--warehouse", warehouse, "compact", "db.t", "--where", "day = 2", "--partition", "day=2"]) == 2
+    assert "not both" in capsys.readouterr().err
     assert cli(["--warehouse", warehouse, "compact", "db.t", "--where", "day IN (2)"]) == 0
     assert compacted(t) == {(r, d) for r in REGIONS for d in DAYS}
     assert content(t) == model

@@ -62,7 +62,7 @@ def test_batch_job_through_the_cli(tmp_path: Any) -> None:
     last = t.latest_snapshot()
     assert last is not None
 
-    # first partition a only, then every partition that still needs it (b)
+    # first partition a only (a spec), then b (a predicate: --where)
     def partition(key: str) -> str:
         return str(t.store.partition_values(parse_bucket_key(key)[0])[0])
 
@@ -76,7 +76,9 @@ def test_batch_job_through_the_cli(tmp_path: Any) -> None:
     out = io.StringIO()
     t0 = time.monotonic()
     with contextlib.redirect_stdout(out):
-        rc = cli_main(["--warehouse", wh, "compact", "db.t", "--job", "--universal", "--parallelism", "2"])
+        rc = cli_main(
+            ["--warehouse", wh, "compact", "db.t", "--job", "--universal", "--parallelism", "2", "--where", "dt >= 'b'"]
+        )
     print(f"batch compaction job: {time.monotonic() - t0:.1f} s")
     assert rc == 0, out.getvalue()
     assert "compaction committed 1 snapshot(s)" in out.getvalue()
@@ -86,6 +88,7 @@ def test_batch_job_through_the_cli(tmp_path: Any) -> None:
     assert snaps[-1].commit_user.startswith("lakelog-compact-")
     after = sorted_run_counts(t.store)
     assert set(after) == set(runs) and all(after[k] < runs[k] for k in runs)
+    assert {k: after[k] for k in runs if partition(k) == "a"} == {k: mid[k] for k in runs if partition(k) == "a"}
     assert _content(t) == expected
 
     # nothing left for universal compaction: no job is started at all
