@@ -36,6 +36,7 @@ from lakelog.connector.lsm.rebase import rebase_file
 from lakelog.connector.table.changes import log_changes, snapshot_log_changes
 from lakelog.connector.table.log import log_publisher
 from lakelog.connector.table.partition_specs import spec_matcher
+from lakelog.connector.table.routing import PartitionBucketCounts
 
 __all__ = [
     "TableCommit",
@@ -272,14 +273,11 @@ class TableCommit:
         if not written:
             return
         store = self.store
-        wanted = {p for p, _ in written}
-        before: dict[bytes, int] = {}
-        for e in store.live_entries(store.snapshot_manager.latest()):
-            if e.partition in wanted and e.total_buckets > 0:
-                before.setdefault(e.partition, e.total_buckets)
+        before = PartitionBucketCounts(store, 0)  # 0: the partition has no live files
+        before.learn({p for p, _ in written}, store.live_entries(store.snapshot_manager.latest()))
         for partition, count in sorted(written):
-            old = before.get(partition)
-            if old is not None and old != count:
+            old = before.count(partition)
+            if old and old != count:
                 raise OptionError(
                     f"overwrite of {partition_label(store, partition)} of {store.path} would rewrite it "
                     f"from {old} to {count} buckets, but the table has a Kafka log: its keys' later "
