@@ -1,4 +1,5 @@
-"""Write cost of each Parquet layout choice (field ids, statistics, INT96, decimals as integers).
+"""Write cost of each Parquet layout choice (field ids, statistics, INT96, decimals as integers,
+checksums).
 
 Not a timed test: one run prints CPU-time *ratios* of one data-file write (``DataFileWriter.write`` of a
 sorted key-value table, statistics for the manifest included) against a baseline, variants interleaved
@@ -8,6 +9,10 @@ in the same process, files on tmpfs so that the disk is out of the figure. See b
     python benchmarks/bench_parquet_layout.py --rows 200000 --rounds 3
     python benchmarks/bench_parquet_layout.py --baseline OLD/connector/format/data_file.py
         # adds the data_file module of another checkout (the code before these layouts) as "before"
+
+It then prints the read side of the checksums: CPU time of ``read_data_file`` (every column) of the
+shipped file, which verifies its footer checksum and every page CRC, against the same rows written
+without checksums (nothing to verify), and ``pq.read_table`` of each file for reference.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ from typing import Any, Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
-from lakelog.connector.format.data_file import DataFileWriter
+from lakelog.connector.format.data_file import DataFileWriter, read_data_file
 from lakelog.connector.format.parquet_layout import (
     WriteLayout,
     data_file_schema,
@@ -42,18 +48,20 @@ WIDE = [*ORDERS, ("n", pa.int32()), ("d10", pa.decimal128(10, 2)), ("d38", pa.de
         ("ltz6", pa.timestamp("us", tz="UTC"))]
 SHAPES = {"orders": ORDERS, "wide": WIDE, "wide+ts9": [*WIDE, ("ts9", pa.timestamp("ns"))]}
 
-OLD = WriteLayout(field_ids=False, statistics="none", int96=False, decimal_as_integer=False)
+OLD = WriteLayout(field_ids=False, statistics="none", int96=False, decimal_as_integer=False, checksums=False)
 VARIANTS: dict[str, WriteLayout] = {
     "old layout (new code)": OLD,
-    "+ field ids": WriteLayout(field_ids=True, statistics="none", int96=False, decimal_as_integer=False),
-    "+ statistics, keys": WriteLayout(field_ids=False, statistics="keys", int96=False, decimal_as_integer=False),
-    "+ statistics, all": WriteLayout(field_ids=False, statistics="all", int96=False, decimal_as_integer=False),
-    "+ INT96": WriteLayout(field_ids=False, statistics="none", int96=True, decimal_as_integer=False),
-    "shipped (ids, all stats, INT96)": WriteLayout(),
-    "alternative (ids, key stats, INT96)": WriteLayout(statistics="keys"),
+    "+ field ids": WriteLayout(True, "none", False, False, False),
+    "+ statistics, keys": WriteLayout(False, "keys", False, False, False),
+    "+ statistics, all": WriteLayout(False, "all", False, False, False),
+    "+ INT96": WriteLayout(False, "none", True, False, False),
+    "+ checksums (page CRCs, footer)": WriteLayout(False, "none", False, False, True),
+    "shipped (ids, all stats, INT96, CRCs)": WriteLayout(),
+    "shipped without checksums": WriteLayout(checksums=False),
+    "alternative (ids, key stats, INT96)": WriteLayout(statistics="keys", checksums=False),
 }
 if decimal_as_integer_supported():
-    VARIANTS["+ decimals as INT32/INT64"] = WriteLayout(False, "none", False, True)
+    VARIANTS["+ decimals as INT32/INT64"] = WriteLayout(False, "none", False, True, False)
 
 
 def key_value_table(columns: list[tuple[str, pa.DataType]], rows: int, seed: int) -> tuple[pa.Table, pa.Schema]:
@@ -129,6 +137,32 @@ def measure(columns: list[tuple[str, pa.DataType]], rows: int, rounds: int, root
               f"       {sizes[name] / 2**20:7.2f}")
 
 
+def measure_read(columns: list[tuple[str, pa.DataType]], rows: int, rounds: int, root: str) -> None:
+    """Print the CPU time of reading one data file back with its checksums verified, against the
+    same file without checksums."""
+    table, schema = key_value_table(columns, rows, seed=1)
+    paths: dict[str, str] = {}
+    for name, layout in (("without checksums", WriteLayout(checksums=False)), ("with checksums", WriteLayout())):
+        d = os.path.join(root, name.replace(" ", "-"))
+        os.makedirs(d)
+        (meta,) = writer_for(schema, d, layout).write(table, level=0)
+        paths[name] = os.path.join(d, meta.file_name)
+    runs: dict[str, Callable[[], Any]] = {}
+    for name, path in paths.items():
+        runs[f"read_data_file, {name}"] = lambda p=path: read_data_file(p)
+        runs[f"pq.read_table, {name}"] = lambda p=path: pq.read_table(p, use_threads=False)
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(rounds):
+        for name, fn in runs.items():
+            times[name].append(cpu(fn))
+    base = "read_data_file, without checksums"
+    b_min, b_med = min(times[base]), statistics.median(times[base])
+    print(f"{len(schema)} columns, read                    min s   ratio(min)  ratio(median)")
+    for name in runs:
+        t = times[name]
+        print(f"  {name:36s} {min(t):6.3f}   {min(t) / b_min:6.3f}      {statistics.median(t) / b_med:6.3f}")
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -148,6 +182,11 @@ def main(argv: Optional[list[str]] = None) -> None:
         for shape, columns in SHAPES.items():
             print(f"\n{shape}: ", end="")
             measure(columns, args.rows, args.rounds, root, before)
+        for shape, columns in SHAPES.items():
+            shutil.rmtree(root)
+            os.makedirs(root)
+            print(f"\n{shape}: ", end="")
+            measure_read(columns, args.rows, args.rounds, root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -96,3 +96,169 @@ def test_a_full_disk_leaves_no_temp_files(make_table: MakeTable, monkeypatch: py
     assert sorted(t.to_arrow().column("id").to_pylist()) == [1]
     t.write(orders([3]))
     assert sorted(t.to_arrow().column("id").to_pylist()) == [1, 3]
+
+
+# ---- issue 19, item 7: a schema file that contradicts the data files' layout ----------------------------
+def _edit_schema(t: lakelog.Table, schema_id: int, **changes: object) -> Path:
+    import json
+
+    path = Path(t.path) / "schema" / f"schema-{schema_id}"
+    doc = json.loads(path.read_text())
+    doc.update(changes)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _table_state(t: lakelog.Table) -> tuple[list[str], list[str]]:
+    root = Path(t.path)
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "schema" not in p.parts)
+    return files, sorted(os.listdir(root / "snapshot"))
+
+
+def test_a_schema_file_edited_to_drop_the_primary_key_is_refused_as_corrupt(
+    make_table: MakeTable, catalog: lakelog.Catalog
+) -> None:
+    """Read as an append table, the key-value files would bring the deleted row 1 back (and every
+    older version of row 2); a compaction would then make that permanent."""
+    t = make_table(partition_by=None, options={"bucket": "1"})
+    t.write(orders([1, 2]))
+    t.write(orders([2]))
+    t.delete(orders([1]).select(["dt", "id"]))
+    schema_file = _edit_schema(t, 0, primaryKeys=[])
+    edited = catalog.get_table("db.t")
+    assert edited.primary_keys == []
+    before = _table_state(edited)
+    attempts = {
+        "read": lambda: edited.to_arrow(),
+        "changes": lambda: edited.changes(0),
+        "write": lambda: edited.write(orders([7])),
+        "compact": lambda: edited.compact(full=True),
+        "compact-universal": lambda: edited.compact(full=False),
+        "overwrite": lambda: edited.overwrite(orders([7])),
+    }
+    for what, attempt in attempts.items():
+        with pytest.raises(CorruptFileError) as e:
+            attempt()
+        msg = str(e.value)
+        assert str(schema_file) in msg and "data-" in msg and "no primary key" in msg, (what, msg)
+        assert _table_state(edited) == before, what  # nothing written, nothing committed
+
+
+def test_a_schema_file_edited_to_add_a_primary_key_is_refused_as_corrupt(
+    make_table: MakeTable, catalog: lakelog.Catalog
+) -> None:
+    t = make_table(primary_key=None, partition_by=None, options={"bucket": "1", "bucket-key": "id"})
+    t.write(orders([1, 1, 2]))  # an append table keeps both rows of id 1
+    schema_file = _edit_schema(t, 0, primaryKeys=["dt", "id"])
+    edited = catalog.get_table("db.t")
+    before = _table_state(edited)
+    for attempt in (edited.to_arrow, lambda: edited.write(orders([7])), lambda: edited.compact(full=True)):
+        with pytest.raises(CorruptFileError, match=f"{schema_file}.*primary key \\['dt', 'id'\\]"):
+            attempt()
+        assert _table_state(edited) == before
+
+
+def test_schema_files_that_disagree_on_the_primary_key_are_refused(
+    make_table: MakeTable, catalog: lakelog.Catalog
+) -> None:
+    t = make_table(partition_by=None, options={"bucket": "1"})
+    t.write(orders([1, 2]))
+    t.write(orders([3]))
+    t.alter(lakelog.AddColumn("note", pa.string()))
+    t.write(pa.table({"dt": ["d"], "id": [4], "name": ["n4"], "amount": [1.0], "note": ["x"]}))
+    _edit_schema(t, 0, primaryKeys=["id"])  # an older schema, still read for the older files
+    with pytest.raises(CorruptFileError, match="schema-0 and .*schema-1 .*different primary keys"):
+        catalog.get_table("db.t").to_arrow()
+
+
+def test_the_layout_check_reads_only_the_footer_already_open(make_table: MakeTable) -> None:
+    """Reading opens each data file once, as before: the check looks at names of the footer that
+    opening the file has read anyway."""
+    import pyarrow.parquet as pq
+
+    t = make_table(options={"bucket": "1"})
+    for i in range(3):
+        t.write(orders([i, i + 10]))
+    opened: list[str] = []
+    real = pq.ParquetFile.__init__
+
+    def counting(self: pq.ParquetFile, source: object, *args: object, **kwargs: object) -> None:
+        opened.append(str(source))
+        real(self, source, *args, **kwargs)  # type: ignore[arg-type]
+
+    pq.ParquetFile.__init__ = counting  # type: ignore[method-assign]
+    try:
+        assert sorted(t.to_arrow().column("id").to_pylist()) == [0, 1, 2, 10, 11, 12]
+    finally:
+        pq.ParquetFile.__init__ = real  # type: ignore[method-assign]
+    assert len(opened) == len(set(opened)) == 3
+
+
+@pytest.mark.parametrize("damage", ["schema file", "schema directory", "everything but data files"])
+def test_a_damaged_table_can_be_dropped(make_table: MakeTable, catalog: lakelog.Catalog, damage: str) -> None:
+    """Regression: ``drop_table`` refused a table whose schema file was missing ("does not exist"),
+    so the only way to get rid of a table that cannot be opened was to delete its directory by hand.
+    Dropping a damaged table removes its directory, and the name is free again."""
+    t = make_table("db.t")
+    t.write(orders([1, 2]))
+    root = Path(t.path)
+    if damage == "schema file":
+        os.remove(root / "schema" / "schema-0")
+    elif damage == "schema directory":
+        shutil.rmtree(root / "schema")
+    else:
+        for d in ("schema", "snapshot", "manifest"):
+            shutil.rmtree(root / d)
+    catalog.drop_table("db.t")
+    assert not root.exists()
+    with pytest.raises(TableNotFoundError):
+        catalog.drop_table("db.t")
+    catalog.drop_table("db.t", missing_ok=True)
+    fresh = catalog.create_table("db.t", ORDERS, primary_key=["dt", "id"], partition_by=["dt"])
+    assert fresh.to_arrow().num_rows == 0
+
+
+def _rename_in_footer(path: Path, column: str, new: bytes) -> None:
+    """Overwrite the name of ``column`` in the file's footer (Parquet schema) with ``new``, as long."""
+    from lakelog.connector.format import thrift_compact as tc
+    from lakelog.connector.format.parquet_footer import read_footer
+
+    cut, footer = read_footer(str(path))
+    schema = tc.field(tc.read_struct(footer), 2)
+    assert schema is not None
+    name = next(f for e in schema.value.items for f in e if f.id == 4 and f.value == column.encode())
+    assert len(new) == len(column) and name.end - len(new) >= name.vpos
+    with open(path, "r+b") as fh:
+        fh.seek(cut + name.end - len(new))
+        fh.write(new)
+
+
+@pytest.mark.parametrize("new", [b"nbme", b"n\xffme"], ids=["other-name", "not-utf-8"])
+def test_a_damaged_column_name_in_a_footer_is_refused_by_name(
+    make_table: MakeTable, monkeypatch: pytest.MonkeyPatch, new: bytes
+) -> None:
+    """Regression: pyarrow leaves out the columns to read that a file lacks, and the read then failed
+    with a raw KeyError; a name that is no UTF-8 failed with a raw UnicodeDecodeError. (The file
+    is written without the footer checksum, which would catch the damage first, as Paimon's and
+    pypaimon's files are.)"""
+    from lakelog.connector.format import parquet_layout
+
+    monkeypatch.setattr(parquet_layout, "DEFAULT_LAYOUT", parquet_layout.WriteLayout(checksums=False))
+    t = make_table(options={"bucket": "1"})
+    t.write(orders([1, 2, 3]))
+    (f,) = data_files(t)
+    _rename_in_footer(f, "name", new)
+    with pytest.raises(CorruptFileError, match=f.name):
+        t.to_arrow()
+
+
+def test_a_data_file_missing_a_column_of_its_schema_is_refused_by_name(make_table: MakeTable) -> None:
+    from lakelog.connector.format.data_file import iter_data_file, read_data_file
+
+    t = make_table(options={"bucket": "1"})
+    t.write(orders([1, 2, 3]))
+    (f,) = data_files(t)
+    with pytest.raises(CorruptFileError, match=rf"{f.name} lacks the column\(s\) \['nope'\]"):
+        read_data_file(str(f), ["id", "nope"])
+    with pytest.raises(CorruptFileError, match=f.name):
+        next(iter_data_file(str(f), ["nope"]))

@@ -564,3 +564,65 @@ def test_thrift_footer_of_paimon_java_files_round_trips(paimon_java: PaimonOracl
     for f in files:
         _, footer = read_footer(f)
         assert thrift_compact.write_struct(thrift_compact.read_struct(footer)) == footer
+
+
+# ---- checksums -------------------------------------------------------------------------------------------
+_VERIFY = {"parquet.page.verify-checksum.enabled": "true"}  # parquet-mr checks page CRCs only when asked
+
+
+def _flip_in_page(path: str, column: str) -> None:
+    """Flip one bit in the middle of the first data page of ``column`` (random doubles: zstd stores
+    them as they are, so without a checksum the flip reads back as another value)."""
+    from pathlib import Path
+
+    from .test_data_file_checksums import pages
+
+    page = next(p for p in pages(Path(path)) if p.column == column and not p.dictionary)
+    offset = (page.header_end + page.end) // 2
+    with open(path, "r+b") as fh:
+        fh.seek(offset)
+        b = fh.read(1)[0]
+        fh.seek(offset)
+        fh.write(bytes([b ^ 0x01]))
+
+
+def test_paimon_java_verifies_the_page_checksums_lakelog_writes(paimon_java: PaimonOracle, tmp_path: Any) -> None:
+    """lakelog writes Parquet's page CRCs and a footer checksum in the footer's key-value metadata.
+    Paimon Java reads such files as before, and, asked to check page CRCs, accepts every page of
+    lakelog's data files (here after a full compaction) and refuses a damaged one: they are the CRCs
+    the Parquet spec defines, as parquet-mr computes them. (The oracle's streaming read takes no
+    options, so changelog files, which the same writer writes, are read unchecked by
+    test_paimon_java_streams_the_changelog_lakelog_reports.)"""
+    wh, name = str(tmp_path / "wh"), "db.crc"
+    t = lakelog.Catalog(wh).create_table(name, WITH_NANOS, primary_key=["dt", "id"], partition_by=["dt"],
+                                         options={"bucket": "2", "changelog-producer": "lookup"})
+    t.write(sample(WITH_NANOS, range(0, 300), 0))
+    t.write(sample(WITH_NANOS, range(100, 400), 1))
+    t.compact(full=True)
+    want = arrow_to_rows(t.to_arrow())
+    assert_same(paimon_java.read(wh, name), want, "Paimon Java reading lakelog's files with checksums")
+    assert_same(paimon_java.read(wh, name, options=_VERIFY), want, "Paimon Java verifying lakelog's page CRCs")
+    live = {os.path.basename(p) for p in t.files().column("file_path").to_pylist()}
+    path = next(p for p in lakelog_data_files(wh) if os.path.basename(p) in live)
+    _flip_in_page(path, "f64")
+    with pytest.raises(PaimonOracleError) as e:
+        paimon_java.read(wh, name, options=_VERIFY)
+    assert "CRC checksum verification failed" in e.value.java_message
+    with pytest.raises(lakelog.errors.CorruptFileError, match=f"{os.path.basename(path)} fails a page checksum"):
+        t.to_arrow()
+
+
+def test_lakelog_verifies_the_page_checksums_paimon_java_writes(paimon_java: PaimonOracle, tmp_path: Any) -> None:
+    """Paimon Java (parquet-mr) writes a CRC in every page header; lakelog checks them on every read:
+    a damaged page of a Paimon-written file raises CorruptFileError naming it (it read back as
+    another value before)."""
+    wh, name = str(tmp_path / "wh"), "db.theirs"
+    paimon_java.create_table(wh, name, WITH_NANOS, primary_key=["dt", "id"], partition_by=["dt"],
+                             options={"bucket": "1"})
+    paimon_java.write(wh, name, sample(WITH_NANOS, range(0, 300), 0))
+    t = lakelog.Catalog(wh).get_table(name)
+    assert_same(arrow_to_rows(t.to_arrow()), paimon_java.read(wh, name), "lakelog verifying Paimon Java's CRCs")
+    path = lakelog_data_files(wh)[0]
+    _flip_in_page(path, "f64")
+    with pytest.raises(lakelog.errors.CorruptFileError, match=f"{os.path.basename(path)} fails a page checksum"):
+        t.to_arrow()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
 import os
 import uuid
 from collections.abc import Iterator, Sequence
@@ -14,10 +15,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakelog.connector.errors import CorruptFileError, MissingFileError
-from lakelog.connector.format import parquet_layout
+from lakelog.connector.errors import CorruptFileError, LakelogError, MissingFileError
+from lakelog.connector.format import parquet_footer, parquet_layout
 from lakelog.connector.format.binary_row import serialize_row
 from lakelog.connector.format.fileio import os_error_code, storage_errors
+from lakelog.connector.format.key_value import KEY_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.manifest import DataFileMeta, SimpleStats, local_now_millis
 from lakelog.connector.format.parquet_layout import PhysicalLayout, WriteLayout
 from lakelog.connector.format.parquet_read import conform, readable
@@ -28,12 +30,15 @@ __all__ = [
     "RollingFileWriter",
     "read_data_file",
     "iter_data_file",
+    "FileLayout",
     "new_data_file_name",
     "STRING_STATS_TRUNCATE",
     "StatsMode",
 ]
 
 STRING_STATS_TRUNCATE = 16  # Paimon's default metadata.stats-mode is truncate(16)
+
+_log = logging.getLogger(__name__)
 
 
 def new_data_file_name(prefix: str = "data-", suffix: str = ".parquet") -> str:
@@ -367,6 +372,10 @@ class RollingFileWriter:
         return self.files
 
     def abort(self) -> None:
+        """Remove the files written so far. Runs on the failure path, so it never raises: the error
+        that brought us here is the one to report (on a read-only file system even removing a file
+        that was never created fails, with EROFS). A file that cannot be removed is logged; it is in
+        no snapshot, and orphan-file removal deletes it later."""
         if self._writer is not None:
             try:
                 self._writer.close()
@@ -375,31 +384,125 @@ class RollingFileWriter:
                 pass
             self._writer = None
         for p in self.paths:
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 os.remove(p)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                if os.path.lexists(p):
+                    _log.warning("cannot remove the unfinished data file %s: %s", p, e)
         self.files = []
+
+
+# What pyarrow raises for a file it cannot decode. A damaged footer or page can also fail as a
+# UnicodeDecodeError (a column name), an ArrowNotImplementedError (a type field turned into one
+# pyarrow lacks) or an ArrowIndexError/ArrowKeyError; a failed page CRC is an OSError without errno.
+_UNDECODABLE = (
+    pa.ArrowInvalid,
+    pa.ArrowNotImplementedError,
+    pa.ArrowTypeError,
+    pa.ArrowIndexError,
+    pa.ArrowKeyError,
+    pa.ArrowCapacityError,
+    UnicodeDecodeError,
+    OSError,
+)
 
 
 @contextlib.contextmanager
 def _named_errors(path: str) -> Iterator[None]:
-    """Turn a failed read into MissingFileError or CorruptFileError naming the file."""
+    """Turn a failed read into MissingFileError or CorruptFileError naming the file (or a
+    StorageError, when the file system failed)."""
     try:
         yield
     except FileNotFoundError:
         raise MissingFileError(f"data file referenced by the snapshot is missing: {path}") from None
-    except (pa.ArrowInvalid, OSError) as e:
+    except LakelogError:
+        raise
+    except _UNDECODABLE as e:
         if not os.path.exists(path):
             raise MissingFileError(f"data file referenced by the snapshot is missing: {path}") from None
         if isinstance(e, OSError) and os_error_code(e) is not None:  # the file system's, not the file's
             with storage_errors("read the data file", path):
                 raise
+        if "CRC checksum verification failed" in str(e):
+            raise CorruptFileError(f"data file {path} fails a page checksum: it was damaged ({e})") from e
         raise CorruptFileError(f"cannot read data file {path}: {e}") from e
 
 
-def _open_checked(path: str, expect: Optional[DataFileMeta]) -> pq.ParquetFile:
+@dataclass(frozen=True)
+class FileLayout:
+    """The columns the table's schema says its data files begin with, checked against each file's
+    Parquet footer when it is opened: a primary-key table's key-value layout (``keys``, its
+    trimmed primary-key fields, stored as ``_KEY_<k>``, then ``_SEQUENCE_NUMBER`` and
+    ``_VALUE_KIND``), or, without ``keys``, the table's columns alone. ``schema_file`` is the
+    schema file that says so (named in errors), ``primary_keys`` its primary key.
+
+    A schema file edited to drop the primary key would otherwise read key-value files as append
+    files, every version of a key and its deletions included (deleted rows come back, and a
+    compaction would make that permanent); one that gained a primary key would merge append
+    files by a key they do not hold."""
+
+    keys: tuple[str, ...]
+    schema_file: str
+    primary_keys: tuple[str, ...] = ()
+
+    def check(self, f: pq.ParquetFile, path: str) -> None:
+        """Raise :class:`CorruptFileError` naming the data file and the schema file when the
+        footer's leading columns contradict this layout (a few names of the footer already read)."""
+        schema = f.metadata.schema
+        count = len(schema)
+        if self.keys:
+            expected = [key_column(k) for k in self.keys] + [SEQUENCE_NUMBER, VALUE_KIND]
+            found = [schema.column(i).path for i in range(min(count, len(expected)))]
+            if found != expected:
+                keys = [c for c in found if c.startswith(KEY_PREFIX)]
+                raise self._refused(path, f"the key columns {keys}" if keys else None)
+        elif count and schema.column(0).path.startswith(KEY_PREFIX):
+            raise self._refused(path, None)
+
+    def fits_record(self, meta: DataFileMeta) -> bool:
+        """The same check of a file's manifest record, which opens nothing: a key-value file's
+        record holds its smallest key, an append file's the empty row (no fields). When it fails,
+        raise :meth:`refused_record`."""
+        return (int.from_bytes(meta.min_key[:4], "big", signed=True) > 0) == bool(self.keys)
+
+    def refused_record(self, path: str) -> CorruptFileError:
+        return self._refused(path, None, record=True)
+
+    def _refused(self, path: str, holds: Optional[str], *, record: bool = False) -> CorruptFileError:
+        said = f"the manifest records data file {path} as holding" if record else f"data file {path} holds"
+        if not self.keys:
+            return CorruptFileError(
+                f"{said} the key-value columns of a primary-key table ({KEY_PREFIX}*, {SEQUENCE_NUMBER}, "
+                f"{VALUE_KIND}), but schema file {self.schema_file} declares no primary key: the schema "
+                "file was edited or replaced, and reading the file as one of a table without primary "
+                "key would bring back every deleted and overwritten row (a compaction would make that "
+                "permanent). Restore the schema file's primaryKeys"
+            )
+        expected = [key_column(k) for k in self.keys] + [SEQUENCE_NUMBER, VALUE_KIND]
+        what = holds or (
+            f"no key-value columns ({KEY_PREFIX}*, {SEQUENCE_NUMBER}, {VALUE_KIND}), as a file of a table "
+            "without primary key does"
+        )
+        return CorruptFileError(
+            f"{said} {what}, but schema file {self.schema_file} declares the primary key "
+            f"{list(self.primary_keys)} (files beginning with {expected}): the schema file was edited or "
+            "replaced, and the table's rows would be merged by a key its files do not hold. Restore the "
+            "schema file"
+        )
+
+
+def _open_checked(
+    path: str, expect: Optional[DataFileMeta], layout: Optional[FileLayout] = None
+) -> pq.ParquetFile:
     """Open a data file, checking its size and row count against the manifest's record of it
-    (both are free: a stat and the Parquet footer). A file replaced by another one, truncated or
-    extended raises :class:`CorruptFileError` naming it, instead of reading wrong rows."""
+    (both are free: a stat and the Parquet footer), its footer against the footer's checksum
+    when it has one (files lakelog writes do), and its leading columns against ``layout`` (the
+    footer's names). A file replaced by another one, truncated, extended or damaged, or one that
+    contradicts the table's schema, raises :class:`CorruptFileError` naming it, instead of reading
+    wrong rows. The file opens with its page checksums verified as pages are read (pages without
+    one, as in files that Paimon or pypaimon wrote without them, are read unchecked)."""
     if expect is not None:
         size = os.path.getsize(path)
         if size != expect.file_size:
@@ -407,13 +510,30 @@ def _open_checked(path: str, expect: Optional[DataFileMeta]) -> pq.ParquetFile:
                 f"data file {path} has {size} bytes, but the manifest records {expect.file_size}: "
                 "it was replaced, truncated or extended after it was committed"
             )
-    f = pq.ParquetFile(path)
+    parquet_footer.verify_footer(path)
+    f = pq.ParquetFile(path, page_checksum_verification=True)
     if expect is not None and f.metadata.num_rows != expect.row_count:
         raise CorruptFileError(
             f"data file {path} holds {f.metadata.num_rows} rows, but the manifest records "
             f"{expect.row_count}: it was replaced after it was committed"
         )
+    if layout is not None:
+        layout.check(f, path)
     return f
+
+
+def _check_columns(
+    f: pq.ParquetFile, path: str, columns: Optional[list[str]], expect: Optional[DataFileMeta]
+) -> None:
+    """pyarrow skips the columns to read that a file lacks; a file missing one of its schema's
+    columns is damaged (a file that records the columns it holds, Paimon's ``_WRITE_COLS``, is not
+    checked)."""
+    if columns is None or (expect is not None and expect.write_cols is not None):
+        return
+    names = set(f.schema_arrow.names)
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise CorruptFileError(f"data file {path} lacks the column(s) {missing} of its schema")
 
 
 def read_data_file(
@@ -422,6 +542,7 @@ def read_data_file(
     *,
     expect: Optional[DataFileMeta] = None,
     schema: Optional[pa.Schema] = None,
+    layout: Optional[FileLayout] = None,
 ) -> pa.Table:
     """Read a Parquet data file; a missing or undecodable file, or one that does not match its
     manifest record ``expect``, raises an error naming it.
@@ -429,11 +550,13 @@ def read_data_file(
     ``schema`` is the file's Arrow schema (:func:`~lakelog.connector.format.store.file_schema`): each
     column comes back with its type whichever physical layout stored it (see
     :mod:`~lakelog.connector.format.parquet_read`); without it INT96 columns come back as
-    ``timestamp[ns]``, and plain INT64 timestamps as integers.
+    ``timestamp[ns]``, and plain INT64 timestamps as integers. ``layout``: the columns the table's
+    schema says the file begins with (see :class:`FileLayout`).
     """
     cols = list(columns) if columns is not None else None
     with _named_errors(path):
-        f = _open_checked(path, expect)
+        f = _open_checked(path, expect, layout)
+        _check_columns(f, path, cols, expect)
         with readable(f, path, cols) as source:
             table = source.read(columns=cols, use_threads=False)
         return conform(table, schema, path)
@@ -446,12 +569,14 @@ def iter_data_file(
     *,
     expect: Optional[DataFileMeta] = None,
     schema: Optional[pa.Schema] = None,
+    layout: Optional[FileLayout] = None,
 ) -> Iterator[pa.Table]:
-    """Read a Parquet data file in chunks of about ``batch_rows`` rows (bounded memory); ``schema`` as
-    for :func:`read_data_file`."""
+    """Read a Parquet data file in chunks of about ``batch_rows`` rows (bounded memory); ``schema``
+    and ``layout`` as for :func:`read_data_file`."""
     cols = list(columns) if columns is not None else None
     with _named_errors(path):
-        f = _open_checked(path, expect)
+        f = _open_checked(path, expect, layout)
+        _check_columns(f, path, cols, expect)
         with readable(f, path, cols) as source:
             for batch in source.iter_batches(batch_size=batch_rows, columns=cols):
                 yield conform(pa.Table.from_batches([batch]), schema, path)

@@ -17,8 +17,10 @@ import contextlib
 import errno as _errno
 import os
 import re
+import sys
 import uuid
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from lakelog.connector.errors import (
     LakelogError,
@@ -27,6 +29,9 @@ from lakelog.connector.errors import (
     PathEscapeError,
     StorageError,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lakelog.connector.format.lock import Hold
 
 __all__ = ["FileIO", "local_path", "ensure_inside", "storage_errors", "os_error_code"]
 
@@ -137,17 +142,34 @@ class FileIO:
                 yield os.path.join(dirpath, name)
 
     def delete(self, path: str) -> bool:
+        """Remove a file; False when it is not there. A read-only file system refuses even the removal
+        of a file that does not exist (EROFS, not ENOENT): that is no error either."""
         try:
-            with storage_errors("delete", path):
-                os.remove(path)
+            os.remove(path)
             return True
         except FileNotFoundError:
             return False
+        except OSError:
+            if not os.path.lexists(path):
+                return False
+            with storage_errors("delete", path):
+                raise
 
     def delete_dir(self, path: str) -> None:
+        """Remove a directory tree; one removed meanwhile (wholly or partly) is fine, a file system
+        that refuses raises :class:`StorageError`."""
         import shutil
 
-        shutil.rmtree(path, ignore_errors=True)
+        def fail(_fn: object, failed: str, exc: BaseException) -> None:
+            if isinstance(exc, FileNotFoundError):
+                return
+            with storage_errors("delete", failed):
+                raise exc
+
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(path, onexc=fail)
+        else:
+            shutil.rmtree(path, onerror=lambda fn, failed, info: fail(fn, failed, info[1]))
 
     def delete_empty_dir(self, path: str) -> bool:
         """Remove ``path`` if it is an empty directory; False when it is absent or not empty."""
@@ -227,3 +249,10 @@ class FileIO:
     def overwrite_atomic(self, path: str, data: bytes) -> None:
         """Replace a small mutable file (hints, consumers) atomically."""
         self.write_bytes(path, data)
+
+    def lock(self, path: str, timeout_s: float) -> contextlib.AbstractContextManager[Hold]:
+        """Hold the lock file ``path`` exclusively across threads and processes (``flock``; see
+        :mod:`lakelog.connector.format.lock`), waiting at most ``timeout_s`` seconds."""
+        from lakelog.connector.format.lock import file_lock
+
+        return file_lock(path, timeout_s)

@@ -163,8 +163,9 @@ class ManifestFile:
                 metas.append(self._meta(name, len(data), items[start:end], partition_types))
                 start = end
         except BaseException:
-            for name in written:
-                self.file_io.delete(self.path(name))
+            for name in written:  # best effort: the error that got us here is the one to report
+                with contextlib.suppress(OSError):
+                    self.file_io.delete(self.path(name))
             raise
         return metas
 

@@ -10,6 +10,22 @@ FIXED_LEN_BYTE_ARRAY(12), whose data pages hold the same bytes as INT96's:
 * :func:`binary_view`: a file opened through a copy of its footer declaring its INT96 columns
   FIXED_LEN_BYTE_ARRAY(12), so that pyarrow hands over the bytes.
 
+And the footer's checksum. Page CRCs (Parquet's own, written and verified by
+:mod:`~lakelog.connector.format.data_file`) cover the page data only; the footer, which says how to
+decode those pages, has none in Parquet. A flipped bit there can turn an OPTIONAL column REQUIRED,
+and the intact pages then decode to wrong values without an error. So every data file lakelog
+writes carries, in its footer's key-value metadata, the CRC-32 of the footer itself
+(:data:`FOOTER_CRC_KEY`, eight hex digits; computed with those digits as ``00000000``):
+
+* :func:`footer_checksum_slot`: the key-value entry to write (the placeholder), and
+  :func:`seal_footer`, which fills it in once the file is complete: one read of the footer and an
+  eight-byte write in place, so the footer is neither decoded nor moved.
+* :func:`verify_footer`: checked on every read, before pyarrow decodes the footer. A footer without
+  the entry (a file Paimon, pypaimon or lakelog before this wrote) is not checked.
+
+Readers that do not know the key (Paimon's Java reader, pypaimon, Spark) ignore it, like any other
+key-value metadata.
+
 The footer is Thrift (compact protocol): :mod:`~lakelog.connector.format.thrift_compact`.
 """
 
@@ -18,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import zlib
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -26,7 +43,17 @@ import pyarrow.parquet as pq
 from lakelog.connector.errors import CorruptFileError
 from lakelog.connector.format import thrift_compact as tc
 
-__all__ = ["read_footer", "binary_view", "declare_int96", "int96_from_lakelog", "LAKELOG_INT96"]
+__all__ = [
+    "read_footer",
+    "binary_view",
+    "declare_int96",
+    "int96_from_lakelog",
+    "LAKELOG_INT96",
+    "FOOTER_CRC_KEY",
+    "footer_checksum_slot",
+    "seal_footer",
+    "verify_footer",
+]
 
 LAKELOG_INT96 = (b"lakelog.int96", b"timestamp[ns]")
 """Key-value metadata of files whose INT96 columns lakelog wrote from Arrow ``timestamp[ns]`` values:
@@ -141,7 +168,7 @@ def binary_view(path: str) -> Iterator[pq.ParquetFile]:
         raise CorruptFileError(f"data file {path}: cannot decode its footer: {e}") from None
     tail = patched + len(patched).to_bytes(4, "little") + b"PAR1"
     with _SplicedFile(path, cut, tail) as source:
-        f = pq.ParquetFile(source)
+        f = pq.ParquetFile(source, page_checksum_verification=True)
         try:
             yield f
         finally:
@@ -155,10 +182,12 @@ def _leaf_elements(schema: list[tc.TField]) -> list[list[tc.TField]]:
     return [e for e in schema if tc.field(e, 5) is None]
 
 
-def declare_int96(path: str, leaves: Sequence[int]) -> None:
+def declare_int96(path: str, leaves: Sequence[int], *, checksum_slot: bool = False) -> None:
     """Rewrite the footer of the Parquet file ``path`` so that leaf columns ``leaves`` (indices in
     column order), written as FIXED_LEN_BYTE_ARRAY(12) by :func:`~lakelog.connector.format.int96.encode`,
     are INT96 columns, without statistics (INT96 has no defined order), and mark the file as lakelog's.
+    ``checksum_slot``: also add the footer checksum's slot (:func:`footer_checksum_slot`) unless the
+    footer has it (pyarrow writes no key-value metadata for these files, which store no Arrow schema).
 
     Only those bytes change (the rest of the footer is not encoded again: this runs for every file)."""
     cut, footer = read_footer(path)
@@ -188,12 +217,16 @@ def declare_int96(path: str, leaves: Sequence[int]) -> None:
             stats = tc.field(md.value, 12)
             if stats is not None:
                 edits.append(tc.without_field(footer, md.value, md.value.index(stats)))
-    marker = [tc.TField(1, tc.BINARY, LAKELOG_INT96[0]), tc.TField(2, tc.BINARY, LAKELOG_INT96[1])]
+    entries = [LAKELOG_INT96]
+    if checksum_slot and (kv is None or all(getattr(tc.field(e, 1), "value", None) != FOOTER_CRC_KEY
+                                            for e in kv.value.items)):
+        entries += footer_checksum_slot().items()
+    markers = [[tc.TField(1, tc.BINARY, k), tc.TField(2, tc.BINARY, v)] for k, v in entries]
     if kv is None:  # key_value_metadata
-        new = tc.TField(5, tc.LIST, tc.TList(tc.STRUCT, [marker]))
+        new = tc.TField(5, tc.LIST, tc.TList(tc.STRUCT, markers))
         edits.append(tc.with_field(footer, meta, new, len(footer) - 1))
     else:
-        kv.value.items.append(marker)
+        kv.value.items.extend(markers)
         edits.append(tc.replaced_field(meta, meta.index(kv)))
     patched = tc.apply_edits(footer, edits)
     with open(path, "r+b") as fh:
@@ -207,3 +240,61 @@ def _as_int96(footer: bytes, t: tc.TField) -> tc.Edit:
     if t.end != t.vpos + 1:
         raise CorruptFileError("a Parquet Type field is not one byte long")
     return (t.vpos, t.end, bytes([_INT96 << 1]))
+
+
+# ---- the footer's checksum -------------------------------------------------------------------------------
+FOOTER_CRC_KEY = b"lakelog.footer.crc32"
+"""Key-value metadata key of the CRC-32 (zlib's) of the footer, as eight lowercase hex digits."""
+
+_CRC_PLACEHOLDER = b"00000000"
+# The entry as Thrift's compact protocol writes a KeyValue: field 1 (binary, header 0x18), the key's
+# length and bytes, field 2 (binary, 0x18) and the value's length, 8; then the digits.
+_CRC_ENTRY = bytes([0x18, len(FOOTER_CRC_KEY)]) + FOOTER_CRC_KEY + bytes([0x18, len(_CRC_PLACEHOLDER)])
+
+
+def footer_checksum_slot() -> dict[bytes, bytes]:
+    """The key-value metadata that :func:`seal_footer` fills in: add it to the schema the file is
+    written with."""
+    return {FOOTER_CRC_KEY: _CRC_PLACEHOLDER}
+
+
+def _slot(footer: bytes) -> int:
+    """Where the eight digits of the footer's checksum start, or -1 for a footer without one. The
+    last match: key-value metadata follows the row groups, whose statistics hold user values, and
+    only fixed text (``created_by``) and column orders follow it."""
+    at = footer.rfind(_CRC_ENTRY)
+    return at + len(_CRC_ENTRY) if at >= 0 else -1
+
+
+def _footer_crc(footer: bytes, start: int) -> bytes:
+    end = start + len(_CRC_PLACEHOLDER)
+    crc = zlib.crc32(footer[end:], zlib.crc32(_CRC_PLACEHOLDER, zlib.crc32(footer[:start])))
+    return b"%08x" % crc
+
+
+def seal_footer(path: str) -> None:
+    """Write the checksum of the complete footer of data file ``path`` into its slot (see
+    :func:`footer_checksum_slot`); the file must have been written with the slot."""
+    cut, footer = read_footer(path)
+    start = _slot(footer)
+    if start < 0 or footer[start : start + len(_CRC_PLACEHOLDER)] != _CRC_PLACEHOLDER:
+        raise CorruptFileError(f"data file {path}: its footer has no empty checksum slot to fill")
+    with open(path, "r+b") as fh:
+        fh.seek(cut + start)
+        fh.write(_footer_crc(footer, start))
+
+
+def verify_footer(path: str) -> None:
+    """Check the footer of data file ``path`` against its checksum, if it has one; a mismatch raises
+    :class:`CorruptFileError` naming the file."""
+    _, footer = read_footer(path)
+    start = _slot(footer)
+    if start < 0:
+        return
+    stored = footer[start : start + len(_CRC_PLACEHOLDER)]
+    computed = _footer_crc(footer, start)
+    if stored != computed:
+        raise CorruptFileError(
+            f"data file {path}: its footer fails its checksum (stored {stored.decode('latin-1')!r}, "
+            f"computed {computed.decode()!r}): the file was damaged after it was written"
+        )

@@ -16,6 +16,10 @@
   parquet-mr, writes none for INT96).
 * **DECIMAL(p <= 18) as INT32/INT64** when pyarrow can (``store_decimal_as_integer``, pyarrow 17);
   pyarrow 16 writes FIXED_LEN_BYTE_ARRAY, which Paimon reads too.
+* **Checksums**: a CRC-32 in every page header (Parquet's ``crc`` field, dictionary pages included),
+  which parquet-mr writes too and checks only when asked, and the CRC-32 of the footer in its
+  key-value metadata (:func:`~lakelog.connector.format.parquet_footer.seal_footer`), which other
+  readers ignore. lakelog's reader checks both.
 
 Reading every layout back is :mod:`lakelog.connector.format.parquet_read`'s job.
 """
@@ -67,14 +71,16 @@ class WriteLayout:
     ``field_ids``: Paimon's field ids (from the file schema's field metadata). ``statistics``:
     ``"all"`` columns, only the ``"keys"`` (``_KEY_*`` and system columns), or ``"none"``. ``int96``:
     TIMESTAMP(7..9) as INT96 (see the module doc). ``decimal_as_integer``: DECIMAL(p <= 18) as
-    INT32/INT64, None for "when pyarrow can". ``WriteLayout(False, "none", False, False)`` is the
-    layout lakelog wrote before it wrote Paimon's.
+    INT32/INT64, None for "when pyarrow can". ``checksums``: page CRCs and the footer's checksum.
+    ``WriteLayout(False, "none", False, False, False)`` is the layout lakelog wrote before it wrote
+    Paimon's.
     """
 
     field_ids: bool = True
     statistics: Literal["all", "keys", "none"] = "all"
     int96: bool = True
     decimal_as_integer: Optional[bool] = None
+    checksums: bool = True
 
 
 DEFAULT_LAYOUT = WriteLayout()
@@ -224,8 +230,12 @@ class PhysicalLayout:
         self.int96_leaves = [i for i, t in enumerate(leaves) if _is_nanos(t)] if layout.int96 else []
         if self.int96_leaves:
             fields = [_field_like(f, _stored(f.type)) for f in fields]
-        self.schema = pa.schema(fields, metadata=schema.metadata if layout.field_ids else None)
+        metadata = dict(schema.metadata or {}) if layout.field_ids else {}
+        if layout.checksums:
+            metadata.update(parquet_footer.footer_checksum_slot())
+        self.schema = pa.schema(fields, metadata=metadata or None)
         self._converted = [i for i, f in enumerate(schema) if not fields[i].type.equals(f.type)]
+        self.checksums = layout.checksums
         self.options = self._options(key_columns, layout)
 
     def _options(self, key_columns: Sequence[str], layout: WriteLayout) -> dict[str, Any]:
@@ -239,7 +249,7 @@ class PhysicalLayout:
             stats = [c for c in (*key_columns, SEQUENCE_NUMBER, VALUE_KIND) if c in self.schema.names]
         else:
             stats = False
-        opts: dict[str, Any] = {"write_statistics": stats or False}
+        opts: dict[str, Any] = {"write_statistics": stats or False, "write_page_checksum": layout.checksums}
         if self.int96_leaves:
             opts["store_schema"] = False  # its Arrow types would say fixed_size_binary(12)
         as_integer = layout.decimal_as_integer
@@ -261,6 +271,9 @@ class PhysicalLayout:
         return pa.Table.from_arrays(columns, schema=self.schema)
 
     def finish(self, path: str) -> None:
-        """Complete the file ``path`` once its writer is closed: declare the INT96 columns."""
+        """Complete the file ``path`` once its writer is closed: declare the INT96 columns, then seal
+        the footer with its checksum (last: nothing may change the footer after it)."""
         if self.int96_leaves:
-            parquet_footer.declare_int96(path, self.int96_leaves)
+            parquet_footer.declare_int96(path, self.int96_leaves, checksum_slot=self.checksums)
+        if self.checksums:
+            parquet_footer.seal_footer(path)

@@ -15,8 +15,8 @@ from typing import Any, Union
 from lakelog.connector.errors import CorruptFileError
 
 __all__ = [
-    "TField", "TList", "TMap", "read_struct", "write_struct", "field", "without_field", "with_field",
-    "replaced_field", "apply_edits", "Edit", "I32", "BINARY", "LIST", "STRUCT",
+    "TField", "TList", "TMap", "read_struct", "read_struct_at", "write_struct", "field", "without_field",
+    "with_field", "replaced_field", "apply_edits", "Edit", "I32", "BINARY", "LIST", "STRUCT",
 ]
 
 # compact type codes
@@ -140,6 +140,15 @@ def _struct(data: bytes, pos: int) -> tuple[list[TField], int]:
             value, pos = _value(data, pos, t)
         fields.append(TField(fid, t, value, start, vpos, pos))
         last = fid
+
+
+def read_struct_at(data: bytes, pos: int) -> tuple[list[TField], int]:
+    """Decode the struct that starts at ``pos`` of ``data`` (a Parquet page header, followed by its
+    page); return it and the offset where it ends."""
+    try:
+        return _struct(data, pos)
+    except IndexError:
+        raise CorruptFileError("Thrift structure ends early") from None
 
 
 def read_struct(data: Union[bytes, memoryview]) -> list[TField]:

@@ -16,6 +16,7 @@ from typing import Any, Optional
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakelog.connector.errors import CorruptFileError
 from lakelog.connector.format.binary_row import deserialize_row
 from lakelog.connector.format.data_file import iter_data_file, read_data_file
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
@@ -99,6 +100,7 @@ class SplitRead:
         self.key_names = [key_column(k) for k in store.key_names]
         self._key_types = store.key_types
         self._schemas: dict[int, TableSchema] = {self.schema.id: self.schema}
+        self._layout = store.file_layout()
         self._arrow_schemas: dict[int, pa.Schema] = {}
         self.batch_rows = batch_rows
         self.merge_function: MergeFunction = merge_function_for(store)
@@ -112,6 +114,14 @@ class SplitRead:
         s = self._schemas.get(schema_id)
         if s is None:
             s = self.store.schema_manager.schema(schema_id)
+            if list(s.primary_keys) != list(self.schema.primary_keys):
+                # primary keys never change (no schema change alters them): one file was edited
+                files = [self.store.schema_manager.schema_path(i) for i in (schema_id, self.schema.id)]
+                raise CorruptFileError(
+                    f"schema files {files[0]} and {files[1]} of {self.store.path} declare different "
+                    f"primary keys ({list(s.primary_keys)} and {list(self.schema.primary_keys)}); "
+                    "primary keys never change, so one of them was edited or replaced: restore it"
+                )
             self._schemas[schema_id] = s
         return s
 
@@ -146,14 +156,16 @@ class SplitRead:
         types = self._file_arrow_schema(f.schema_id)
         if f.schema_id == self.schema.id:
             if rows >= f.row_count:
-                yield read_data_file(path, sys_cols + wanted, expect=f, schema=types)
+                yield read_data_file(path, sys_cols + wanted, expect=f, schema=types, layout=self._layout)
             else:
-                yield from iter_data_file(path, sys_cols + wanted, rows, expect=f, schema=types)
+                yield from iter_data_file(
+                    path, sys_cols + wanted, rows, expect=f, schema=types, layout=self._layout
+                )
             return
         old = self._file_schema(f.schema_id)
         mapping = physical_names(old, self.schema, wanted)
         phys = [p for p in (mapping[c] for c in wanted) if p is not None]
-        for data in iter_data_file(path, sys_cols + phys, rows, expect=f, schema=types):
+        for data in iter_data_file(path, sys_cols + phys, rows, expect=f, schema=types, layout=self._layout):
             values = evolve_table(data.select(phys), old, self.schema, wanted)
             for i, c in enumerate(sys_cols):
                 values = values.add_column(i, data.schema.field(c), data.column(c))

@@ -13,6 +13,10 @@
  *   java -cp ... PaimonOracle compact <warehouse> <db.table>                 full compaction, one commit
  *   java -cp ... PaimonOracle serve                                          (also: no arguments)
  *
+ * Every command may carry "catalog": an object of catalog options (a JDBC catalog's 'metastore',
+ * 'uri', 'jdbc.*', 'catalog-key', ...) used beside its warehouse; "listDatabases", "listTables"
+ * (database), "dropTable" and "renameTable" (table, to) work on names only.
+ *
  * "serve" reads one JSON command per line on stdin ({"op": "read", "warehouse": ..., "table": ...})
  * and answers each with exactly one JSON line on stdout: {"ok": true, "result": ...} or
  * {"ok": false, "error": "...", "trace": "..."}, so one JVM serves a whole test session. Anything
@@ -272,8 +276,21 @@ public final class PaimonOracle {
             pong.put("java", System.getProperty("java.version"));
             return pong;
         }
-        try (Catalog catalog = catalog(text(cmd, "warehouse"))) {
+        try (Catalog catalog = catalog(text(cmd, "warehouse"), cmd.get("catalog"))) {
             switch (op) {
+                case "listDatabases":
+                    return strings(catalog.listDatabases());
+                case "listTables":
+                    return strings(catalog.listTables(text(cmd, "database")));
+                case "dropTable":
+                    catalog.dropTable(Identifier.fromString(text(cmd, "table")), false);
+                    return NODES.nullNode();
+                case "renameTable":
+                    catalog.renameTable(
+                            Identifier.fromString(text(cmd, "table")),
+                            Identifier.fromString(text(cmd, "to")),
+                            false);
+                    return NODES.nullNode();
                 case "read":
                     return read(catalog, cmd);
                 case "schema":
@@ -296,8 +313,17 @@ public final class PaimonOracle {
 
     // ---- commands ----------------------------------------------------------------------------------
 
-    private static Catalog catalog(String warehouse) {
+    private static ArrayNode strings(List<String> names) {
+        ArrayNode out = NODES.arrayNode();
+        names.stream().sorted().forEach(out::add);
+        return out;
+    }
+
+    private static Catalog catalog(String warehouse, JsonNode extra) {
         Options options = new Options();
+        if (extra != null && extra.isObject()) {
+            extra.fields().forEachRemaining(e -> options.set(e.getKey(), e.getValue().asText()));
+        }
         options.set("warehouse", warehouse);
         // every command sees the files as they are now (lakelog writes the same warehouse in between)
         options.set("cache-enabled", "false");

@@ -51,6 +51,7 @@ __all__ = [
     "PaimonOracle",
     "PaimonOracleError",
     "JARS",
+    "JDBC_JARS",
     "REQUIRE_ENV",
     "arrow_to_rows",
     "canonical",
@@ -94,6 +95,14 @@ JARS: tuple[_Jar, ...] = (
     _Jar("org.apache.hadoop", "hadoop-client-runtime", "3.3.6", "81065531e63fccbe85fb04a3274709593fb00d3c"),
     # the bundle leaves slf4j out (no binding: slf4j falls back to its no-op logger)
     _Jar("org.slf4j", "slf4j-api", "1.7.36", "6c62681a2f655b49963a5983b8b0950a6120ae14"),
+)
+# Paimon's JDBC catalog as 1.4 writes it (table options in paimon_table_properties: 1.3 has no such
+# table), with the SQLite and PostgreSQL JDBC drivers: the oracle of tests/test_interop_paimon_java_jdbc.py
+JDBC_JARS: tuple[_Jar, ...] = (
+    _Jar("org.apache.paimon", "paimon-bundle", "1.4.2", "a3c37915303646fda01f20d81f7160a5947b513f"),
+    *JARS[1:],
+    _Jar("org.xerial", "sqlite-jdbc", "3.51.1.0", "fb803f82297e7738577c1fadbbe3e1ec9b904703"),
+    _Jar("org.postgresql", "postgresql", "42.7.8", "81b840fbfe0a6c0b7aa14c6bd4856108d36ed780"),
 )
 
 
@@ -142,12 +151,12 @@ def _published_sha1(jar: _Jar) -> str:
     return _download(jar.url + ".sha1", timeout=60).decode("ascii").split()[0].strip().lower()
 
 
-def fetch_jars(dest: Optional[Path] = None) -> list[Path]:
+def fetch_jars(dest: Optional[Path] = None, jars: Sequence[_Jar] = JARS) -> list[Path]:
     """The pinned jars in ``dest`` (default the cache), downloading and checking the missing ones."""
     folder = (dest or cache_dir()) / "jars"
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    for jar in JARS:
+    for jar in jars:
         path = folder / jar.file_name
         if not (path.is_file() and _sha1(path) == jar.sha1):
             published = _published_sha1(jar)
@@ -171,18 +180,18 @@ def fetch_jars(dest: Optional[Path] = None) -> list[Path]:
     return paths
 
 
-def _build_digest() -> str:
+def _build_digest(jars: Sequence[_Jar]) -> str:
     h = hashlib.sha256(_SOURCE.read_bytes())
-    for jar in JARS:
+    for jar in jars:
         h.update(f"\0{jar.file_name}:{jar.sha1}".encode())
     return h.hexdigest()[:16]
 
 
-def build(dest: Optional[Path] = None) -> Path:
+def build(dest: Optional[Path] = None, jar_set: Sequence[_Jar] = JARS) -> Path:
     """The folder of compiled oracle classes, compiled now unless this source was compiled before."""
     root = dest or cache_dir()
-    jars = fetch_jars(root)
-    classes = root / f"classes-{_build_digest()}"
+    jars = fetch_jars(root, jar_set)
+    classes = root / f"classes-{_build_digest(jar_set)}"
     if (classes / f"{_MAIN_CLASS}.class").is_file():
         return classes
     javac = jdk_tool("javac")
@@ -206,17 +215,20 @@ def build(dest: Optional[Path] = None) -> Path:
     return classes
 
 
-def oracle_classpath(dest: Optional[Path] = None) -> str:
+def oracle_classpath(dest: Optional[Path] = None, jar_set: Sequence[_Jar] = JARS) -> str:
     """The class path that runs the oracle (``java -cp <this> PaimonOracle ...``)."""
-    classes = build(dest)
-    return os.pathsep.join([str(classes), *map(str, fetch_jars(dest))])
+    classes = build(dest, jar_set)
+    return os.pathsep.join([str(classes), *map(str, fetch_jars(dest, jar_set))])
 
 
 # ---- the JVM --------------------------------------------------------------------------------------------
 class PaimonOracle:
     """One JVM running ``PaimonOracle serve``; every method is one command (or a pipelined batch)."""
 
-    def __init__(self, *, java_opts: Optional[Sequence[str]] = None, timeout: float = 600.0) -> None:
+    def __init__(
+        self, *, java_opts: Optional[Sequence[str]] = None, timeout: float = 600.0, jars: Sequence[_Jar] = JARS
+    ) -> None:
+        self.jars = tuple(jars)
         if java_opts is None:
             env = os.environ.get(JAVA_OPTS_ENV)
             java_opts = env.split() if env else _DEFAULT_JAVA_OPTS
@@ -250,11 +262,13 @@ class PaimonOracle:
         java = jdk_tool("java")
         if java is None:
             raise PaimonOracleError(self.unavailable_reason() or "no java")
-        cp = oracle_classpath()
+        cp = oracle_classpath(jar_set=self.jars)
+        # the JDBC oracle in UTC: PostgreSQL's driver writes lock times in the JVM's zone, lakelog in UTC
+        zone = ["-Duser.timezone=UTC"] if self.jars != JARS else []
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the JVM
         self._lines = queue.Queue()
         self._proc = subprocess.Popen(
-            [java, *self.java_opts, "-cp", cp, _MAIN_CLASS, "serve"],
+            [java, *self.java_opts, *zone, "-cp", cp, _MAIN_CLASS, "serve"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
             cwd=tempfile.gettempdir(),
         )
@@ -345,6 +359,7 @@ class PaimonOracle:
         *,
         columns: Optional[Sequence[str]] = None,
         options: Optional[Mapping[str, str]] = None,
+        catalog: Optional[Mapping[str, str]] = None,
     ) -> list[dict]:
         """Rows of ``table`` (latest snapshot or ``snapshot``) as Paimon's batch read merges them.
 
@@ -352,11 +367,24 @@ class PaimonOracle:
         ``options`` are dynamic table options (``{"scan.tag-name": "nightly"}``)."""
         return self.call("read", warehouse=str(warehouse), table=table, snapshot=snapshot,
                          columns=list(columns) if columns is not None else None,
-                         options=dict(options) if options else None)
+                         options=dict(options) if options else None, catalog=_catalog(catalog))
 
-    def schema(self, warehouse: str, table: str) -> dict:
+    def schema(self, warehouse: str, table: str, *, catalog: Optional[Mapping[str, str]] = None) -> dict:
         """The table's schema as Paimon holds it (``fields``, ``primaryKeys``, ``options``, ...)."""
-        return self.call("schema", warehouse=str(warehouse), table=table)
+        return self.call("schema", warehouse=str(warehouse), table=table, catalog=_catalog(catalog))
+
+    # -- names (``catalog``: the options of a JDBC catalog, say; default a file-system catalog)
+    def list_databases(self, warehouse: str, *, catalog: Optional[Mapping[str, str]] = None) -> list[str]:
+        return self.call("listDatabases", warehouse=str(warehouse), catalog=_catalog(catalog))
+
+    def list_tables(self, warehouse: str, database: str, *, catalog: Optional[Mapping[str, str]] = None) -> list[str]:
+        return self.call("listTables", warehouse=str(warehouse), database=database, catalog=_catalog(catalog))
+
+    def drop_table(self, warehouse: str, table: str, *, catalog: Optional[Mapping[str, str]] = None) -> None:
+        self.call("dropTable", warehouse=str(warehouse), table=table, catalog=_catalog(catalog))
+
+    def rename_table(self, warehouse: str, table: str, to: str, *, catalog: Optional[Mapping[str, str]] = None) -> None:
+        self.call("renameTable", warehouse=str(warehouse), table=table, to=to, catalog=_catalog(catalog))
 
     def create_table(
         self,
@@ -369,13 +397,14 @@ class PaimonOracle:
         options: Optional[Mapping[str, str]] = None,
         comment: Optional[str] = None,
         ignore_if_exists: bool = False,
+        catalog: Optional[Mapping[str, str]] = None,
     ) -> dict:
         """Create ``table`` (and its database) through Paimon's catalog; returns the new schema."""
         return self.call(
             "create", warehouse=str(warehouse), table=table, fields=paimon_fields(fields),
             primaryKeys=list(primary_key), partitionKeys=list(partition_by),
             options={k: str(v) for k, v in (options or {}).items()}, comment=comment,
-            ignoreIfExists=ignore_if_exists,
+            ignoreIfExists=ignore_if_exists, catalog=_catalog(catalog),
         )
 
     def write(
@@ -386,6 +415,7 @@ class PaimonOracle:
         *,
         commit_kind: str = "append",
         overwrite_partition: Optional[Mapping[str, str]] = None,
+        catalog: Optional[Mapping[str, str]] = None,
     ) -> Optional[int]:
         """One batch commit of ``rows`` (upserts; a row with ``"_rowkind": "-D"`` deletes its key).
 
@@ -393,7 +423,8 @@ class PaimonOracle:
         partitions written). Returns the latest snapshot id after the commit."""
         result = self.call("write", warehouse=str(warehouse), table=table, rows=plain_rows(rows),
                            commitKind=commit_kind,
-                           overwritePartition=dict(overwrite_partition) if overwrite_partition else None)
+                           overwritePartition=dict(overwrite_partition) if overwrite_partition else None,
+                           catalog=_catalog(catalog))
         return result["snapshot"]
 
     def delete(self, warehouse: str, table: str, keys: Union[pa.Table, Iterable[Mapping[str, Any]]]) -> Optional[int]:
@@ -423,26 +454,30 @@ class PaimonOracle:
         return self.call("compact", warehouse=str(warehouse), table=table, full=full)["snapshot"]
 
 
+def _catalog(options: Optional[Mapping[str, str]]) -> Optional[dict[str, str]]:
+    return {str(k): str(v) for k, v in options.items()} if options else None
+
+
 # ---- pytest -------------------------------------------------------------------------------------------
-_SHARED: Optional[PaimonOracle] = None
+_SHARED: dict[tuple[_Jar, ...], PaimonOracle] = {}
 
 
-def shared_oracle() -> PaimonOracle:
-    """One started oracle per Python process (closed at exit)."""
-    global _SHARED
-    if _SHARED is None:
+def shared_oracle(jars: Sequence[_Jar] = JARS) -> PaimonOracle:
+    """One started oracle per Python process and jar set (closed at exit)."""
+    key = tuple(jars)
+    if key not in _SHARED:
         import atexit
 
-        _SHARED = PaimonOracle().start()
-        atexit.register(_SHARED.close)
-    return _SHARED
+        oracle = _SHARED[key] = PaimonOracle(jars=key).start()
+        atexit.register(oracle.close)
+    return _SHARED[key]
 
 
 def _required() -> bool:
     return os.environ.get(REQUIRE_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
-def session_fixture(name: str = "paimon_java") -> Any:
+def session_fixture(name: str = "paimon_java", jars: Sequence[_Jar] = JARS) -> Any:
     """A session-scoped pytest fixture giving the shared :class:`PaimonOracle`.
 
     It skips only when no JDK exists, with a loud reason; with ``LAKELOG_REQUIRE_PAIMON_JAVA=1`` (CI)
@@ -462,7 +497,7 @@ def session_fixture(name: str = "paimon_java") -> Any:
             if _required():
                 pytest.fail(message, pytrace=False)
             pytest.skip(message)
-        return shared_oracle()
+        return shared_oracle(jars)
 
     return _fixture
 
@@ -471,15 +506,16 @@ def session_fixture(name: str = "paimon_java") -> Any:
 def _main(argv: Sequence[str]) -> int:
     what = argv[0] if argv else "build"
     if what == "fetch":
-        for p in fetch_jars():
+        for p in [*fetch_jars(), *fetch_jars(jars=JDBC_JARS)]:
             print(p)
     elif what == "build":
         print(build())
+        print(build(jar_set=JDBC_JARS))
     elif what == "classpath":
         print(oracle_classpath())
     elif what == "check-pins":
         bad = 0
-        for jar in JARS:
+        for jar in dict.fromkeys([*JARS, *JDBC_JARS]):
             published = _published_sha1(jar)
             ok = published == jar.sha1
             bad += not ok
