@@ -18,9 +18,12 @@ __all__ = [
     "StorageError",
     "CommitConflictError",
     "InvalidInputError",
+    "ArgumentError",
+    "ArgumentTypeError",
     "PathEscapeError",
     "SnapshotNotFoundError",
     "UnrepresentableValueError",
+    "MetastoreError",
 ]
 
 
@@ -38,6 +41,17 @@ class SchemaError(LakelogError, ValueError):
 
 class InvalidInputError(LakelogError, ValueError):
     """Rows that cannot be written as given (for example a null in a primary-key column)."""
+
+
+class ArgumentError(LakelogError, ValueError):
+    """An argument of lakelog's API (or a command-line flag) that cannot be used as given, such as a
+    negative count (names the argument and the value)."""
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of the wrong type (a string where a snapshot id is expected, a dict where a list
+    of partition specs is): names the argument, the type expected and the type given. Both a
+    ``TypeError`` and, as every :class:`ArgumentError`, a ``ValueError``."""
 
 
 class CatalogError(LakelogError):
@@ -116,3 +130,8 @@ class CommitConflictError(LakelogError):
 class UnrepresentableValueError(LakelogError, ValueError):
     """A stored value that the column's Arrow type cannot hold, such as a TIMESTAMP(9) after 2262
     (names the file, the column and the value)."""
+
+
+class MetastoreError(CatalogError):
+    """A catalog's metastore (the database of a JDBC catalog) cannot be reached or refused an
+    operation: names the metastore (never a password) and the reason."""

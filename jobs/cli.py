@@ -6,17 +6,46 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Optional, TextIO
 
-__all__ = ["main"]
+__all__ = ["main", "count_arg", "seconds_arg", "catalog_options"]
 
 
 class UsageError(Exception):
     """A command line that cannot run (missing warehouse or table): exit status 2."""
+
+
+def count_arg(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` for integers of at least ``minimum`` (a count, an id, a parallelism):
+    ``--buckets 0`` or ``--retain-min -1`` is refused by argparse, naming the flag (exit status 2)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def seconds_arg(text: str) -> float:
+    """An argparse ``type`` for a duration in seconds: a finite number, not negative."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text!r}")
+    return value
 
 
 class ProgressBar:
@@ -42,6 +71,25 @@ class ProgressBar:
         self.stream.flush()
 
 
+def catalog_options(pairs: Sequence[str]) -> dict[str, str]:
+    """``--option key=value`` flags as catalog options (Paimon's names: ``metastore=jdbc``,
+    ``uri=jdbc:...``, ``jdbc.user=...``, ``catalog-key=...``, ``lock.enabled=true``). A value
+    ``@<file>`` is read from the file (first line), so a password stays out of the process list."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--option {pair.split('=')[0]!r}: expected key=value")
+        if value.startswith("@"):
+            try:
+                with open(value[1:], encoding="utf-8") as f:
+                    value = f.readline().rstrip("\r\n")
+            except OSError as e:
+                raise UsageError(f"--option {key.strip()}: cannot read {value[1:]}: {e.strerror}") from None
+        out[key.strip()] = value
+    return out
+
+
 def _catalog(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from lakelog.connector.format.fileio import local_path
     from lakelog.connector.table.catalog import Catalog
@@ -50,7 +98,8 @@ def _catalog(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise UsageError("give --warehouse or set LAKELOG_WAREHOUSE")
     if not os.path.isdir(local_path(args.warehouse)):  # a typo must not create a new warehouse
         raise UsageError(f"warehouse {args.warehouse} does not exist")
-    return Catalog(args.warehouse)
+    pairs = [*(getattr(args, "option_top", None) or []), *(getattr(args, "option", None) or [])]
+    return Catalog(args.warehouse, options=catalog_options(pairs))
 
 
 def _table_arg(args: argparse.Namespace) -> str:
@@ -276,12 +325,16 @@ def compact_job_arguments(s: argparse.ArgumentParser) -> None:
         help="a predicate on the partition fields instead, e.g. \"dt >= '2024-06-01' AND hh IN (1, 2)\"",
     )
     s.add_argument("--streaming", action="store_true", help="a streaming Flink job that keeps compacting")
-    s.add_argument("--parallelism", type=int, help="job: compactor parallelism")
-    s.add_argument("--checkpoint-interval-ms", type=int, help="streaming: checkpoint interval")
+    s.add_argument("--parallelism", type=count_arg(1), help="job: compactor parallelism")
+    s.add_argument("--checkpoint-interval-ms", type=count_arg(1), help="streaming: checkpoint interval")
     s.add_argument("--discovery-interval", help="streaming: e.g. '2 s' (default: the table's option)")
-    s.add_argument("--max-rounds", type=int, help="streaming: end after this many discovery rounds")
     s.add_argument(
-        "--idle-timeout", type=float, help="streaming: stop once the table had no new snapshot this long (s)"
+        "--max-rounds", type=count_arg(1), help="streaming: end after this many discovery rounds"
+    )
+    s.add_argument(
+        "--idle-timeout",
+        type=seconds_arg,
+        help="streaming: stop once the table had no new snapshot this long (s)",
     )
     s.add_argument("--channel-dir", help="streaming: the commit channel folder")
     s.add_argument("--commit-user", help="job: commit user of the COMPACT snapshots")
@@ -295,45 +348,55 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--warehouse", default=os.environ.get("LAKELOG_WAREHOUSE"), help="warehouse path or file:// URI"
     )
+    option_help = (
+        "a catalog option key=value (repeatable; Paimon's names, e.g. metastore=jdbc "
+        "uri=jdbc:sqlite:/path/catalog.db jdbc.user=u jdbc.password=@file catalog-key=k lock.enabled=true)"
+    )
+    p.add_argument("--option", dest="option_top", action="append", default=[], metavar="KEY=VALUE",
+                   help=option_help)
     sub = p.add_subparsers(dest="command", required=True)
 
     def with_table(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("table", nargs="?", help="db.table")
         sp.add_argument("--table", dest="table_opt", help="db.table")
         sp.add_argument("--warehouse", default=argparse.SUPPRESS)
+        sp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help=option_help)
 
     s = sub.add_parser("tables", help="list tables")
     s.add_argument("database", nargs="?")
     s.add_argument("--warehouse", default=argparse.SUPPRESS)
+    s.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help=option_help)
     s.set_defaults(func=cmd_tables)
     s = sub.add_parser("show", help="schema, options and snapshots of a table")
     with_table(s)
     s.set_defaults(func=cmd_show)
     s = sub.add_parser("files", help="live data files per bucket and level")
     with_table(s)
-    s.add_argument("--snapshot", type=int)
+    s.add_argument("--snapshot", type=count_arg(1))
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_files)
     s = sub.add_parser("sys", help="a system table of a table: snapshots, schemas, files, tags, ...")
     with_table(s)
     s.add_argument("name", help="snapshots, schemas, options, files, tags, partitions, buckets, ...")
-    s.add_argument("--snapshot", type=int, help="files, partitions, buckets, manifests: of this snapshot")
+    s.add_argument(
+        "--snapshot", type=count_arg(1), help="files, partitions, buckets, manifests: of this snapshot"
+    )
     s.add_argument("--json", action="store_true", help="one JSON object per row")
     s.set_defaults(func=cmd_system)
     s = sub.add_parser("expire", help="expire snapshots by the table's retention options")
     with_table(s)
-    s.add_argument("--retain-min", type=int)
-    s.add_argument("--retain-max", type=int, help="alone, it also caps the minimum kept")
-    s.add_argument("--older-than-seconds", type=float)
+    s.add_argument("--retain-min", type=count_arg(1))
+    s.add_argument("--retain-max", type=count_arg(1), help="alone, it also caps the minimum kept")
+    s.add_argument("--older-than-seconds", type=seconds_arg)
     s.add_argument("--orphans", action="store_true", help="also remove orphan files")
     s.add_argument(
-        "--orphan-age-seconds", type=float, help="default: the table's orphan-clean.older-than (1 day)"
+        "--orphan-age-seconds", type=seconds_arg, help="default: the table's orphan-clean.older-than (1 day)"
     )
     s.set_defaults(func=cmd_expire)
-    s = sub.add_parser("rollback", help="roll back to a snapshot or tag (stop the writers first)")
+    s = sub.add_parser("rollback", help="roll back to a snapshot or tag (safe beside writers)")
     with_table(s)
     target = s.add_mutually_exclusive_group(required=True)
-    target.add_argument("--snapshot", type=int, help="the snapshot id to roll back to")
+    target.add_argument("--snapshot", type=count_arg(1), help="the snapshot id to roll back to")
     target.add_argument("--tag", help="the tag whose snapshot to roll back to")
     s.set_defaults(func=cmd_rollback)
     s = sub.add_parser(
@@ -346,7 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         help="k=v[,k2=v2] of a partition to rewrite (repeatable; default: those whose count differs)",
     )
-    s.add_argument("--buckets", type=int, help="the bucket count (default: the table's 'bucket' option)")
+    s.add_argument(
+        "--buckets", type=count_arg(1), help="the bucket count (default: the table's 'bucket' option)"
+    )
     s.set_defaults(func=cmd_rescale)
     s = sub.add_parser("compact", help="full compaction of every bucket (or universal compaction)")
     with_table(s)

@@ -1,7 +1,8 @@
 """The package's architecture, enforced: layers import downwards only, and no module-level cycles.
 
 Layers, lowest first: ``lakelog.connector.errors``; the on-disk format (``connector.format``); the
-LSM merge tree (``connector.lsm``); the table layer (``connector.table``); the PyFlink operators
+LSM merge tree (``connector.lsm``); the Kafka log (``connector.log``); the metastores
+(``connector.catalog``); the table layer (``connector.table``); the PyFlink operators
 (``lakelog.operators``); runnable jobs (``lakelog.jobs``). An import is allowed when it points to the
 same layer or a lower one, wherever it is written (module level, inside a function, or only for type
 checking). Module-level imports between lakelog modules form no cycle.
@@ -23,6 +24,7 @@ LAYERS = [
     "lakelog.connector.format",
     "lakelog.connector.lsm",
     "lakelog.connector.log",
+    "lakelog.connector.catalog",
     "lakelog.connector.table",
     "lakelog.operators",
     "lakelog.jobs",

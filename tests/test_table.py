@@ -190,7 +190,7 @@ def test_commit_max_retries_bounds_the_attempts_of_a_commit_that_keeps_losing(
 
     t = make_table(options={"commit.max-retries": retries} if retries is not None else None)
     tries: list[int] = []
-    monkeypatch.setattr(SnapshotManager, "try_commit", lambda self, s: tries.append(s.id) or False)
+    monkeypatch.setattr(SnapshotManager, "try_commit", lambda self, s, parent=None: tries.append(s.id) or False)
     monkeypatch.setattr(commit.time, "sleep", lambda s: None)
     with pytest.raises(CommitConflictError, match=rf"after {attempts} attempts \(option 'commit.max-retries'\)"):
         t.write(pa.table({"dt": ["a"], "id": [1], "name": ["x"], "amount": [1.0]}, schema=ORDERS))

@@ -21,12 +21,14 @@ timestamp digits. What they let through, and lakelog refuses here (a
   holds milliseconds.
 
 The checks are vectorised and run only for the conversions above; nested values (ROW, ARRAY, MAP)
-are checked as well.
+are checked as well. :func:`coerce_value` applies the same rules to one value (a filter literal, a
+partition spec's value), so a value that a write would refuse cannot choose rows or partitions.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+import contextlib
+from typing import Any, Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,7 +36,7 @@ import pyarrow.compute as pc
 from lakelog.connector.errors import SchemaError
 from lakelog.connector.format.types import MAX_LENGTH, DataType, type_to_string
 
-__all__ = ["coerce_column"]
+__all__ = ["coerce_column", "coerce_value"]
 
 _T = pa.types
 
@@ -53,6 +55,51 @@ def coerce_column(
         for orig, conv in zip(originals, chunks):
             _check_values(orig if converted else None, conv, t, name)
     return pa.chunked_array(chunks, type=target) if converted else col
+
+
+def coerce_value(
+    value: Any,
+    target: pa.DataType,
+    t: Optional[DataType],
+    name: str,
+    *,
+    what: str = "value",
+    shown: Optional[str] = None,
+) -> pa.Scalar:
+    """One value (a Python value, or an Arrow array of one) as a scalar of Arrow type ``target``
+    by the rules of :func:`coerce_column` (the same checks): held exactly, or :class:`SchemaError`
+    naming ``what`` (e.g. "literal"), the value (``shown``, default its ``repr``), the column and
+    its type. A string for a timestamp column is read to the nanosecond first, so digits below the
+    column's precision are refused as such instead of failing to parse."""
+    label = shown if shown is not None else _show(value[0].as_py() if isinstance(value, pa.Array) else value)
+    head = (
+        f"{what} {label} cannot be held exactly by column {name!r} of type "
+        f"{type_to_string(t) if t is not None else target}"
+    )
+    arrow_errors = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError)
+    try:
+        arr = value if isinstance(value, pa.Array) else pa.array([value])
+    except arrow_errors as e:
+        raise SchemaError(f"{head} ({e})") from None
+    if isinstance(value, str) and _T.is_timestamp(target):
+        # beyond nanoseconds' range, or no timestamp: the cast below decides
+        with contextlib.suppress(pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            arr = arr.cast(pa.timestamp("ns", tz=target.tz))
+    converted = arr.type != target
+    try:
+        if t is not None:
+            _check_types(arr.type, target, t, name)
+        try:
+            conv = _safe_cast(arr, target) if converted else arr
+        except arrow_errors as e:
+            lost = "would lose data" in str(e) and (_T.is_timestamp(target) or _T.is_time(target))
+            why = "it has digits below the column's precision" if lost else "Arrow"
+            raise SchemaError(f"{why}: {e}") from None
+        if t is not None and (converted or _has_limits(t)):
+            _check_values(arr if converted else None, conv, t, name)
+    except SchemaError as e:
+        raise SchemaError(f"{head} ({e})") from None
+    return conv[0]
 
 
 # ---- types -------------------------------------------------------------------------------------------
@@ -95,16 +142,20 @@ def _check_types(src: pa.DataType, target: pa.DataType, t: DataType, path: str) 
 
 # ---- the cast ----------------------------------------------------------------------------------------
 def _cast(arr: pa.Array, target: pa.DataType, t: Optional[DataType], name: str) -> pa.Array:
-    src = arr.type
     try:
-        if _T.is_integer(src) and _T.is_decimal(target):
-            # Arrow refuses int64 -> DECIMAL(10, 2) by type (an int64 may need 19 digits); the
-            # values decide: widen exactly first, then narrow with a per-value check
-            wide = pa.decimal128(min(38, 19 + target.scale), target.scale)
-            return arr.cast(wide, safe=True).cast(target, safe=True)
-        return arr.cast(target, safe=True)
+        return _safe_cast(arr, target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-        raise SchemaError(_cast_message(name, src, target, t, str(e))) from None
+        raise SchemaError(_cast_message(name, arr.type, target, t, str(e))) from None
+
+
+def _safe_cast(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """Arrow's safe cast, which refuses overflow and lost digits (Arrow's errors pass through)."""
+    if _T.is_integer(arr.type) and _T.is_decimal(target):
+        # Arrow refuses int64 -> DECIMAL(10, 2) by type (an int64 may need 19 digits); the
+        # values decide: widen exactly first, then narrow with a per-value check
+        wide = pa.decimal128(min(38, 19 + target.scale), target.scale)
+        return arr.cast(wide, safe=True).cast(target, safe=True)
+    return arr.cast(target, safe=True)
 
 
 def _cast_message(name: str, src: pa.DataType, target: pa.DataType, t: Optional[DataType], why: str) -> str:

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from lakelog.connector.errors import (
     CommitConflictError,
     InvalidInputError,
+    MissingFileError,
     OptionError,
     SnapshotNotFoundError,
 )
@@ -34,6 +35,7 @@ from lakelog.connector.format.schema import BucketMode
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.split_read import SplitRead
+from lakelog.connector.table.arguments import integer
 from lakelog.connector.table.arrow_input import to_arrow_table
 from lakelog.connector.table.commit import (
     OverwriteScope,
@@ -42,7 +44,12 @@ from lakelog.connector.table.commit import (
     partition_label,
 )
 from lakelog.connector.table.maintenance import after_commit
-from lakelog.connector.table.partition_specs import PartitionSpec, matching_partitions, partition_spec
+from lakelog.connector.table.partition_specs import (
+    PartitionSpec,
+    matching_partitions,
+    partition_spec,
+    partition_spec_list,
+)
 from lakelog.connector.table.routing import PartitionBucketCounts, partition_groups
 from lakelog.connector.table.scan import plan_splits
 from lakelog.connector.table.write import TableWrite
@@ -84,6 +91,7 @@ def overwrite(
     snapshot; return its id, or None when nothing was committed (see the module docstring)."""
     spec = partition_spec(store, partition)
     table = _with_spec_columns(store, to_arrow_table(data), spec)
+    store.check_file_records(store.live_entries(store.snapshot_manager.latest()))
     keys = list(store.schema.partition_keys)
     if overwrites_dynamically(store, store.options.dynamic_partition_overwrite):
         written = frozenset(g.partition for g in partition_groups(store, table.select(keys)))
@@ -146,10 +154,10 @@ def rescale(
             "partitions, whose order Kafka does not keep. ALTER 'bucket' instead: partitions written "
             "from then on take the new count, existing ones keep theirs"
         )
-    target = int(store.options.bucket if buckets is None else buckets)
+    target = store.options.bucket if buckets is None else integer("buckets", buckets)
     if target < 1:
         raise OptionError(f"cannot rescale {store.path} to {target} buckets: give a count greater than 0")
-    specs = [partition_spec(store, s) for s in partitions] if partitions is not None else None
+    specs = partition_spec_list(store, partitions)
     for attempt in range(attempts):
         snap = store.snapshot_manager.latest()
         if snap is None:
@@ -165,9 +173,11 @@ def rescale(
         )
         try:
             sid = _commit(store, writer, reader, scope, commit_user, _untouched_since(store, snap, chosen))
-        except CommitConflictError as e:
-            if attempt == attempts - 1:
+        except (CommitConflictError, MissingFileError, SnapshotNotFoundError) as e:
+            expired = not store.snapshot_manager.holds(snap)
+            if attempt == attempts - 1 or not (isinstance(e, CommitConflictError) or expired):
                 raise
+            # another writer touched the partitions, or the snapshot read expired under the rewrite
             log.warning("rescale of %s lost a race (%s); reading the partitions again", store.path, e)
             continue
         log.info(
@@ -204,7 +214,12 @@ def _untouched_since(store: TableStore, base: Snapshot, partitions: set[bytes]) 
         if latest is None or latest.id <= base.id:
             return
         for sid in range(base.id + 1, latest.id + 1):
-            s = store.snapshot_manager.snapshot(sid)
+            try:
+                s = store.snapshot_manager.snapshot(sid)
+            except SnapshotNotFoundError:
+                raise CommitConflictError(
+                    f"snapshot {sid} of {store.path} expired before the rescale could check what it wrote"
+                ) from None
             if s.commit_kind == "COMPACT":
                 continue
             touched = {e.partition for e in store.delta_entries(s)} & partitions

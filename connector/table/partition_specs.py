@@ -1,16 +1,21 @@
 """Partition specs: ``{"dt": "2024-06-01"}`` names the partitions whose fields have those values.
 
 A spec may name some of the partition fields (every partition matching them is meant) and its values
-may be strings, as a command line or a SQL procedure argument gives them; they are cast to the
-partition columns' types. Overwrites, rescales, compactions and ``DROP PARTITION`` choose partitions
-this way. :func:`parse_partition_specs` reads Paimon's text form of them (``dt=2024-06-01,hh=1`` for
-one, ``;`` between several), as ``--partition`` and ``CALL sys.*`` arguments give them.
+may be strings, as a command line or a SQL procedure argument gives them; they become values of the
+partition columns' types as a write would store them
+(:func:`~lakelog.connector.table.coercion.coerce_value`): exactly, or refused naming the field, the
+value and the type (``{"p": 1.054}`` names no partition of a ``DECIMAL(5, 2)`` column ``p``; it is
+refused, not rounded to the partition ``1.05``). Overwrites, rescales, compactions and ``DROP
+PARTITION`` choose partitions this way. :func:`parse_partition_specs` reads Paimon's text form of
+them (``dt=2024-06-01,hh=1`` for one, ``;`` between several), as ``--partition`` and ``CALL sys.*``
+arguments give them.
 :func:`partitions_where` chooses partitions by a predicate on the partition fields instead (Paimon's
 ``where`` argument of ``compact``: ``dt > '2024-06-01' AND hh IN (1, 2)``).
 """
 
 from __future__ import annotations
 
+import decimal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional
 
@@ -18,11 +23,14 @@ import pyarrow as pa
 
 from lakelog.connector.errors import InvalidInputError, OptionError, SchemaError
 from lakelog.connector.format.store import TableStore
+from lakelog.connector.table.arguments import mapping, spec_list, text
+from lakelog.connector.table.coercion import coerce_value
 from lakelog.connector.table.expressions import parse_filter
 
 __all__ = [
     "PartitionSpec",
     "partition_spec",
+    "partition_spec_list",
     "spec_matcher",
     "matching_partitions",
     "parse_partition_specs",
@@ -52,9 +60,16 @@ def parse_partition_specs(text: str) -> list[dict[str, str]]:
     return specs
 
 
-def partition_spec(store: TableStore, spec: Optional[PartitionSpec]) -> dict[str, Any]:
-    """``spec`` with its values cast to the partition columns' types (strings are accepted, as a
-    command line gives them); unknown or non-partition keys raise :class:`InvalidInputError`."""
+def partition_spec(
+    store: TableStore, spec: Optional[PartitionSpec], *, argument: str = "partition"
+) -> dict[str, Any]:
+    """``spec`` with its values as values of the partition columns' types (strings are accepted,
+    as a command line gives them); unknown or non-partition keys, and values the column cannot
+    hold exactly, raise :class:`InvalidInputError`; a spec that is no dict raises
+    :class:`~lakelog.connector.errors.ArgumentTypeError` naming ``argument``."""
+    if spec is None:
+        return {}
+    spec = mapping(argument, spec)
     if not spec:
         return {}
     keys = list(store.schema.partition_keys)
@@ -70,10 +85,24 @@ def partition_spec(store: TableStore, spec: Optional[PartitionSpec]) -> dict[str
             continue
         target = arrow.field(k).type
         try:
-            out[k] = pa.array([v]).cast(target).to_pylist()[0]
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-            raise InvalidInputError(f"partition value {k}={v!r} is not a {target} ({e})") from None
+            t = store.field_types([k])[0]
+            shown = f"{k}={v}" if isinstance(v, decimal.Decimal) else f"{k}={v!r}"
+            value = coerce_value(v, target, t, k, what="partition value", shown=shown)
+        except SchemaError as e:
+            raise InvalidInputError(str(e)) from None
+        out[k] = value.as_py()
     return out
+
+
+def partition_spec_list(
+    store: TableStore, specs: Optional[Iterable[PartitionSpec]], *, argument: str = "partitions"
+) -> Optional[list[dict[str, Any]]]:
+    """:func:`partition_spec` of each spec of a list of them (None stays None); a string or a single
+    dict where the list belongs raises :class:`~lakelog.connector.errors.ArgumentTypeError` naming
+    ``argument``."""
+    if specs is None:
+        return None
+    return [partition_spec(store, s, argument=f"{argument}[]") for s in spec_list(argument, specs)]
 
 
 def spec_matcher(store: TableStore, spec: PartitionSpec) -> Callable[[bytes], bool]:
@@ -105,6 +134,7 @@ def partitions_where(store: TableStore, partitions: Iterable[bytes], where: str)
     :mod:`lakelog.connector.table.expressions`) on partition fields only, as Paimon's ``where``
     argument is. A filter naming another column, or one on an unpartitioned table, raises
     :class:`InvalidInputError`."""
+    text("where", where)
     keys = list(store.schema.partition_keys)
     if not keys:
         raise InvalidInputError(f"where {where!r}: table {store.path} is not partitioned")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import pyarrow as pa
 
+from lakelog.connector.errors import InvalidInputError
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.commit import OverwriteScope, TableCommit, overwrites_dynamically
 from lakelog.connector.table.partition_specs import matching_partitions, partition_spec
@@ -36,23 +37,52 @@ from lakelog.operators.table_ref import store_with_options
 if TYPE_CHECKING:
     from lakelog.operators.sql.runner import LakelogSql
 
-__all__ = ["overwrite_rows", "truncate", "drop_partitions", "literal_value", "DYNAMIC_OVERWRITE"]
+__all__ = [
+    "overwrite_rows",
+    "truncate",
+    "drop_partitions",
+    "literal_value",
+    "static_partition",
+    "DYNAMIC_OVERWRITE",
+]
 
 DYNAMIC_OVERWRITE = "dynamic-partition-overwrite"
 
 
 def literal_value(text: str) -> Any:
-    """A SQL literal of a partition spec (``'2024-01-01'``, ``3``, ``NULL``) as a Python value."""
+    """A SQL literal of a partition spec (``'2024-01-01'``, ``3``, ``-1.5``, ``NULL``) as a Python
+    value (numbers exactly: ``int`` or ``decimal.Decimal``)."""
     toks = significant(text)
     if len(toks) == 1 and toks[0].kind == "str":
         return toks[0].text[1:-1].replace("''", "'")
-    if len(toks) == 1 and toks[0].kind == "num":
-        return decimal.Decimal(toks[0].text) if "." in toks[0].text else int(toks[0].text)
+    if len(toks) in (1, 2) and toks[-1].kind == "num" and (len(toks) == 1 or toks[0].text == "-"):
+        digits = toks[-1].text
+        number = decimal.Decimal(digits) if "." in digits else int(digits)
+        return -number if len(toks) == 2 else number
     if len(toks) == 1 and toks[0].word == "NULL":
         return None
     if len(toks) == 2 and toks[0].word in ("DATE", "TIMESTAMP") and toks[1].kind == "str":
         return toks[1].text[1:-1]
     raise SqlError(f"partition value {text!r} is not a literal")
+
+
+def static_partition(store: TableStore, partition: Mapping[str, str], where: str) -> dict[str, Any]:
+    """The static ``PARTITION (k = literal, ...)`` of an INSERT as values of the partition columns'
+    types, held exactly (:func:`~lakelog.connector.table.partition_specs.partition_spec`, the rule
+    of writes): a literal the column cannot hold, such as ``1.054`` for a ``DECIMAL(5, 2)`` (which
+    Flink's CAST would round into partition ``1.05``) or ``300`` for a TINYINT, raises
+    :class:`SqlError` naming the column, the literal and the type. A value that is no literal is
+    left to Flink."""
+    spec: dict[str, Any] = {}
+    for k, v in partition.items():
+        try:
+            spec[k] = literal_value(v)
+        except SqlError:
+            continue
+    try:
+        return partition_spec(store, spec)
+    except InvalidInputError as e:
+        raise SqlError(f"{where}: {e}") from None
 
 
 def _plain(v: Any, t: pa.DataType) -> Any:

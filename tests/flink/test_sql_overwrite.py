@@ -57,3 +57,33 @@ def test_overwrites_truncate_and_partition_drops(tmp_path: Path) -> None:
     sql.execute("SET 'execution.runtime-mode' = 'streaming'")
     refused(sql, "INSERT OVERWRITE u SELECT 1, 'x'", "batch mode")
     refused(sql, "TRUNCATE TABLE u", "batch mode")
+
+
+def test_partition_literals_a_column_cannot_hold_are_refused(tmp_path: Path) -> None:
+    """Issue 19, item 4: Flink's CAST would round 1.054 into partition 1.05 of a DECIMAL(5, 2)
+    column (an INSERT OVERWRITE would then replace it); every statement refuses it first."""
+    wh = str(tmp_path / "wh")
+    sql = session()
+    sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='{wh}')")
+    sql.execute("USE CATALOG lk")
+    sql.execute(
+        "CREATE TABLE t (p DECIMAL(5, 2), k INT, v STRING, PRIMARY KEY (p, k) NOT ENFORCED) PARTITIONED BY (p)"
+    )
+    sql.execute("INSERT INTO t VALUES (1.05, 1, 'x'), (2.00, 2, 'y')")
+    for stmt in (
+        "INSERT INTO t PARTITION (p = 1.054) SELECT 3, 'new'",
+        "INSERT OVERWRITE t PARTITION (p = 1.054) SELECT 3, 'new'",
+        "DELETE FROM t WHERE p = 1.054",
+        "CALL sys.compact(`table` => 'default.t', `where` => 'p = 1.054')",
+    ):
+        text = refused(sql, stmt, "1.054")
+        assert "DECIMAL(5, 2)" in text, text
+    sql.execute("INSERT INTO t PARTITION (p = 1.05) SELECT 3, 'new'")
+    seen = inspect(
+        wh,
+        """
+        t = cat.get_table("default.t")
+        out = sorted((str(r["p"]), r["k"]) for r in t.to_arrow().to_pylist())
+        """,
+    )
+    assert seen == [["1.05", 1], ["1.05", 3], ["2.00", 2]]
