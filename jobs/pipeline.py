@@ -54,6 +54,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakelog.connector.errors import LakelogError
+from lakelog.jobs.cli import count_arg, seconds_arg
 
 __all__ = ["expected_totals", "run", "main", "TABLE", "DAYS", "CUSTOMERS", "Freshness", "latency_summary"]
 
@@ -688,21 +689,21 @@ def _kafka_version() -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m lakelog.jobs.pipeline", description=__doc__.split("\n\n")[0])
     p.add_argument("--warehouse", help="warehouse directory (default: a temporary one, removed afterwards)")
-    p.add_argument("--orders", type=int, default=3000, help="orders to generate (default 3000)")
-    p.add_argument("--rate", type=int, default=200, help="orders per second (default 200)")
+    p.add_argument("--orders", type=count_arg(1), default=3000, help="orders to generate (default 3000)")
+    p.add_argument("--rate", type=count_arg(1), default=200, help="orders per second (default 200)")
     p.add_argument(
         "--parallelism",
-        type=int,
+        type=count_arg(0),
         default=1,
         help="job parallelism (default 1: the data is small; 0 = parallelism.default of the configuration)",
     )
     p.add_argument(
         "--conf-dir", help="Flink configuration directory (default: $FLINK_CONF_DIR, else flink-conf/)"
     )
-    p.add_argument("--timeout", type=float, default=240.0, help="give up after this many seconds")
+    p.add_argument("--timeout", type=seconds_arg, default=240.0, help="give up after this many seconds")
     p.add_argument(
         "--checkpoint-interval",
-        type=float,
+        type=seconds_arg,
         default=5.0,
         help="seconds between the INSERT job's checkpoints, i.e. its commits (default 5; the file "
         "path's freshness follows them, the log's does not)",

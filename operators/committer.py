@@ -120,6 +120,7 @@ class SinkCommitter:
         self.compactor = compactor  # the compaction job's: expires for write-only writers
         self.overwrite = overwrite
         self.table_commit = TableCommit(store, commit_user)
+        self.table_commit.verify_new_files = True  # committables are replayed after a failover
         self.committed: set[str] = set()
         self.last_identifier = 0
         self.finished = False

@@ -32,7 +32,7 @@ from lakelog.connector.errors import InvalidInputError, OptionError
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.options import Duration
 from lakelog.connector.format.store import TableStore
-from lakelog.connector.table.partition_specs import partition_spec, partitions_where
+from lakelog.connector.table.partition_specs import partition_spec_list, partitions_where
 from lakelog.operators.channel import CommitterConfig, commit_through_channel, constant_key
 from lakelog.operators.codec import Committable, encode_committable
 from lakelog.operators.committer import WAKE
@@ -260,7 +260,8 @@ def build_compaction(
     store = TableStore(path)
     if partitions is not None and where is not None:
         raise InvalidInputError(f"compaction job of {path}: give partitions or where, not both")
-    specs = tuple(partition_spec(store, s) for s in partitions) if partitions is not None else None
+    listed = partition_spec_list(store, partitions)
+    specs = tuple(listed) if listed is not None else None
     if where is not None:
         partitions_where(store, [], where)  # a bad predicate fails here, not in the job
     name = os.path.basename(os.path.normpath(path))

@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.connector.errors import InvalidInputError, OptionError, SchemaError, SnapshotNotFoundError
+from lakelog.connector.format.consumers import record_progress
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND
 from lakelog.connector.format.manifest import ManifestEntry
 from lakelog.connector.format.options import Duration
@@ -277,7 +278,10 @@ class LookupTable:
             new, mode, rows_read, reason = self._advance(st, latest)
             if self._consumer_id and new.snapshot_id is not None:
                 # recorded before the new snapshot is served: once `snapshot_id` moves, so has the consumer
-                self._store.consumer_manager.reset(self._consumer_id, new.snapshot_id + 1)
+                store = self._store
+                record_progress(
+                    store.consumer_manager, store.snapshot_manager, self._consumer_id, new.snapshot_id + 1
+                )
             self._state = new
             self.refresh_count += 1
             self.last_refresh = RefreshInfo(

@@ -50,6 +50,7 @@ from pyflink.table import DataTypes, Schema
 from pyflink.table import Table as FlinkTable
 
 from lakelog.connector.errors import OptionError
+from lakelog.connector.format.consumers import record_progress
 from lakelog.connector.format.options import CoreOptions, LogSystem, StartupMode
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.types import with_nullable
@@ -192,7 +193,8 @@ class SnapshotFollower(KeyedProcessFunction):  # type: ignore[misc]
     def _save(self, next_id: int) -> None:
         self.state.update(next_id)
         if self.config.consumer_id:
-            self.store.consumer_manager.reset(self.config.consumer_id, next_id)
+            store = self.store
+            record_progress(store.consumer_manager, store.snapshot_manager, self.config.consumer_id, next_id)
 
     def process_element(self, value: Any, ctx: Any) -> Iterable[Any]:
         cfg, plan = self.config, self.config.plan

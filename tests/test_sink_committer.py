@@ -188,3 +188,25 @@ def test_an_overwriting_committer_commits_once_at_end_of_input(tmp_path: Path) -
     empty = SinkCommitter(t.store, "empty", "run2", overwrite=OverwriteRequest(dynamic=False))
     assert empty.commit([], 1, final=True) == 1
     assert t.refresh().to_arrow().num_rows == 0
+
+
+def test_a_replay_whose_files_a_rollback_removed_after_the_check_commits_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restarted committer checks that a committable's files exist, but a rollback that removes
+    the snapshot holding them may run between that check and the publish: the publish checks again
+    under the commit lock and fails (the restart after it skips the committable)."""
+    from lakelog.connector.errors import MissingFileError
+
+    t = _table(tmp_path)
+    t.write(pa.table({"id": [0]}, schema=SCHEMA))
+    c = _committable(t, [1, 2])
+    SinkCommitter(t.store, "sink-user", "run1").commit([c], 1, final=False)  # snapshot 2
+    t.rollback_to(1)  # removes snapshot 2 and its files
+    again = SinkCommitter(t.store, "sink-user", "run1")
+    assert not again._files_exist(c)  # a restart after the rollback skips it
+    monkeypatch.setattr(SinkCommitter, "_files_exist", lambda self, c: True)  # checked before the rollback
+    with pytest.raises(MissingFileError, match=r"adds the file .* which is gone .* nothing was committed"):
+        again.commit([c], 1, final=False)
+    assert sorted(t.refresh().to_arrow().column("id").to_pylist()) == [0]
+    assert [s.id for s in t.snapshots()] == [1]

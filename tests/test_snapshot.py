@@ -214,7 +214,8 @@ def test_racing_commits_for_one_id_have_one_winner(tmp_path: Path) -> None:
     assert len(winners) == 1
     assert sm.snapshot(5).commit_user == winners[0]
     assert sm.latest_id() == 5
-    assert sorted(os.listdir(sm.snapshot_dir)) == ["EARLIEST", "LATEST"] + [
+    # no temp file is left; the commit lock's file stays (readers list only snapshot-*)
+    assert sorted(os.listdir(sm.snapshot_dir)) == [".lock", "EARLIEST", "LATEST"] + [
         f"snapshot-{i}" for i in range(1, 6)
     ]
 

@@ -180,3 +180,39 @@ def test_streaming_read_mode_file_reads_a_log_table_from_its_files(tmp_path: Pat
     with t.subscribe(scan_mode="from-snapshot", snapshot_id=1) as sub:
         assert sub._tail is not None
         assert [(r["k"], r["v"]) for r in collect(sub, lambda out: len(out) >= 1)] == [(1, 1)]
+
+
+@pytest.mark.parametrize("log", [False, pytest.param(True, marks=pytest.mark.kafka)], ids=["files", "kafka"])
+def test_a_consumer_that_read_only_the_full_snapshot_resumes_after_it(
+    tmp_path: Path, request: pytest.FixtureRequest, log: bool
+) -> None:
+    """Issue 19.5: a consumer that had read only the initial full snapshot stored no progress, so
+    it read everything again on resume, and nothing protected the snapshots after it."""
+    broker = request.getfixturevalue("kafka_broker") if log else None
+    t = make(tmp_path, broker, **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1"})
+    t.write(rows([1, 2, 3], 1))
+    t.write(rows([3, 4], 2))
+    with t.subscribe(consumer_id="reader") as sub:
+        full = collect(sub, lambda out: len(out) >= 4)
+    assert sorted((r["rowkind"], r["k"], r["v"]) for r in full) == [
+        ("+I", 1, 1), ("+I", 2, 1), ("+I", 3, 2), ("+I", 4, 2)]
+    assert t.store.consumer_manager.get("reader") == 3  # the full snapshot 2 is consumed
+    for i in range(3):
+        t.write(rows([10 + i], 3))  # retention 1: the consumer keeps snapshots 3 on from expiring
+    assert t.store.snapshot_manager.earliest_id() == 3
+    with t.subscribe(consumer_id="reader") as sub:  # only what came after the full snapshot
+        later = collect(sub, lambda out: len(out) >= 3)
+        time.sleep(0.5)
+        assert sub.poll(0.5) is None
+    assert sorted((r["rowkind"], r["k"]) for r in later) == [("+I", 10), ("+I", 11), ("+I", 12)]
+
+
+def test_a_new_consumer_cannot_start_at_an_expired_snapshot(tmp_path: Path) -> None:
+    from lakelog.connector.errors import SnapshotExpiredError
+
+    t = make(tmp_path, None, **{"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1"})
+    for i in range(3):
+        t.write(rows([i], i))
+    with pytest.raises(SnapshotExpiredError, match=r"consumer 'late' .* snapshot 1 next, but it has expired"):
+        t.subscribe(consumer_id="late", scan_mode="from-snapshot", snapshot_id=1)
+    assert t.store.consumer_manager.get("late") is None

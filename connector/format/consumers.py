@@ -11,11 +11,12 @@ from lakelog.connector.errors import (
     CorruptFileError,
     MissingFileError,
     OptionError,
+    SnapshotExpiredError,
 )
 from lakelog.connector.format.fileio import FileIO
-from lakelog.connector.format.snapshot import _is_int
+from lakelog.connector.format.snapshot import SnapshotManager, _is_int
 
-__all__ = ["ConsumerManager"]
+__all__ = ["ConsumerManager", "record_progress"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,3 +111,27 @@ class ConsumerManager:
         """The smallest next snapshot of any consumer (snapshots from there on must be kept)."""
         values = self.list().values()
         return min(values) if values else None
+
+
+def record_progress(
+    consumers: ConsumerManager, snapshots: SnapshotManager, consumer_id: str, next_snapshot: int
+) -> None:
+    """Record that ``consumer_id`` reads ``next_snapshot`` next, so that expiration keeps it.
+
+    A consumer moving forward already protects what it moves to. A new consumer (or one moved
+    back) is recorded under the commit lock after checking that ``next_snapshot`` has not expired:
+    an expiration that had read the consumers just before would otherwise delete the snapshot the
+    new record was meant to protect. An expired one raises :class:`SnapshotExpiredError`.
+    """
+    current = consumers.get(consumer_id)
+    if current is not None and current <= next_snapshot:
+        consumers.reset(consumer_id, next_snapshot)
+        return
+    with snapshots.lock():
+        earliest = snapshots.earliest_id()
+        if earliest is not None and next_snapshot < earliest:
+            raise SnapshotExpiredError(
+                f"consumer {consumer_id!r} of {snapshots.table_path} would read snapshot {next_snapshot} "
+                f"next, but it has expired (the earliest kept is {earliest})"
+            )
+        consumers.reset(consumer_id, next_snapshot)

@@ -735,6 +735,10 @@ class CoreOptions:
         unsupported="lakelog names commit users itself (a UUID, or the commit_user a writer is given)")
     COMMIT_MAX_RETRIES: ClassVar[ConfigOption[int]] = _opt(
         "commit.max-retries", int, 10, "Retries when a commit conflicts.", validator=_at_least(0))
+    LOCK_ACQUIRE_TIMEOUT: ClassVar[ConfigOption[Duration]] = _opt(
+        "lock-acquire-timeout", Duration, Duration.parse("8 min"),
+        "lakelog (Paimon's catalog option, per table): how long a commit, an expiration or a rollback "
+        "waits for the table's commit lock before it fails.")
     COMMIT_TIMEOUT: ClassVar[ConfigOption[Duration]] = _opt(
         "commit.timeout", Duration, None, "Give up retrying a commit after this long.",
         unsupported="a commit gives up after 'commit.max-retries' attempts; a time limit is not implemented")
@@ -1200,6 +1204,10 @@ class CoreOptions:
     @property
     def commit_max_retries(self) -> int:
         return self.get(self.COMMIT_MAX_RETRIES)
+
+    @property
+    def lock_acquire_timeout(self) -> Duration:
+        return self.get(self.LOCK_ACQUIRE_TIMEOUT)
 
     @property
     def sink_flush_interval(self) -> Duration | None:

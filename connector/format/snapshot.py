@@ -7,19 +7,22 @@ of several racing committers exactly one wins each id).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional, Union
 
 from lakelog.connector.errors import (
+    CommitConflictError,
     CorruptFileError,
     MissingFileError,
     SnapshotExpiredError,
     SnapshotNotFoundError,
 )
 from lakelog.connector.format.fileio import FileIO
+from lakelog.connector.format.lock import LOCK_FILE, Hold
 
 __all__ = ["SNAPSHOT_VERSION", "COMMIT_KINDS", "Snapshot", "SnapshotManager"]
 
@@ -29,6 +32,15 @@ COMMIT_KINDS = ("APPEND", "COMPACT", "OVERWRITE", "ANALYZE")
 _SNAPSHOT_NAME = re.compile(r"^snapshot-(\d+)$")
 # How many snapshots past a LATEST hint are probed one by one before listing the directory.
 _MAX_HINT_PROBES = 16
+# How long the commit lock is waited for by default (Paimon's 'lock-acquire-timeout': 8 min).
+DEFAULT_LOCK_TIMEOUT_S = 480.0
+
+
+class _AnyParent:
+    """:meth:`SnapshotManager.try_commit` without a parent: only the parent's id is checked."""
+
+
+ANY_PARENT = _AnyParent()
 
 
 def _is_int(v: Any) -> bool:
@@ -170,12 +182,32 @@ class SnapshotManager:
         self.snapshot_dir = f"{self.table_path}/snapshot"
         self.latest_hint_path = f"{self.snapshot_dir}/LATEST"
         self.earliest_hint_path = f"{self.snapshot_dir}/EARLIEST"
+        self.lock_timeout_s = DEFAULT_LOCK_TIMEOUT_S  # the table's 'lock-acquire-timeout'
+        # a catalog's lock (a metastore's lock table) instead of the file IO's: called with this
+        # manager's snapshot directory and the timeout; must pickle (the manager travels to workers)
+        self.lock_provider: Optional[Callable[[str, float], contextlib.AbstractContextManager[Hold]]] = None
+
+    def lock(self) -> contextlib.AbstractContextManager[Hold]:
+        """The table's commit lock (see :mod:`lakelog.connector.format.lock`): held to publish a
+        snapshot and to delete snapshots, reentrant for the thread that holds it. The file IO's
+        (flock on ``snapshot/.lock``, or leases on an object store) unless a catalog provides one."""
+        if self.lock_provider is not None:
+            return self.lock_provider(self.snapshot_dir, self.lock_timeout_s)
+        return self.file_io.lock(f"{self.snapshot_dir}/{LOCK_FILE}", self.lock_timeout_s)
 
     def snapshot_path(self, snapshot_id: int) -> str:
         return f"{self.snapshot_dir}/snapshot-{snapshot_id}"
 
     def snapshot_exists(self, snapshot_id: int) -> bool:
         return self.file_io.exists(self.snapshot_path(snapshot_id))
+
+    def holds(self, snapshot: Snapshot) -> bool:
+        """Whether ``snapshot-<id>`` still holds ``snapshot``: False once it has expired, or was
+        rolled back (and perhaps its id taken by another commit since)."""
+        try:
+            return self.snapshot(snapshot.id) == snapshot
+        except SnapshotNotFoundError:
+            return False
 
     def snapshot_ids(self) -> list[int]:
         """Ids of all snapshot files, ascending (a directory listing)."""
@@ -264,23 +296,70 @@ class SnapshotManager:
                 continue
         return out
 
-    def try_commit(self, snapshot: Snapshot) -> bool:
-        """Publish ``snapshot`` as ``snapshot-<id>`` unless that file exists (then False).
+    def try_commit(self, snapshot: Snapshot, parent: Union[Snapshot, None, _AnyParent] = ANY_PARENT) -> bool:
+        """Publish ``snapshot`` as ``snapshot-<id>`` if it still follows ``parent``, the snapshot it
+        was built on (None: the table had none); False when another commit came first.
 
-        Publishing is atomic and never overwrites, so of two commits racing for one id exactly
-        one wins. On success the LATEST hint (and, for a table's first snapshot, EARLIEST) is
-        updated on a best-effort basis.
+        Under the commit lock, the latest snapshot must be ``parent`` (its id, and the same content:
+        a rollback can give a later snapshot the same id) and ``snapshot-<id>`` must not exist; then
+        it is created (atomically, never overwriting). So a published id is always the one after
+        the latest, above every id published before it, expired ones included. Without ``parent``
+        only its id is checked. On success the LATEST hint (and, for a table's first snapshot,
+        EARLIEST) is updated on a best-effort basis.
         """
-        path = self.snapshot_path(snapshot.id)
-        if not self.file_io.try_publish(path, snapshot.to_json().encode("utf-8")):
+        with self.lock() as hold:
+            if not self._follows(snapshot.id, parent):
+                return False
+            path = self.snapshot_path(snapshot.id)
+            if not self.file_io.try_publish(path, snapshot.to_json().encode("utf-8")):
+                return False
+            if hold.lost() and not self._still_on_chain(snapshot, parent):
+                return False
+            try:
+                self.commit_hint_latest(snapshot.id)
+                first = not self.snapshot_exists(snapshot.id - 1)
+                if first and not self.file_io.exists(self.earliest_hint_path):
+                    self.commit_hint_earliest(snapshot.id)
+            except OSError:
+                pass  # hints are only hints: readers verify them
+            return True
+
+    def _still_on_chain(self, snapshot: Snapshot, parent: Union[Snapshot, None, _AnyParent]) -> bool:
+        """After a publish during which this process's lease of the commit lock lapsed (it was
+        paused past the lease, and another process may have expired or rolled back snapshots
+        meanwhile): whether ``snapshot`` is on the chain. When it is not, it is taken back, and the
+        commit plans again (False); when that cannot be told, the commit fails, saying so."""
+        if isinstance(parent, _AnyParent) or parent is None or self.holds(parent):
+            if self.holds(snapshot):
+                return True  # the parent outlived the publish, so the publish followed it
+        elif self.holds(snapshot):
+            earliest = self.earliest_id()
+            if earliest is not None and earliest > parent.id:
+                return True  # the parent expired after it: expiration keeps the latest, ours
+            # the parent was rolled back: ours sits above a gap, where new commits would build on it
+            if self.snapshot(snapshot.id) == snapshot:
+                self.delete(snapshot.id)
+                return False
+        raise CommitConflictError(
+            f"the commit lock's lease of {self.table_path} lapsed while snapshot {snapshot.id} was "
+            "published (the process was paused for longer than the lease), and another process has "
+            "changed the snapshots since: whether the commit stands cannot be told. Read the table "
+            "before writing the rows again"
+        )
+
+    def _follows(self, snapshot_id: int, parent: Union[Snapshot, None, _AnyParent]) -> bool:
+        """Whether the latest snapshot is ``parent`` and ``snapshot_id`` comes right after it."""
+        latest = self.latest_id()
+        if (latest or 0) != snapshot_id - 1:
             return False
+        if isinstance(parent, _AnyParent):
+            return True
+        if parent is None or latest is None:
+            return parent is None and latest is None
         try:
-            self.commit_hint_latest(snapshot.id)
-            if not self.file_io.exists(self.earliest_hint_path) and not self.snapshot_exists(snapshot.id - 1):
-                self.commit_hint_earliest(snapshot.id)
-        except OSError:
-            pass  # hints are only hints: readers verify them
-        return True
+            return self.snapshot(latest) == parent
+        except SnapshotNotFoundError:
+            return False
 
     def commit_hint_latest(self, snapshot_id: int) -> None:
         self.file_io.overwrite_atomic(self.latest_hint_path, str(snapshot_id).encode())

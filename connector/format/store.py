@@ -24,7 +24,7 @@ from lakelog.connector.errors import (
 )
 from lakelog.connector.format.binary_row import deserialize_row
 from lakelog.connector.format.consumers import ConsumerManager
-from lakelog.connector.format.data_file import DataFileWriter, StatsMode
+from lakelog.connector.format.data_file import DataFileWriter, FileLayout, StatsMode
 from lakelog.connector.format.fileio import FileIO, local_path
 from lakelog.connector.format.index_file import IndexManifestEntry
 from lakelog.connector.format.index_manifest import IndexManifestFile
@@ -100,6 +100,7 @@ class TableStore:
 
     def _open_manifests(self) -> None:
         opts = self.schema.core_options
+        self.snapshot_manager.lock_timeout_s = opts.lock_acquire_timeout.seconds
         compression = opts.get(CoreOptions.MANIFEST_COMPRESSION)
         self.manifest_file = ManifestFile(
             self.file_io,
@@ -130,6 +131,24 @@ class TableStore:
     @property
     def is_primary_key_table(self) -> bool:
         return bool(self.schema.primary_keys)
+
+    def file_layout(self) -> FileLayout:
+        """The columns this table's data files begin with by its schema, which readers check each
+        file's footer against (see :class:`~lakelog.connector.format.data_file.FileLayout`)."""
+        s = self.schema
+        keys = tuple(s.trimmed_primary_keys) if s.primary_keys else ()
+        return FileLayout(keys, self.schema_manager.schema_path(s.id), tuple(s.primary_keys))
+
+    def check_file_records(self, entries: Iterable[ManifestEntry]) -> None:
+        """Refuse (:class:`~lakelog.connector.errors.CorruptFileError`) files whose manifest records
+        contradict the schema's layout (see :meth:`file_layout`): a writer checks the files it
+        builds on, which it does not open, before writing next to them."""
+        layout = self.file_layout()
+        for e in entries:
+            if not layout.fits_record(e.file):
+                f = e.file
+                path = self.data_file_path(e.partition, e.bucket, f.file_name, f.external_path)
+                raise layout.refused_record(path)
 
     def field_types(self, names: Sequence[str]) -> list[DataType]:
         by_name = {f.name: f.type for f in self.schema.fields}
@@ -273,7 +292,7 @@ class TableStore:
             try:
                 return latest, read(latest)
             except (MissingFileError, SnapshotNotFoundError):
-                expired = latest is not None and not self.snapshot_manager.snapshot_exists(latest.id)
+                expired = latest is not None and not self.snapshot_manager.holds(latest)
                 if not expired or attempt == attempts - 1:
                     raise
         raise AssertionError("unreachable")

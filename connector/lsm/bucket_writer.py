@@ -63,11 +63,17 @@ class WriterContext(Protocol):
 
     def delta_commits_before(self) -> int: ...
 
+    def committed_files(self, partition: bytes, bucket: int) -> list[DataFileMeta]: ...
+
+
 __all__ = ["WriterContext", "KeyValueBucketWriter", "AppendBucketWriter"]
 
 log = logging.getLogger(__name__)
 
 _MERGE_ROWS = 256 * 1024  # rows held at once while merging spilled chunks
+# Times a bucket reloads its committed files from the latest snapshot between two commits when
+# compactions find their inputs gone; past it the bucket stops compacting until the next commit.
+_MAX_RESTORES = 3
 
 
 class KeyValueBucketWriter:
@@ -92,6 +98,8 @@ class KeyValueBucketWriter:
         self.compactor = BucketCompactor(self.store, partition, bucket, self.levels)
         self._running: Optional[Future[CompactResult]] = None  # the compaction in flight
         self._deferred = False  # a flush asked for a compaction while one was in flight
+        self._restores = 0  # reloads of the committed files since the last commit (_inputs_gone)
+        self._frozen = False  # no compaction until the owner reloads the bucket after a commit
         # lookup changelog: keys written, by the last sequence number of their flush, not yet in
         # a changelog; the files above level 0 when the last changelog was produced; restored
         # level-0 files (written by an earlier writer: their keys are read back when compacted)
@@ -171,6 +179,8 @@ class KeyValueBucketWriter:
 
     # ---- compaction -------------------------------------------------------------------------
     def _pick(self, *, full: bool = False, level0: bool = False) -> Optional[CompactUnit]:
+        if self._frozen:
+            return None
         comp = self.compactor
         if level0:
             return comp.pick_level0()
@@ -201,11 +211,47 @@ class KeyValueBucketWriter:
         return True
 
     def _inputs_gone(self, error: MissingFileError) -> None:
-        """A compaction's input files are gone: another compaction rewrote them and an expiration
-        removed them. This writer's view of the bucket is stale: the compaction is dropped, and the
-        owner reloads the bucket from the table after its next commit (``stale``)."""
-        log.warning("compaction of bucket %s of %s dropped: %s", self.bucket, self.store.path, error)
-        self.tw.stale = True
+        """A compaction's input files are gone: another process compacted them away and an
+        expiration (or a rollback) removed them, so this writer's view of the bucket is stale. The
+        compaction is dropped, and the bucket reloads its committed files from the latest snapshot
+        (its rows not yet committed stay on top, at level 0). The lookup changelog producer cannot
+        follow such a change mid-commit, and a bucket that keeps losing its inputs gives up after
+        :data:`_MAX_RESTORES` reloads: those stop compacting until the owner reloads them after
+        the next commit (``stale``). Never a retry of the same inputs: they stay gone."""
+        if self._lookup or self._restores >= _MAX_RESTORES:
+            log.warning(
+                "compaction of bucket %s of %s dropped: %s; the bucket compacts again after the next "
+                "commit",
+                self.bucket,
+                self.store.path,
+                error,
+            )
+            self._frozen = True
+            self.tw.stale = True
+            return
+        log.warning(
+            "compaction of bucket %s of %s dropped: %s; reloading the bucket from the latest snapshot",
+            self.bucket,
+            self.store.path,
+            error,
+        )
+        self._restores += 1
+        self._reload_committed()
+
+    def _reload_committed(self) -> None:
+        """Rebuild the levels from the bucket's files in the latest snapshot plus this writer's
+        uncommitted level-0 files; compaction results not yet committed are dropped (they were
+        computed from files that are gone), and the files they wrote deleted."""
+        latest = self.tw.committed_files(self.partition, self.bucket)
+        keep = {f.file_name for f in latest + self.new_files + self.committed}
+        done = self.compacted
+        for f in done.after + done.intermediate + done.changelog:
+            if f.file_name not in keep:
+                self.store.file_io.delete(self.store.data_file_path(self.partition, self.bucket, f.file_name))
+        self.compacted = CompactResult()
+        self.committed = list(latest)
+        self.levels = Levels.of(latest + self.new_files, num_levels(self.store))
+        self.compactor = BucketCompactor(self.store, self.partition, self.bucket, self.levels)
 
     def _start(self) -> bool:
         """Start what the picker asks for in the background; False when it asks for nothing."""
@@ -348,6 +394,7 @@ class KeyValueBucketWriter:
         )
         self.committed = self.levels.all_files()
         self.new_files, self.changelog, self.compacted = [], [], CompactResult()
+        self._restores = 0
         return msg
 
     def abort(self) -> None:

@@ -7,6 +7,7 @@ exactly one of several racing committers wins each id and the others retry on th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -126,6 +127,10 @@ class TableCommit:
         # ``index_merged`` tells that another writer's index additions were merged into this commit
         self._hash_index: Any = None
         self.index_merged = False
+        # check, under the commit lock, that every file a commit adds exists: for committers that
+        # replay messages after a restart (a Flink sink's), whose files a rollback or an expiration
+        # may have removed with the snapshot that had committed them; a missing one fails the commit
+        self.verify_new_files = False
 
     def commit(
         self,
@@ -380,11 +385,14 @@ class TableCommit:
         pub = self._log
         changes = log_changes(store, delta.kind, delta.entries, delta.changelog) if pub is not None else []
         replaced: Optional[list[ManifestEntry]] = None  # an overwrite's deletes, for the last attempt
+        locked = contextlib.ExitStack()
         try:
             delta_metas = [] if overwrite is not None else write_manifests(delta.entries)
             changelog_metas = write_manifests(delta.changelog)
             max_retries = self._max_retries()
             for attempt in range(max_retries):
+                if attempt == 1:  # lost a race: hold the commit lock from now on, so as not to lose again
+                    locked.enter_context(store.snapshot_manager.lock())
                 latest = store.snapshot_manager.latest()
                 if guard is not None:
                     guard(latest)
@@ -414,19 +422,19 @@ class TableCommit:
                     previous_index = latest.index_manifest if latest is not None else None
                     if index_manifest is not None and index_manifest != previous_index:
                         attempt_files.append(index_manifest)
+                    known = {m.file_name for m in store.manifest_metas(latest)} if latest else set()
                     base_metas = self._base_manifests(latest)
                 except (MissingFileError, SnapshotNotFoundError):
                     drop(attempt_files)
                     if hash_index is not None:
                         hash_index.abandon()
-                    if latest is None or store.snapshot_manager.snapshot_exists(latest.id):
+                    if latest is None or store.snapshot_manager.holds(latest):
                         raise
                     continue  # the snapshot this attempt built on was expired under it: start again
                 except BaseException:
                     drop(attempt_files)
                     raise
                 if latest is not None:
-                    known = {m.file_name for m in store.manifest_metas(latest)}
                     attempt_files += [m.file_name for m in base_metas if m.file_name not in known]
                     written.extend(attempt_files)  # merged manifests written for this attempt
                 base_name, base_size = write_list(base_metas)
@@ -456,7 +464,7 @@ class TableCommit:
                     ours = self._eventual_offsets or {}
                     parts = set(ours) | set(previous)
                     snapshot.log_offsets = {p: max(ours.get(p, 0), previous.get(p, 0)) for p in parts}
-                if store.snapshot_manager.try_commit(snapshot):
+                if self._publish_snapshot(snapshot, latest, delta):
                     published = True
                     self.published.append(snapshot.id)
                     written.clear()
@@ -480,12 +488,30 @@ class TableCommit:
                 "(option 'commit.max-retries')"
             )
         finally:
+            locked.close()
             if not published:
                 drop(list(written))
                 if rebase is not None:
                     rebase.abandon()
                 if hash_index is not None:
                     hash_index.abandon()
+
+    def _publish_snapshot(self, snapshot: Snapshot, parent: Optional[Snapshot], delta: _Delta) -> bool:
+        """Publish ``snapshot`` after ``parent``; with :attr:`verify_new_files`, first check under
+        the commit lock that the files it adds are all there (see there)."""
+        sm = self.store.snapshot_manager
+        if not self.verify_new_files:
+            return sm.try_commit(snapshot, parent)
+        with sm.lock():
+            store, fio = self.store, self.store.file_io
+            for e in delta.entries + delta.changelog:
+                path = store.data_file_path(e.partition, e.bucket, e.file.file_name, e.file.external_path)
+                if e.kind == 0 and not fio.exists(path):
+                    raise MissingFileError(
+                        f"commit to {self.store.path} adds the file {path}, which is gone (an expiration or "
+                        "a rollback removed the snapshot that held it); nothing was committed"
+                    )
+            return sm.try_commit(snapshot, parent)
 
     def _publish(self, pub: LogPublisher, snapshot: Snapshot) -> None:
         """Commit the log transaction of a published snapshot. When that fails the snapshot stands

@@ -29,7 +29,7 @@ from lakelog.connector.table.maintenance import after_commit
 from lakelog.connector.table.partition_specs import (
     PartitionSpec,
     matching_partitions,
-    partition_spec,
+    partition_spec_list,
     partitions_where,
 )
 from lakelog.connector.table.scan import plan_splits
@@ -47,8 +47,15 @@ def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Opti
     Primary-key buckets: a full compaction into one sorted run at the top level, or with
     ``full=False`` what universal compaction picks. Append buckets: small files are rewritten
     into files of about the target size; with ``full=False`` only when the bucket holds at least
-    ``compaction.min.file-num`` files.
+    ``compaction.min.file-num`` files. A file whose manifest record contradicts the table's
+    schema (a schema file edited to drop or add the primary key) raises
+    :class:`~lakelog.connector.errors.CorruptFileError` before anything is written.
     """
+    layout = store.file_layout()
+    for f in split.files:
+        if not layout.fits_record(f):
+            path = store.data_file_path(split.partition, split.bucket, f.file_name, f.external_path)
+            raise layout.refused_record(path)
     if store.is_primary_key_table:
         levels = Levels.of(split.files, num_levels(store))
         comp = BucketCompactor(store, split.partition, split.bucket, levels)
@@ -91,7 +98,7 @@ def compact_table(
     where: Optional[str] = None,
     progress: Optional[Progress] = None,
     commit_user: Optional[str] = None,
-    attempts: int = 3,
+    attempts: int = 5,
 ) -> Optional[int]:
     """Compact every bucket that needs it (all of them with ``full``) and commit once as a
     COMPACT snapshot; return its id, or None when there was nothing to do. ``partitions``: only
@@ -105,7 +112,7 @@ def compact_table(
     new latest snapshot, up to ``attempts`` times."""
     if partitions is not None and where is not None:
         raise InvalidInputError(f"compaction of {store.path}: give partitions or where, not both")
-    specs = [partition_spec(store, s) for s in partitions] if partitions is not None else None
+    specs = partition_spec_list(store, partitions)
     if where is not None:
         partitions_where(store, [], where)  # a bad predicate fails before any work
     sm = store.snapshot_manager
@@ -134,9 +141,14 @@ def compact_table(
             sid = TableCommit(store, commit_user).commit(messages)
         except (CommitConflictError, MissingFileError, SnapshotNotFoundError) as e:
             _discard(store, messages)
-            lost_race = isinstance(e, CommitConflictError) or not sm.snapshot_exists(snap.id)
-            if not lost_race or attempt == attempts - 1:
+            lost_race = isinstance(e, CommitConflictError) or not sm.holds(snap)
+            if not lost_race:
                 raise
+            if attempt == attempts - 1:
+                raise CommitConflictError(
+                    f"compaction of {store.path} lost the race to other commits {attempts} times (last: "
+                    f"{e}); nothing was committed: run it again, or while fewer writers compact"
+                ) from e
             log.warning("compaction of %s lost a race (%s); planning it again", store.path, e)
             continue
         except BaseException:

@@ -16,8 +16,9 @@ import time
 from collections.abc import Iterable
 from typing import Optional
 
-from lakelog.connector.errors import SnapshotNotFoundError, TagError
+from lakelog.connector.errors import MissingFileError, OptionError, SnapshotNotFoundError, TagError
 from lakelog.connector.format.manifest import ManifestEntry
+from lakelog.connector.format.options import LogSystem
 from lakelog.connector.format.snapshot import Snapshot, SnapshotManager
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.tags import TagManager
@@ -129,43 +130,66 @@ def expire_snapshots(
         if older_than_millis is not None
         else int(time.time() * 1000) - opts.snapshot_time_retained.millis
     )
-    latest, earliest = sm.latest_id(), sm.earliest_id()
-    if latest is None or earliest is None:
-        return []
     limit = max_deletes if max_deletes is not None else opts.snapshot_expire_limit
-    upper = latest - rmin + 1  # ids below this may expire
-    forced = latest - rmax + 1  # ids below this must expire
-    consumer_ttl = opts.consumer_expiration_time
-    if consumer_ttl is not None:
-        gone = store.consumer_manager.expire(int(time.time() * 1000) - consumer_ttl.millis)
-        if gone:
-            log.info("expired consumers %s of %s (not updated for %s)", gone, store.path, consumer_ttl)
-    consumer_min = store.consumer_manager.min_next_snapshot()
-    end = earliest
-    while end < upper and end - earliest < limit:
-        if end >= forced:
+    with sm.lock():  # no commit publishes, and no other expiration deletes, while the range is chosen
+        latest, earliest = sm.latest_id(), sm.earliest_id()
+        if latest is None or earliest is None:
+            return []
+        upper = latest - rmin + 1  # ids below this may expire
+        forced = latest - rmax + 1  # ids below this must expire
+        consumer_ttl = opts.consumer_expiration_time
+        if consumer_ttl is not None:
+            gone = store.consumer_manager.expire(int(time.time() * 1000) - consumer_ttl.millis)
+            if gone:
+                log.info("expired consumers %s of %s (not updated for %s)", gone, store.path, consumer_ttl)
+        consumer_min = store.consumer_manager.min_next_snapshot()
+        end = earliest
+        while end < upper and end - earliest < limit:
+            if end >= forced:
+                try:
+                    if sm.snapshot(end).time_millis >= threshold:
+                        break
+                except SnapshotNotFoundError:
+                    pass
+            if consumer_min is not None and end >= consumer_min:
+                break
+            end += 1
+        if end <= earliest:
+            return []
+        expired: list[Snapshot] = []
+        for sid in range(earliest, end):
             try:
-                if sm.snapshot(end).time_millis >= threshold:
-                    break
+                expired.append(sm.snapshot(sid))
             except SnapshotNotFoundError:
-                pass
-        if consumer_min is not None and end >= consumer_min:
-            break
-        end += 1
-    if end <= earliest:
-        return []
-    expired: list[Snapshot] = []
-    for sid in range(earliest, end):
-        try:
-            expired.append(sm.snapshot(sid))
-        except SnapshotNotFoundError:
-            continue
-    kept = [sm.snapshot(sid) for sid in range(end, latest + 1) if sm.snapshot_exists(sid)]
-    tags = list(store.tag_manager.list().values()) + _other_references(store)
+                continue
+        kept = [sm.snapshot(sid) for sid in range(end, latest + 1) if sm.snapshot_exists(sid)]
+        tags = list(store.tag_manager.list().values())
+        # 1. snapshots (oldest first) and the EARLIEST hint
+        for s in expired:
+            sm.delete(s.id)
+        sm.commit_hint_earliest(end)
+    ids = [s.id for s in expired]
+    log.info("expired snapshots %s of %s", ids, store.path)
+    # 2. files nobody references any more. Outside the lock: a commit after it builds on a kept
+    # snapshot, and a tag made after it on a kept one. A file that another expiration or a rollback
+    # deleted meanwhile ends the cleanup: what is left over is orphan cleanup's
+    try:
+        _delete_unreferenced(store, expired, kept, tags + _other_references(store))
+    except MissingFileError as e:
+        log.info("cleanup after expiring snapshots %s of %s stopped (%s); orphan cleanup takes the rest",
+                 ids, store.path, e)
+    return ids
+
+
+def _delete_unreferenced(
+    store: TableStore, expired: list[Snapshot], kept: list[Snapshot], others: list[Snapshot]
+) -> None:
+    """Delete the files of ``expired`` snapshots that no ``kept`` snapshot and no tag (``others``)
+    references: data files by the live set of each, manifests by every reference."""
     live_data: set[str] = set()
-    for s in kept + tags:
+    for s in kept + others:
         live_data |= _live_data_files(store, s)
-    _, live_meta = referenced_files(store, kept + tags)
+    _, live_meta = referenced_files(store, kept + others)
     cand_data: set[str] = set()
     cand_meta: set[str] = set()
     for s in expired:
@@ -176,21 +200,13 @@ def expire_snapshots(
     if kept:
         for e in store.delta_entries(kept[0]):
             cand_data.add(store.data_file_path(e.partition, e.bucket, e.file.file_name, e.file.external_path))
-    # 1. snapshots (oldest first) and the EARLIEST hint
-    for s in expired:
-        sm.delete(s.id)
-    sm.commit_hint_earliest(end)
-    # 2. files nobody references any more
     dead_data = sorted(cand_data - live_data)
     for path in dead_data:
         store.file_io.delete(path)
-    if opts.get(opts.SNAPSHOT_CLEAN_EMPTY_DIRECTORIES):
+    if store.options.get(store.options.SNAPSHOT_CLEAN_EMPTY_DIRECTORIES):
         remove_empty_directories(store, {os.path.dirname(p) for p in dead_data})
     for name in sorted(cand_meta - live_meta):
         store.file_io.delete(os.path.join(store.manifest_dir, name))
-    ids = [s.id for s in expired]
-    log.info("expired snapshots %s of %s", ids, store.path)
-    return ids
 
 
 def maybe_expire_snapshots(store: TableStore, *, compactor: bool = False) -> list[int]:
@@ -280,69 +296,76 @@ def rollback_to(store: TableStore, *, snapshot_id: Optional[int] = None, tag: Op
 
     Paimon's semantics: the snapshots after the target are removed (the next commit takes the
     id after the target again), and so are the files only they referenced (data, changelog and
-    manifest files; Paimon 1.2+ leaves those to orphan cleanup). Rolling back to a tag whose
-    snapshot has expired brings the snapshot back from the tag. Tags on later snapshots would
-    point at ids that new commits reuse, so the rollback is refused while they exist, naming them.
-    Consumers that had read past the target continue after it.
+    manifest files). Rolling back to a tag whose snapshot has expired brings the snapshot back from
+    the tag. Tags on later snapshots would point at ids that new commits reuse, so the rollback is
+    refused while they exist, naming them. Consumers that had read past the target continue after
+    it.
 
-    Run it while no writer commits: a commit racing the rollback may have started from a removed
-    snapshot. When one is seen, the removed snapshots' files are left for orphan cleanup.
+    Safe beside writers: the whole rollback holds the table's commit lock, so no commit publishes
+    while it runs, and a commit that had planned on a removed snapshot finds, when it publishes,
+    that its parent is gone and plans again on the target (or fails, naming the conflict). A commit
+    published before the rollback is one of the later snapshots it removes.
     """
     if (snapshot_id is None) == (tag is None):
         raise ValueError("give exactly one of snapshot_id and tag")
+    if store.options.log_system == LogSystem.KAFKA:
+        raise OptionError(
+            f"cannot roll {store.path} back: it has a Kafka log, and the changes of the snapshots a "
+            "rollback removes stay in the topic. Readers of the log would keep them, and new commits "
+            "taking those snapshot ids again would be taken for published ones. Undo changes by "
+            "writing corrections (deletes, upserts), which reach the log's readers"
+        )
     sm, tm = store.snapshot_manager, store.tag_manager
-    latest = sm.latest_id()
-    if latest is None:
-        raise SnapshotNotFoundError(f"{store.path} has no snapshot to roll back to")
-    if tag is not None:
-        target = tm.get(tag)
-    else:
-        assert snapshot_id is not None
-        try:
-            target = sm.snapshot(snapshot_id)
-        except SnapshotNotFoundError:
-            tagged = [s for s in tm.list().values() if s.id == snapshot_id]  # an expired, tagged one
-            if not tagged:
-                raise
-            target = tagged[0]
-    if target.id > latest:
-        raise SnapshotNotFoundError(f"snapshot {target.id} is after the latest ({latest}) of {store.path}")
-    later_tags = sorted(name for name, s in tm.list().items() if s.id > target.id)
-    if later_tags:
-        raise TagError(
-            f"cannot roll {store.path} back to snapshot {target.id}: tag(s) {later_tags} hold later "
-            "snapshots, whose ids new commits would reuse; delete those tags first"
-        )
-    removed = [sm.snapshot(i) for i in range(target.id + 1, latest + 1) if sm.snapshot_exists(i)]
-    kept = [s for s in sm.snapshots() if s.id <= target.id]
-    if all(s.id != target.id for s in kept):
-        kept.append(target)  # brought back from its tag below
-    others = list(tm.list().values()) + _other_references(store)
-    cand_data, cand_meta = referenced_files(store, removed)
-    live_data, live_meta = referenced_files(store, kept + others)
-    # 1. the LATEST hint first, then the removed snapshots newest first: a crash in between leaves
-    #    a table whose latest snapshot is still one of the removed ones, never a gap
-    if not sm.snapshot_exists(target.id):
-        store.file_io.try_publish(sm.snapshot_path(target.id), target.to_json().encode("utf-8"))
-        sm.commit_hint_earliest(target.id)
-    sm.commit_hint_latest(target.id)
-    for s in reversed(removed):
-        sm.delete(s.id)
-    # 2. consumers that had read past the target go on after it
-    for consumer, nxt in store.consumer_manager.list().items():
-        if nxt > target.id + 1:
-            store.consumer_manager.reset(consumer, target.id + 1)
-    # 3. the files only the removed snapshots referenced
-    if sm.latest_id() != target.id:
-        log.warning(
-            "a commit to %s raced the rollback to %s; the removed snapshots' files are left to orphans",
-            store.path,
-            target.id,
-        )
-        return target.id
-    for path in sorted(cand_data - live_data):
-        store.file_io.delete(path)
-    for name in sorted(cand_meta - live_meta):
-        store.file_io.delete(os.path.join(store.manifest_dir, name))
+    with sm.lock():
+        latest = sm.latest_id()
+        if latest is None:
+            raise SnapshotNotFoundError(f"{store.path} has no snapshot to roll back to")
+        if tag is not None:
+            target = tm.get(tag)
+        else:
+            assert snapshot_id is not None
+            try:
+                target = sm.snapshot(snapshot_id)
+            except SnapshotNotFoundError:
+                tagged = [s for s in tm.list().values() if s.id == snapshot_id]  # an expired, tagged one
+                if not tagged:
+                    raise
+                target = tagged[0]
+        if target.id > latest:
+            raise SnapshotNotFoundError(
+                f"snapshot {target.id} is after the latest ({latest}) of {store.path}"
+            )
+        later_tags = sorted(name for name, s in tm.list().items() if s.id > target.id)
+        if later_tags:
+            raise TagError(
+                f"cannot roll {store.path} back to snapshot {target.id}: tag(s) {later_tags} hold later "
+                "snapshots, whose ids new commits would reuse; delete those tags first"
+            )
+        removed = [sm.snapshot(i) for i in range(target.id + 1, latest + 1) if sm.snapshot_exists(i)]
+        kept = [s for s in sm.snapshots() if s.id <= target.id]
+        if all(s.id != target.id for s in kept):
+            kept.append(target)  # brought back from its tag below
+        others = list(tm.list().values()) + _other_references(store)
+        # what to delete is known before anything changes: a damaged table fails here, untouched
+        cand_data, cand_meta = referenced_files(store, removed)
+        live_data, live_meta = referenced_files(store, kept + others)
+        # 1. the LATEST hint first, then the removed snapshots newest first: a crash in between
+        #    leaves a table whose latest snapshot is still one of the removed ones, never a gap
+        if not sm.snapshot_exists(target.id):
+            store.file_io.try_publish(sm.snapshot_path(target.id), target.to_json().encode("utf-8"))
+            sm.commit_hint_earliest(target.id)
+        sm.commit_hint_latest(target.id)
+        for s in reversed(removed):
+            sm.delete(s.id)
+        # 2. consumers that had read past the target go on after it
+        for consumer, nxt in store.consumer_manager.list().items():
+            if nxt > target.id + 1:
+                store.consumer_manager.reset(consumer, target.id + 1)
+        # 3. the files only the removed snapshots referenced (still under the lock: a commit that
+        #    publishes after it re-planned on the target, so it references none of them)
+        for path in sorted(cand_data - live_data):
+            store.file_io.delete(path)
+        for name in sorted(cand_meta - live_meta):
+            store.file_io.delete(os.path.join(store.manifest_dir, name))
     log.info("rolled %s back to snapshot %s (removed %s)", store.path, target.id, [s.id for s in removed])
     return target.id

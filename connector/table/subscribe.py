@@ -33,9 +33,11 @@ import numpy as np
 import pyarrow as pa
 
 from lakelog.connector.errors import LogSystemError, OptionError, SnapshotNotFoundError
+from lakelog.connector.format.consumers import record_progress
 from lakelog.connector.format.key_value import RowKind
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.log.reader import ROWKIND, CommitId, LogTail
+from lakelog.connector.table import arguments as arg
 from lakelog.connector.table.changes import snapshot_log_changes
 from lakelog.connector.table.expressions import parse_filter
 from lakelog.connector.table.log import log_config
@@ -67,6 +69,12 @@ class Subscription:
         poll_interval: float = 0.2,
         restore: Optional[dict[str, Any]] = None,
     ) -> None:
+        scan_mode = arg.text("scan_mode", scan_mode)
+        snapshot_id = arg.optional_integer("snapshot_id", snapshot_id)
+        if timestamp is not None:
+            timestamp = arg.point_in_time("timestamp", timestamp)
+        consumer_id = arg.optional_text("consumer_id", consumer_id)
+        poll_interval = arg.seconds("poll_interval", poll_interval)
         if scan_mode not in SCAN_MODES:
             raise OptionError(f"scan.mode {scan_mode!r} of a subscription: use one of {list(SCAN_MODES)}")
         if scan_mode in ("from-snapshot", "from-snapshot-full") and snapshot_id is None:
@@ -76,7 +84,7 @@ class Subscription:
         self.table = table
         self._store = table.store
         self.schema = self._store.schema.arrow_schema()
-        self.columns = list(columns) if columns is not None else list(self.schema.names)
+        self.columns = arg.names("columns", columns) if columns is not None else list(self.schema.names)
         self.filter = parse_filter(filter, self.schema)
         self.poll_interval = poll_interval
         self.consumer_id = consumer_id
@@ -97,6 +105,8 @@ class Subscription:
             self._start_after(resume - 1)
         else:
             self._start(scan_mode, snapshot_id, timestamp)
+        if not self._pending:
+            self._save_progress()  # nothing queued at the start: the consumer is where it starts
 
     # ---- state --------------------------------------------------------------------------------------
     def position(self) -> dict[str, Any]:
@@ -133,14 +143,13 @@ class Subscription:
     def _start(self, mode: str, snapshot_id: Optional[int], timestamp: Any) -> None:
         sm = self._store.snapshot_manager
         if mode == "latest-full":
-            snap = sm.latest()
-            if snap is not None:
-                self._full(snap)
+            # the latest snapshot can expire while it is read: read the new latest then
+            snap, self._pending = self._store.on_latest(lambda s: self._full(s) if s is not None else [])
             self._start_after(snap.id if snap is not None else 0)
         elif mode == "from-snapshot-full":
             assert snapshot_id is not None
             snap = sm.snapshot(snapshot_id)
-            self._full(snap)
+            self._pending = self._full(snap)
             self._start_after(snap.id)
         elif mode == "from-snapshot":
             assert snapshot_id is not None
@@ -158,9 +167,7 @@ class Subscription:
                     schema_of=self._schema_of,
                 )
         else:  # from-timestamp
-            from lakelog.connector.table.table import _to_millis
-
-            millis = _to_millis(timestamp)
+            millis = arg.point_in_time("timestamp", timestamp)
             before = sm.earlier_or_equal_time_millis(millis)
             if self._config is None:
                 self._next_snapshot = (before.id if before is not None else 0) + 1
@@ -173,11 +180,14 @@ class Subscription:
                     schema_of=self._schema_of,
                 )
 
-    def _full(self, snap: Snapshot) -> None:
+    def _full(self, snap: Snapshot) -> list[pa.Table]:
+        """Every row of ``snap`` as ``+I`` change batches."""
+        out = []
         for batch in self.table.scan(columns=None, filter=self.filter, snapshot_id=snap.id).to_reader():
             t = pa.Table.from_batches([batch])
             if t.num_rows:
-                self._pending.append(_with_kinds(t, np.zeros(t.num_rows, dtype=np.int8)))
+                out.append(_with_kinds(t, np.zeros(t.num_rows, dtype=np.int8)))
+        return out
 
     def _start_after(self, snapshot_id: int) -> None:
         """Deliver every change after snapshot ``snapshot_id`` (0: from the table's beginning)."""
@@ -198,19 +208,24 @@ class Subscription:
         earliest = self._config.list_offsets("earliest")
         try:
             snap = sm.snapshot(snapshot_id) if snapshot_id > 0 else None
-        except SnapshotNotFoundError:  # expired: where its changes ended in the log is unknown
-            self._fail_gap(snapshot_id, {p: (0, e) for p, e in earliest.items() if e > 0})
-        offsets = dict(snap.log_offsets or {}) if snap is not None else {}
-        lost = {p: (offsets.get(p, 0), e) for p, e in earliest.items() if offsets.get(p, 0) < e}
-        if not lost:
-            return offsets, _commit_id(snap), snapshot_id
+            offsets = dict(snap.log_offsets or {}) if snap is not None else {}
+            lost = {p: (offsets.get(p, 0), e) for p, e in earliest.items() if offsets.get(p, 0) < e}
+        except SnapshotNotFoundError:
+            # expired (a consumer protects the snapshots it reads next, not the one before them):
+            # where its changes end in the log is unknown, so the next ones come from the files
+            lost = {p: (0, e) for p, e in earliest.items()}
+        else:
+            if not lost:
+                return offsets, _commit_id(snap), snapshot_id
         # the log's retention is shorter than the snapshots': bridge the gap with the files
         latest = sm.latest_id() or 0
         target = snapshot_id
         for sid in range(snapshot_id + 1, latest + 1):
             target = sid
-            s = sm.snapshot(sid)
-            held = s.log_offsets or {}
+            try:
+                held = sm.snapshot(sid).log_offsets or {}
+            except SnapshotNotFoundError:
+                self._fail_gap(snapshot_id, lost)
             if all(held.get(p, 0) >= e for p, e in earliest.items()):
                 break
         for sid in range(snapshot_id + 1, target + 1):
@@ -236,7 +251,9 @@ class Subscription:
 
     def _fail_gap(self, snapshot_id: int, lost: dict[int, tuple[int, int]]) -> NoReturn:
         opts = self._store.options
-        ranges = ", ".join(f"partition {p}: offsets {a}..{b - 1}" for p, (a, b) in sorted(lost.items()))
+        held = sorted((p, a, b) for p, (a, b) in lost.items() if b > a)
+        ranges = ", ".join(f"partition {p}: offsets {a}..{b - 1}" for p, a, b in held)
+        ranges = ranges or "the records of the snapshots after it"
         retention = opts.log_retention
         raise LogSystemError(
             f"cannot read the changes of {self.table.identifier} after snapshot {snapshot_id}: the log "
@@ -255,7 +272,10 @@ class Subscription:
         if self._closed:
             raise RuntimeError("this subscription is closed")
         if self._pending:
-            return self._finish(self._pending.pop(0))
+            batch = self._pending.pop(0)
+            if not self._pending:
+                self._save_progress()  # the snapshot read at the start is delivered whole
+            return self._finish(batch)
         wait = self.poll_interval if timeout is None else timeout
         if self._tail is not None:
             batch = self._tail.poll(wait)
@@ -314,7 +334,9 @@ class Subscription:
 
     def _save_progress(self) -> None:
         if self.consumer_id is not None and self._consumed is not None:
-            self._store.consumer_manager.reset(self.consumer_id, self._consumed + 1)
+            store = self._store
+            sm, consumers = store.snapshot_manager, store.consumer_manager
+            record_progress(consumers, sm, self.consumer_id, self._consumed + 1)
 
     def __iter__(self) -> Iterator[pa.Table]:
         while not self._closed:

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.connector.errors import (
+    ArgumentError,
     CommitConflictError,
     MissingFileError,
     SnapshotExpiredError,
@@ -21,6 +22,7 @@ from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
+from lakelog.connector.table import arguments as arg
 from lakelog.connector.table.commit import TableCommit
 from lakelog.connector.table.expressions import parse_filter
 from lakelog.connector.table.maintenance import after_commit
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     import duckdb
     import pandas
 
+    from lakelog.connector.format.schema import TableSchema
     from lakelog.connector.table.subscribe import Subscription
 
 log = logging.getLogger(__name__)
@@ -45,7 +48,7 @@ class BatchWriter:
     def __init__(self, table: Table, *, commit_user: Optional[str] = None) -> None:
         self._table = table
         self._write = TableWrite(table._store)
-        self._commit = TableCommit(table._store, commit_user)
+        self._commit = TableCommit(table._store, arg.optional_text("commit_user", commit_user))
         _attach_eventual_log(self._write, self._commit.commit_user)
         self.snapshot_id: Optional[int] = None
         self._closed = False
@@ -116,7 +119,7 @@ class StreamWriter:
     def __init__(self, table: Table, *, commit_user: Optional[str] = None) -> None:
         self._table = table
         self._write = TableWrite(table._store)
-        self._commit = TableCommit(table._store, commit_user)
+        self._commit = TableCommit(table._store, arg.optional_text("commit_user", commit_user))
         _attach_eventual_log(self._write, self._commit.commit_user)
         self._identifier = self._commit.last_committed_identifier() if commit_user is not None else 0
         self._closed = False
@@ -145,6 +148,7 @@ class StreamWriter:
         """Publish what was written since the last commit (and finished compactions); return the
         last snapshot id made, or None when there was nothing to commit."""
         self._check_open()
+        arg.flag("wait_compaction", wait_compaction)
         msgs: list[CommitMessage] = []
         try:
             msgs = self._write.prepare_commit(wait_compaction=wait_compaction)
@@ -254,7 +258,7 @@ class TableScan:
             store = store.with_schema(store.schema_manager.schema(snap.schema_id))
         self._store = store
         self._time_travel = time_travel
-        self.columns = list(columns) if columns is not None else None
+        self.columns = arg.names("columns", columns) if columns is not None else None
         self.filter: Optional[pc.Expression] = parse_filter(filter, store.schema.arrow_schema())
         self._splits: Optional[list[Split]] = None
 
@@ -267,7 +271,7 @@ class TableScan:
         to the new latest). Raises SnapshotExpiredError naming the snapshot when it cannot."""
         snap = self.snapshot
         sm = self.table._store.snapshot_manager
-        if snap is None or sm.snapshot_exists(snap.id):
+        if snap is None or sm.holds(snap):
             return False  # not an expiration: the error stands
         if retry and not self._time_travel:
             self.snapshot, self._splits = sm.latest(), None
@@ -311,6 +315,7 @@ class TableScan:
     def to_reader(self, *, max_chunksize: Optional[int] = None) -> pa.RecordBatchReader:
         """A streaming ``RecordBatchReader``: memory holds one key-range section at a time. Its
         snapshot is fixed once it starts: an expiration under it raises SnapshotExpiredError."""
+        max_chunksize = arg.optional_integer("max_chunksize", max_chunksize, minimum=1)
         reader = self._read().to_reader(self.plan(), max_chunksize=max_chunksize)
 
         def batches() -> Iterator[pa.RecordBatch]:
@@ -335,6 +340,7 @@ class TableScan:
         read once into Arrow, so the relation can be queried any number of times."""
         import duckdb
 
+        arg.optional_text("name", name)
         con = connection if connection is not None else duckdb.connect()
         rel = con.from_arrow(self.to_arrow())
         if name:
@@ -348,6 +354,8 @@ class Table:
     def __init__(self, store: TableStore, identifier: str) -> None:
         self._store = store
         self.identifier = identifier
+        # told of every schema this handle commits (a JDBC catalog keeps a copy of the options)
+        self.schema_listener: Optional[Callable[[TableSchema], None]] = None
 
     def __repr__(self) -> str:
         return f"Table({self.identifier!r}, path={self._store.path!r})"
@@ -419,6 +427,7 @@ class Table:
         partition written with another count rescales it."""
         from lakelog.connector.table.overwrite import overwrite
 
+        commit_user = arg.optional_text("commit_user", commit_user)
         return overwrite(self._store, data, partition, commit_user=commit_user)
 
     def rescale(
@@ -452,7 +461,7 @@ class Table:
         return self._store.snapshot_manager.latest()
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
-        return self._store.snapshot_manager.snapshot(snapshot_id)
+        return self._store.snapshot_manager.snapshot(arg.integer("snapshot_id", snapshot_id))
 
     def resolve_snapshot(
         self,
@@ -464,14 +473,14 @@ class Table:
         """The snapshot a read sees: by id, by time (the last one at or before it), by tag, or latest."""
         given = sum(x is not None for x in (snapshot_id, timestamp, tag))
         if given > 1:
-            raise ValueError("give at most one of snapshot_id, timestamp and tag")
+            raise ArgumentError("give at most one of the arguments 'snapshot_id', 'timestamp' and 'tag'")
         sm = self._store.snapshot_manager
         if snapshot_id is not None:
-            return sm.snapshot(snapshot_id)
+            return sm.snapshot(arg.integer("snapshot_id", snapshot_id))
         if tag is not None:
-            return self._store.tag_manager.get(tag)
+            return self._store.tag_manager.get(arg.text("tag", tag))
         if timestamp is not None:
-            millis = _to_millis(timestamp)
+            millis = arg.point_in_time("timestamp", timestamp)
             s = sm.earlier_or_equal_time_millis(millis)
             if s is None:
                 raise SnapshotNotFoundError(f"no snapshot of {self.identifier} at or before {timestamp!r}")
@@ -527,7 +536,9 @@ class Table:
         with a leading ``rowkind`` column (+I, -U, +U, -D), like Paimon's ``$audit_log``."""
         from lakelog.connector.table.changes import diff_snapshots
 
-        return diff_snapshots(self._store, from_snapshot_id, to_snapshot_id)
+        start = arg.integer("from_snapshot_id", from_snapshot_id, minimum=0)
+        end = arg.optional_integer("to_snapshot_id", to_snapshot_id, minimum=0)
+        return diff_snapshots(self._store, start, end)
 
     def subscribe(self, **options: Any) -> Subscription:
         """The table's changes as they happen, as Arrow batches with a leading ``rowkind`` column
@@ -554,20 +565,35 @@ class Table:
         fields (``"dt >= '2024-06-01' AND hh IN (1, 2)"``); default: all of them."""
         from lakelog.connector.table.compaction import compact_table
 
+        full = arg.flag("full", full)
+        where = arg.optional_text("where", where)
+        progress = arg.callback("progress", progress)
         return compact_table(self._store, full=full, partitions=partitions, where=where, progress=progress)
 
     def expire_snapshots(self, **overrides: Any) -> list[int]:
         """Expire snapshots by the table's retention options (overridable); return expired ids."""
         from lakelog.connector.table.maintenance import expire_snapshots
 
+        for name in ("retain_min", "retain_max", "older_than_millis"):
+            if overrides.get(name) is not None:
+                overrides[name] = arg.integer(name, overrides[name])
+        if overrides.get("max_deletes") is not None:
+            overrides["max_deletes"] = arg.integer("max_deletes", overrides["max_deletes"], minimum=0)
         return expire_snapshots(self._store, **overrides)
 
     def rollback_to(self, snapshot_id: Optional[int] = None, *, tag: Optional[str] = None) -> int:
         """Roll back to a snapshot (by id, or the one ``tag`` holds): later snapshots, and the files
         only they referenced, are removed; see :func:`~lakelog.connector.table.maintenance.rollback_to`.
-        Stop the table's writers first."""
+        Safe beside writers: it holds the commit lock throughout."""
         from lakelog.connector.table.maintenance import rollback_to
 
+        if (snapshot_id is None) == (tag is None):
+            raise ArgumentError(
+                "rollback_to needs exactly one of the arguments 'snapshot_id' and 'tag', "
+                f"got snapshot_id={snapshot_id!r}, tag={tag!r}"
+            )
+        snapshot_id = arg.optional_integer("snapshot_id", snapshot_id)
+        tag = arg.optional_text("tag", tag)
         return rollback_to(self._store, snapshot_id=snapshot_id, tag=tag)
 
     def expire_partitions(self) -> list[dict[str, Any]]:
@@ -584,6 +610,9 @@ class Table:
         ``orphan-clean.older-than``, 1 day); return their paths."""
         from lakelog.connector.table.maintenance import remove_orphan_files
 
+        if older_than_seconds is not None:
+            older_than_seconds = arg.seconds("older_than_seconds", older_than_seconds)
+        dry_run = arg.flag("dry_run", dry_run)
         return remove_orphan_files(self._store, older_than_seconds=older_than_seconds, dry_run=dry_run)
 
     def files(self, snapshot_id: Optional[int] = None) -> pa.Table:
@@ -594,13 +623,18 @@ class Table:
 
     # ---- tags -------------------------------------------------------------------------------------------
     def create_tag(self, name: str, snapshot_id: Optional[int] = None) -> None:
-        snap = self.resolve_snapshot(snapshot_id)
-        if snap is None:
-            raise SnapshotNotFoundError(f"{self.identifier} has no snapshot to tag")
-        self._store.tag_manager.create(name, snap)
+        """Tag a snapshot (default: the latest). Under the commit lock, so that no expiration removes
+        the snapshot's files between finding it and recording the tag."""
+        arg.text("name", name)
+        sm = self._store.snapshot_manager
+        with sm.lock():
+            snap = self.resolve_snapshot(snapshot_id)
+            if snap is None:
+                raise SnapshotNotFoundError(f"{self.identifier} has no snapshot to tag")
+            self._store.tag_manager.create(name, snap)
 
     def delete_tag(self, name: str) -> None:
-        self._store.tag_manager.delete(name)
+        self._store.tag_manager.delete(arg.text("name", name))
 
     def tags(self) -> dict[str, int]:
         return {name: s.id for name, s in self._store.tag_manager.list().items()}
@@ -614,18 +648,10 @@ class Table:
         check_merge_engine(self._store.with_schema(apply_changes(latest, list(changes))))
         new = self._store.schema_manager.commit_changes(*changes)
         self._store.schema = new
+        if self.schema_listener is not None:
+            self.schema_listener(new)
         return self
 
-
-
-def _to_millis(ts: Any) -> int:
-    import datetime
-
-    if isinstance(ts, datetime.datetime):
-        if ts.tzinfo is None:
-            ts = ts.astimezone()
-        return int(ts.timestamp() * 1000)
-    return int(ts)
 
 
 def check_merge_engine(store: TableStore) -> None:

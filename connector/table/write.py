@@ -11,6 +11,7 @@ merges its own rows in Arrow. Python loops run over partitions and buckets only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -32,6 +33,7 @@ from lakelog.connector.errors import (
 from lakelog.connector.format.bucket import bucket_key_hashes, buckets_from_hashes
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.defaults import default_values
+from lakelog.connector.format.fileio import storage_errors
 from lakelog.connector.format.index_file import HASH_INDEX, IndexManifestEntry
 from lakelog.connector.format.key_value import VALUE_KIND, RowKind
 from lakelog.connector.format.manifest import DataFileMeta
@@ -396,6 +398,12 @@ class TableWrite:
             self._buckets[slot] = w
         return w
 
+    def committed_files(self, partition: bytes, bucket: int) -> list[DataFileMeta]:
+        """The bucket's files in the latest snapshot (a bucket writer whose view went stale reloads
+        them; see ``KeyValueBucketWriter``)."""
+        _, live = self.store.on_latest(self.store.live_entries)
+        return [e.file for e in live if e.partition == partition and e.bucket == bucket]
+
     def _hash_index(self, partition: bytes, bucket: int) -> Any:
         from lakelog.connector.table.dynamic_bucket import BucketHashIndex
 
@@ -429,6 +437,7 @@ class TableWrite:
         if self.view_snapshot_id is None:
             self.view_snapshot_id = latest.id if latest is not None else 0
         files: dict[tuple[bytes, int], list[DataFileMeta]] = {}
+        self.store.check_file_records(live)  # a schema file edited to drop or add the primary key
         for e in live:
             if e.partition in partitions:
                 files.setdefault((e.partition, e.bucket), []).append(e.file)
@@ -559,8 +568,10 @@ class TableWrite:
         return {FULL_COMPACTION_PROPERTY: "true"} if self.full_compacted else None
 
     def spill_dir(self) -> str:
+        """A new directory under the system's temporary directory for this writer's spills."""
         if self._spill_dir is None:
-            self._spill_dir = tempfile.mkdtemp(prefix="lakelog-spill-")
+            with storage_errors("create a spill directory in", tempfile.gettempdir()):
+                self._spill_dir = tempfile.mkdtemp(prefix="lakelog-spill-")
         return self._spill_dir
 
     # ---- output ---------------------------------------------------------------------------------
@@ -579,10 +590,18 @@ class TableWrite:
             msgs = _in_parallel(lambda w: w.prepare_commit(wait_compaction=wait_compaction), writers)
         else:
             msgs = [w.prepare_commit() for w in writers]
-        if self.mode == BucketMode.HASH_DYNAMIC:
-            _in_parallel(self._index_of, msgs)  # HASH files are written (and synced) side by side
-        if self.overwrite and self.pk:
-            msgs = [self._as_top_level(m) for m in msgs]
+        try:
+            if self.mode == BucketMode.HASH_DYNAMIC:
+                _in_parallel(self._index_of, msgs)  # HASH files are written (and synced) side by side
+            if self.overwrite and self.pk:
+                msgs = [self._as_top_level(m) for m in msgs]
+        except BaseException:
+            # the bucket writers handed their files over, and the caller never gets them to discard
+            from lakelog.connector.table.commit import TableCommit
+
+            with contextlib.suppress(OSError):  # best effort: the error that got us here is the one to report
+                TableCommit(self.store).discard_unpublished(msgs)
+            raise
         return [m for m in msgs if not m.is_empty()]
 
     def _index_of(self, m: CommitMessage) -> None:

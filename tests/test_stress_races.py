@@ -1,0 +1,218 @@
+"""Several processes racing on one table against a model (issue 19's stress test).
+
+Writer processes (one-shot writes, write-only writes, and a long-lived stream writer), a compactor,
+an expirer and, in some rounds, a process that rolls back, all on one primary-key table with short
+retention. Each writer logs what every batch it wrote was acknowledged with. At the end the table
+must read as the model says:
+
+* every snapshot in the chain reads, and the chain has no gap;
+* every row read belongs to a batch a writer was told is committed (nothing resurrected, nothing
+  invented), and every acknowledged batch is read whole, unless a rollback that ended after the
+  write started went below the snapshot that acknowledged it;
+* each writer's counter row holds the value of its newest surviving batch (the later commit wins);
+* orphan cleanup afterwards finds nothing that a snapshot still needs;
+* no write gave up (``commit.max-retries``) and no process failed.
+
+The short version runs with the unit suite; ``soak`` runs long rounds (``LAKELOG_STRESS_ROUNDS``).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import random
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import lakelog
+from lakelog.connector.errors import CommitConflictError, SnapshotNotFoundError
+from lakelog.connector.table.commit import TableCommit
+from lakelog.connector.table.write import TableWrite
+
+S = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.int64()), ("w", pa.int64())])
+ROWS = 6  # rows per batch
+
+
+def _batch(writer: int, i: int) -> pa.Table:
+    base = (writer * 10_000 + i) * ROWS
+    ids = [base + j for j in range(ROWS)] + [-1 - writer]  # the writer's counter row last
+    return pa.table({"id": ids, "v": [i] * (ROWS + 1), "w": [writer] * (ROWS + 1)}, schema=S)
+
+
+def _report(log_path: str) -> None:
+    """In a child process that failed: its traceback, for the parent's assertion."""
+    Path(log_path + ".error").write_text(traceback.format_exc())
+
+
+def _writer(warehouse: str, writer: int, batches: int, style: str, log_path: str, seed: int) -> None:
+    try:
+        _write_batches(warehouse, writer, batches, style, log_path, seed)
+    except BaseException:
+        _report(log_path)
+        raise
+
+
+def _write_batches(warehouse: str, writer: int, batches: int, style: str, log_path: str, seed: int) -> None:
+    rnd = random.Random(seed)
+    t = lakelog.Catalog(warehouse).get_table("c.t")
+    out = open(log_path, "w")  # noqa: SIM115 - flushed line by line, closed below
+    stream = t.stream_writer() if style == "stream" else None
+    try:
+        for i in range(batches):
+            start = time.time()
+            if stream is not None:
+                sid = stream.write(_batch(writer, i)).commit()
+            elif style == "write-only":  # as a write-only sink's writer and committer do
+                w = TableWrite(t.store, write_only=True)
+                w.write(_batch(writer, i))
+                sid = TableCommit(t.store).commit(w.prepare_commit())
+                w.close()
+            else:
+                sid = t.write(_batch(writer, i))
+            out.write(json.dumps({"i": i, "sid": sid, "start": start, "end": time.time()}) + "\n")
+            out.flush()
+            if rnd.random() < 0.3:
+                time.sleep(rnd.random() * 0.01)
+    finally:
+        if stream is not None:
+            stream.close()
+        out.close()
+
+
+def _loop(warehouse: str, role: str, stop_path: str, log_path: str, seed: int) -> None:
+    try:
+        _run_loop(warehouse, role, stop_path, log_path, seed)
+    except BaseException:
+        _report(log_path)
+        raise
+
+
+def _run_loop(warehouse: str, role: str, stop_path: str, log_path: str, seed: int) -> None:
+    rnd = random.Random(seed)
+    t = lakelog.Catalog(warehouse).get_table("c.t")
+    out = open(log_path, "w")  # noqa: SIM115 - flushed line by line, closed below
+    try:
+        while not os.path.exists(stop_path):
+            if role == "compactor":
+                try:
+                    t.compact(full=rnd.random() < 0.3)
+                except CommitConflictError as e:  # the writers' own compactions kept winning
+                    assert "lost the race to other commits" in str(e), e
+                    out.write(json.dumps({"lost": str(e)[:200]}) + "\n")
+            elif role == "expirer":
+                t.expire_snapshots()
+            else:  # rollback: a few snapshots back
+                latest = t.store.snapshot_manager.latest_id() or 0
+                earliest = t.store.snapshot_manager.earliest_id() or 0
+                start = time.time()
+                target = max(earliest, latest - rnd.randint(0, 3))
+                if target >= 1:
+                    try:
+                        done = t.rollback_to(target)
+                    except SnapshotNotFoundError:
+                        continue  # expired between choosing it and rolling back: choose again
+                    out.write(json.dumps({"target": done, "start": start, "end": time.time()}) + "\n")
+                    out.flush()
+                time.sleep(0.05 + rnd.random() * 0.1)
+            time.sleep(rnd.random() * 0.01)
+    finally:
+        out.close()
+
+
+def _read_log(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _round(tmp: Path, seed: int, *, writers: int, batches: int, rollbacks: bool) -> dict[str, int]:
+    rnd = random.Random(seed)
+    warehouse = str(tmp / "wh")
+    rmin = rnd.randint(1, 2)
+    options = {
+        "bucket": str(rnd.choice([1, 2, 4])),
+        "snapshot.num-retained.min": str(rmin),
+        "snapshot.num-retained.max": str(rmin + rnd.randint(0, 1)),
+        "num-sorted-run.compaction-trigger": "2",
+        "num-sorted-run.stop-trigger": "3",
+    }
+    lakelog.Catalog(warehouse).create_table("c.t", S, primary_key=["id"], options=options)
+    ctx = mp.get_context("spawn")
+    styles = ["one-shot", "write-only", "stream", "write-only", "one-shot", "stream"]
+    procs = []
+    for k in range(writers):
+        args = (warehouse, k, batches, styles[k % len(styles)], str(tmp / f"w{k}.log"), seed * 100 + k)
+        procs.append(ctx.Process(target=_writer, args=args))
+    stop = str(tmp / "stop")
+    roles = ["compactor", "expirer"] + (["rollback"] if rollbacks else [])
+    loops = [
+        ctx.Process(target=_loop, args=(warehouse, r, stop, str(tmp / f"{r}.log"), seed * 100 + 50 + j))
+        for j, r in enumerate(roles)
+    ]
+    for p in procs + loops:
+        p.start()
+    for p in procs:
+        p.join(600)
+    Path(stop).touch()
+    for p in loops:
+        p.join(120)
+    codes = {f"writer {k}": p.exitcode for k, p in enumerate(procs)} | {
+        r: p.exitcode for r, p in zip(roles, loops)
+    }
+    errors = [f.read_text() for f in sorted(tmp.glob("*.error"))]
+    assert all(c == 0 for c in codes.values()) and not errors, (options, codes, errors)
+
+    t = lakelog.Catalog(warehouse).get_table("c.t")
+    snaps = t.snapshots()
+    assert [s.id for s in snaps] == list(range(snaps[0].id, snaps[-1].id + 1)), "a gap in the chain"
+    for s in snaps:
+        t.to_arrow(snapshot_id=s.id)
+    got = {r["id"]: (r["v"], r["w"]) for r in t.to_arrow().to_pylist()}
+    backs = _read_log(tmp / "rollback.log") if rollbacks else []
+    acked = 0
+    for k in range(writers):
+        entries = _read_log(tmp / f"w{k}.log")
+        assert len(entries) == batches, f"writer {k} wrote {len(entries)} of {batches} batches"
+        survivors = []
+        for e in entries:
+            acked += 1
+            rows = _batch(k, e["i"]).to_pylist()[:ROWS]
+            seen = [r["id"] in got for r in rows]
+            may_be_gone = any(b["end"] > e["start"] and b["target"] < e["sid"] for b in backs)
+            if all(seen):
+                survivors.append(e["i"])
+            else:
+                assert may_be_gone and not any(seen), (options, k, e, seen)
+        counter = got.get(-1 - k)
+        if survivors:
+            assert counter == (max(survivors), k), (options, k, counter, survivors)
+    for key, (v, w) in got.items():  # nothing that no writer wrote
+        assert key < 0 or key // ROWS == w * 10_000 + v, key
+    removed = t.remove_orphan_files(older_than_seconds=0)
+    fresh = lakelog.Catalog(warehouse).get_table("c.t")
+    assert {r["id"] for r in fresh.to_arrow().to_pylist()} == set(got)
+    for s in fresh.snapshots():
+        fresh.to_arrow(snapshot_id=s.id)
+    return {"acked": acked, "snapshots": snaps[-1].id, "rollbacks": len(backs), "orphans": len(removed)}
+
+
+@pytest.mark.parametrize("seed,rollbacks", [(1, False), (2, True)])
+def test_writers_compactor_expirer_and_rollbacks_race_against_the_model(
+    tmp_path: Path, seed: int, rollbacks: bool
+) -> None:
+    stats = _round(tmp_path, seed, writers=4, batches=12, rollbacks=rollbacks)
+    assert stats["acked"] == 48
+
+
+# CI runs four long rounds (about 25 s each); LAKELOG_STRESS_ROUNDS=20 runs more
+_ROUNDS = int(os.environ.get("LAKELOG_STRESS_ROUNDS", "4"))
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("seed", range(100, 100 + _ROUNDS))
+def test_many_rounds_of_racing_processes_against_the_model(tmp_path: Path, seed: int) -> None:
+    _round(tmp_path, seed, writers=4, batches=50, rollbacks=seed % 2 == 0)
