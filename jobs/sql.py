@@ -27,6 +27,7 @@ from typing import Optional, TextIO
 
 try:
     from lakelog.connector.errors import LakelogError, OptionError
+    from lakelog.jobs.cli import count_arg
 except ImportError as _e:  # pragma: no cover - run as a file by an interpreter without lakelog
     if __name__ != "__main__":
         raise
@@ -67,8 +68,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         choices=["streaming", "batch"],
         help="runtime mode (default: execution.runtime-mode of the Flink configuration)",
     )
-    p.add_argument("--parallelism", type=int, default=None)
-    p.add_argument("--checkpoint-interval-ms", type=int, default=None)
+    p.add_argument("--parallelism", type=count_arg(1), default=None)
+    p.add_argument("--checkpoint-interval-ms", type=count_arg(1), default=None)
     p.add_argument(
         "--conf-dir",
         default=None,

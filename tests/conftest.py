@@ -1,7 +1,8 @@
 """Shared fixtures of the test suite.
 
 Markers (registered in pyproject.toml): ``flink`` (a PyFlink MiniCluster), ``e2e`` (subprocesses,
-a standalone cluster), ``soak`` (long randomized or fault-injection runs); every other test gets
+a standalone cluster), ``soak`` (long randomized or fault-injection runs), ``postgres`` (a real
+PostgreSQL server that the tests start); every other test gets
 ``unit`` here, so ``pytest -m unit`` runs the fast suite while developing.
 """
 
@@ -28,9 +29,10 @@ ORDERS = pa.schema(
     ]
 )
 
-_SUITE_MARKERS = ("flink", "e2e", "soak", "slow", "kafka", "interop")
+_SUITE_MARKERS = ("flink", "e2e", "soak", "slow", "kafka", "interop", "postgres")
 
-pytest_plugins = ["tests.kafka_fixtures"]  # the session's Kafka broker (the kafka_broker fixture)
+# the session's Kafka broker (kafka_broker) and PostgreSQL server (postgres, jdbc_options)
+pytest_plugins = ["tests.kafka_fixtures", "tests.jdbc_fixtures"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

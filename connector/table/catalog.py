@@ -1,7 +1,10 @@
-"""A file-system catalog: ``<warehouse>/<database>.db/<table>/``, as Paimon lays it out."""
+"""The catalog: tables in a warehouse, ``<warehouse>/<database>.db/<table>/``, as Paimon lays them
+out, their names registered by a metastore (:mod:`lakelog.connector.catalog`): the warehouse's
+directories (``filesystem``, the default) or Paimon's JDBC catalog tables (``jdbc``)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -9,11 +12,10 @@ from typing import Optional, Union
 
 import pyarrow as pa
 
+from lakelog.connector.catalog.base import Metastore, open_metastore
 from lakelog.connector.errors import (
+    ArgumentTypeError,
     CorruptTableError,
-    DatabaseAlreadyExistsError,
-    DatabaseNotEmptyError,
-    DatabaseNotFoundError,
     LogSystemError,
     OptionError,
     PathEscapeError,
@@ -36,6 +38,7 @@ from lakelog.connector.format.types import (
 )
 from lakelog.connector.log.kafka import default_topic
 from lakelog.connector.log.publisher import start_marker
+from lakelog.connector.table import arguments as arg
 from lakelog.connector.table.log import check_log_options, log_config
 from lakelog.connector.table.table import Table, check_merge_engine
 
@@ -69,7 +72,7 @@ def _check_name(kind: str, name: str) -> str:
 
 def split_identifier(identifier: str) -> tuple[str, str]:
     """``db.table`` -> (db, table); a bare ``table`` lives in the ``default`` database."""
-    parts = identifier.split(".")
+    parts = arg.text("identifier", identifier).split(".")
     if len(parts) == 1:
         return DEFAULT_DATABASE, _check_name("table", parts[0])
     if len(parts) != 2:
@@ -95,15 +98,37 @@ def parse_table_path(path: str) -> tuple[str, str, str]:
 
 
 class Catalog:
-    """Tables in a warehouse directory (a local path or ``file://`` URI)."""
+    """Tables in a warehouse directory (a local path or ``file://`` URI).
 
-    def __init__(self, warehouse: str) -> None:
+    ``options``: Paimon's catalog options as strings, as ``CREATE CATALOG ... WITH (...)`` takes
+    them; ``'metastore' = 'jdbc'`` with ``'uri'`` (``jdbc:sqlite:<file>``,
+    ``jdbc:postgresql://host:port/db``), ``jdbc.*`` driver properties, ``catalog-key`` and
+    ``lock.enabled`` keeps the names in Paimon's JDBC catalog tables
+    (:mod:`lakelog.connector.catalog.jdbc`)."""
+
+    def __init__(self, warehouse: str, *, options: Optional[Mapping[str, str]] = None) -> None:
+        if options is not None:
+            arg.mapping("options", options)
+        self.options = {str(k): str(v) for k, v in (options or {}).items()}
         self.warehouse = local_path(warehouse)
         self.file_io = FileIO()
         self.file_io.mkdirs(self.warehouse)
+        self.metastore: Metastore = open_metastore(self, self.options)
 
     def __repr__(self) -> str:
-        return f"Catalog({self.warehouse!r})"
+        if self.metastore.kind == "filesystem":
+            return f"Catalog({self.warehouse!r})"
+        return f"Catalog({self.warehouse!r}, metastore={self.metastore.describe()!r})"
+
+    def close(self) -> None:
+        """Close the metastore's connections (it reconnects when used again)."""
+        self.metastore.close()
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # ---- paths --------------------------------------------------------------------------------------
     def database_path(self, database: str) -> str:
@@ -119,58 +144,33 @@ class Catalog:
 
     # ---- databases ----------------------------------------------------------------------------------
     def list_databases(self) -> list[str]:
-        return sorted(
-            n[: -len(_DB_SUFFIX)]
-            for n in self.file_io.list_dir(self.warehouse)
-            if n.endswith(_DB_SUFFIX) and os.path.isdir(os.path.join(self.warehouse, n))
-        )
+        return self.metastore.list_databases()
 
     def database_exists(self, database: str) -> bool:
-        return os.path.isdir(self.database_path(database))
+        return self.metastore.database_exists(_check_name("database", database))
 
     def create_database(self, database: str, *, exist_ok: bool = False) -> None:
-        path = self.database_path(database)
-        if os.path.isdir(path):
-            if exist_ok:
-                return
-            raise DatabaseAlreadyExistsError(f"database {database!r} already exists")
-        self.file_io.mkdirs(path)
+        arg.flag("exist_ok", exist_ok)
+        self.metastore.create_database(_check_name("database", database), exist_ok=exist_ok)
 
     def drop_database(self, database: str, *, cascade: bool = False, missing_ok: bool = False) -> None:
-        path = self.database_path(database)
-        if not os.path.isdir(path):
-            if missing_ok:
-                return
-            raise DatabaseNotFoundError(f"database {database!r} does not exist")
-        tables = self.list_tables(database)
-        if tables and not cascade:
-            raise DatabaseNotEmptyError(
-                f"database {database!r} holds tables {tables}; pass cascade=True to drop them"
-            )
-        self.file_io.delete_dir(path)
+        arg.flag("cascade", cascade)
+        arg.flag("missing_ok", missing_ok)
+        self.metastore.drop_database(
+            _check_name("database", database), cascade=cascade, missing_ok=missing_ok
+        )
 
     def rename_database(self, old: str, new: str) -> None:
-        src, dst = self.database_path(old), self.database_path(new)
-        if not os.path.isdir(src):
-            raise DatabaseNotFoundError(f"database {old!r} does not exist")
-        if os.path.exists(dst):
-            raise DatabaseAlreadyExistsError(f"database {new!r} already exists")
-        self.file_io.rename_dir(src, dst)
+        self.metastore.rename_database(_check_name("database", old), _check_name("database", new))
 
     # ---- tables ---------------------------------------------------------------------------------------
     def list_tables(self, database: str = DEFAULT_DATABASE) -> list[str]:
-        path = self.database_path(database)
-        if not os.path.isdir(path):
-            raise DatabaseNotFoundError(f"database {database!r} does not exist")
-        return sorted(
-            n
-            for n in self.file_io.list_dir(path)
-            if os.path.exists(os.path.join(path, n, "schema", "schema-0"))
-        )
+        return self.metastore.list_tables(_check_name("database", database))
 
     def table_exists(self, identifier: str) -> bool:
-        """Whether a table with schema files exists (see :meth:`get_table` for damaged ones)."""
-        return bool(SchemaManager(self.file_io, self.table_path(identifier)).list_ids())
+        """Whether the table exists: it has schema files (file system; see :meth:`get_table` for
+        damaged ones), or the metastore registers it (JDBC)."""
+        return self.metastore.table_exists(*split_identifier(identifier))
 
     def create_table(
         self,
@@ -192,6 +192,24 @@ class Catalog:
         ``schema``: an Arrow schema, or Paimon fields (exact types such as ``VARCHAR(10)`` or
         ``CHAR(3)``, which Arrow cannot tell from ``STRING``; field ids are assigned here)."""
         db, _ = split_identifier(identifier)
+        if not isinstance(schema, pa.Schema):
+            if isinstance(schema, (str, bytes, Mapping)) or not isinstance(schema, Sequence):
+                raise ArgumentTypeError(
+                    f"argument 'schema' must be a pyarrow Schema or a list of DataFields, not "
+                    f"{type(schema).__name__}"
+                )
+            wrong = [f for f in schema if not isinstance(f, DataField)]
+            if wrong:
+                raise ArgumentTypeError(
+                    f"argument 'schema' must be a pyarrow Schema or a list of DataFields; it holds "
+                    f"{type(wrong[0]).__name__} {wrong[0]!r}"
+                )
+        primary_key = arg.names("primary_key", primary_key) if primary_key is not None else None
+        partition_by = arg.names("partition_by", partition_by) if partition_by is not None else None
+        if options is not None:
+            arg.mapping("options", options)
+        arg.optional_text("comment", comment)
+        arg.flag("exist_ok", exist_ok)
         path = self.table_path(identifier)
         if self.table_exists(identifier):
             if exist_ok:
@@ -218,7 +236,6 @@ class Catalog:
         core = table_schema.core_options
         has_pk = bool(table_schema.primary_keys)
         check_log_options(core, table=identifier, primary_keys=has_pk, bucket=core.bucket)
-        self.create_database(db, exist_ok=True)
         manager = SchemaManager(self.file_io, path)
         if SnapshotManager(self.file_io, path).snapshot_ids():
             raise CorruptTableError(
@@ -241,34 +258,46 @@ class Catalog:
                 log.check_partitions(parts)
             if core.log_consistency == LogConsistency.TRANSACTIONAL:
                 start_marker(log)
-        try:
-            created = manager.create_table(table_schema)
-        except FileExistsError:
-            raise TableAlreadyExistsError(f"table {identifier!r} already exists") from None
-        return Table(TableStore(path, self.file_io, created), identifier)
+        created = self.metastore.create_table(db, split_identifier(identifier)[1],
+                                              lambda: manager.create_table(table_schema))
+        return self._table(TableStore(path, self.file_io, created), identifier)
 
     def get_table(self, identifier: str) -> Table:
         path = self.table_path(identifier)
-        if not self.table_exists(identifier) and not SnapshotManager(self.file_io, path).snapshot_ids():
+        if not self.metastore.table_loadable(*split_identifier(identifier)):
             raise TableNotFoundError(f"table {identifier!r} does not exist in {self.warehouse}")
-        return Table(TableStore(path, self.file_io), identifier)  # CorruptTableError without a schema
+        try:
+            store = TableStore(path, self.file_io)  # CorruptTableError without a schema
+        except TableNotFoundError:
+            if self.metastore.kind == "filesystem":
+                raise
+            raise CorruptTableError(
+                f"table {identifier!r} is registered in {self.metastore.describe()} but {path} holds no "
+                "schema files: drop_table removes the entry (a rename interrupted after moving the files "
+                "finishes when it is run again)"
+            ) from None
+        return self._table(store, identifier)
+
+    def _table(self, store: TableStore, identifier: str) -> Table:
+        """The table of ``store``, with the metastore's commit lock (if it holds one) and a copy of
+        its options kept up to date there."""
+        db, name = split_identifier(identifier)
+        provider = self.metastore.lock_provider(db, name)
+        if provider is not None:
+            store.snapshot_manager.lock_provider = provider
+        table = Table(store, identifier)
+        if self.metastore.kind != "filesystem":
+            table.schema_listener = functools.partial(self.metastore.table_altered, db, name)
+        return table
 
     def drop_table(self, identifier: str, *, missing_ok: bool = False) -> None:
-        if not self.table_exists(identifier):
-            if missing_ok:
-                return
-            raise TableNotFoundError(f"table {identifier!r} does not exist")
-        self.file_io.delete_dir(self.table_path(identifier))
+        """Delete the table's directory with everything in it. A damaged table (its schema files
+        lost, so that it cannot be opened) drops too: dropping is how one gets rid of it."""
+        arg.flag("missing_ok", missing_ok)
+        self.metastore.drop_table(*split_identifier(identifier), missing_ok=missing_ok)
 
     def rename_table(self, old: str, new: str) -> None:
-        if not self.table_exists(old):
-            raise TableNotFoundError(f"table {old!r} does not exist")
-        if self.table_exists(new):
-            raise TableAlreadyExistsError(f"table {new!r} already exists")
-        new_db, _ = split_identifier(new)
-        if not self.database_exists(new_db):
-            raise DatabaseNotFoundError(f"database {new_db!r} does not exist")
-        self.file_io.rename_dir(self.table_path(old), self.table_path(new))
+        self.metastore.rename_table(*split_identifier(old), *split_identifier(new))
 
 
 def _names(text: str) -> list[str]:

@@ -183,6 +183,9 @@ def insert(sql: LakelogSql, spec: InsertSpec, path: str, cat: str, db: str, name
     options = _write_options(sql, cat, db, name, spec.hint)
     query_table = sql.sql_query(typed_values(spec.query, _target_types(store, spec)))
     table = _select_for_table(sql, store, query_table, spec, where)
+    from lakelog.operators.sql.overwrite import static_partition
+
+    static_partition(store, spec.partition, where)  # the CASTs above would round what does not fit
     if spec.overwrite:
         return overwrite(sql, spec, path, table, options, where, name)
     parallelism = options.pop("sink.parallelism", None)

@@ -1,4 +1,5 @@
-"""Lakelog catalogs in a Flink session: the warehouse is the truth, Flink sees a mirror of it.
+"""Lakelog catalogs in a Flink session: the warehouse (and, for a JDBC catalog, its metastore) is
+the truth, Flink sees a mirror of it.
 
 Python cannot give Flink a catalog of its own, so each ``CREATE CATALOG c WITH ('type'='lakelog')``
 becomes a ``generic_in_memory`` catalog that mirrors the warehouse: a database per ``<db>.db``
@@ -33,6 +34,7 @@ class Mirror:
 
     def __init__(self) -> None:
         self.specs: dict[str, CatalogSpec] = {}
+        self._catalogs: dict[str, Catalog] = {}  # one open catalog (a metastore connection) per name
         self._schema_ids: dict[tuple[str, str, str], int] = {}  # mirrored table -> its schema id
         self._fio = FileIO()
 
@@ -40,24 +42,32 @@ class Mirror:
         return catalog in self.specs
 
     def catalog(self, name: str) -> Catalog:
-        return Catalog(self.specs[name].warehouse)
+        cat = self._catalogs.get(name)
+        if cat is None:
+            spec = self.specs[name]
+            cat = self._catalogs[name] = Catalog(spec.warehouse, options=spec.catalog_options)
+        return cat
 
     # ---- catalogs --------------------------------------------------------------------------------
     def register(self, t_env: Any, spec: CatalogSpec) -> None:
         """Create the mirror of ``spec`` in ``t_env`` (the default database is created on disk, as
         Paimon's catalog does)."""
-        cat = Catalog(spec.warehouse)
+        cat = Catalog(spec.warehouse, options=spec.catalog_options)  # a bad uri fails here
         cat.create_database(spec.default_database, exist_ok=True)
         t_env.execute_sql(
             f"CREATE CATALOG {quote_ident(spec.name)} WITH ('type'='generic_in_memory', "
             f"'default-database'={quote_str(spec.default_database)})"
         )
         self.specs[spec.name] = spec
+        self._catalogs[spec.name] = cat
         self._forget(spec.name)
         self.sync_catalog(t_env, spec.name)
 
     def unregister(self, name: str) -> None:
         self.specs.pop(name, None)
+        cat = self._catalogs.pop(name, None)
+        if cat is not None:
+            cat.close()
         self._forget(name)
 
     def _forget(self, catalog: str) -> None:
@@ -101,7 +111,10 @@ class Mirror:
     # ---- tables ------------------------------------------------------------------------------------
     def _schema_id(self, catalog: str, db: str, table: str) -> Optional[int]:
         try:
-            path = self.catalog(catalog).table_path(f"{db}.{table}")
+            cat = self.catalog(catalog)
+            path = cat.table_path(f"{db}.{table}")
+            if cat.metastore.kind != "filesystem" and not cat.table_exists(f"{db}.{table}"):
+                return None  # files no entry of the metastore names are no table
         except LakelogError:
             return None
         ids = SchemaManager(self._fio, path).list_ids()

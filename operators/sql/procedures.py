@@ -16,6 +16,7 @@ import contextlib
 import datetime
 import decimal
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -88,7 +89,8 @@ def _literal(toks: list[Token], text: str) -> Any:
         if words[0] == "NULL":
             return None
     if len(toks) == 2 and toks[0].text == "-" and toks[1].kind == "num":
-        return -int(toks[1].text)
+        digits = toks[1].text
+        return -(decimal.Decimal(digits) if "." in digits else int(digits))
     raw = " ".join(t.text for t in toks)
     raise SqlError(f"{text}: argument {raw!r} is not a literal (lakelog's procedures take literals)")
 
@@ -164,6 +166,16 @@ def _partition_specs(value: Any, arg: str) -> list[dict[str, str]]:
         raise SqlError(f"argument {arg!r} = {value!r}: {e}") from None
 
 
+def _integer(value: Any, arg: str) -> int:
+    """An integer argument: an integer literal, or a string of one ('3'); TRUE, 1.5 or 'abc' are
+    refused naming the argument."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*-?[0-9]+\s*", value):
+        return int(value)
+    raise SqlError(f"argument {arg!r} = {value!r} is not an integer")
+
+
 def _duration(value: Any, arg: str) -> datetime.timedelta:
     try:
         return datetime.timedelta(milliseconds=Duration.parse(str(value)).millis)
@@ -212,7 +224,7 @@ def _create_tag(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
             raise SqlError("Cannot create tag because latest snapshot doesn't exist.")
     else:
         try:
-            snap = sm.snapshot(int(sid))
+            snap = sm.snapshot(_integer(sid, "snapshot_id"))
         except SnapshotNotFoundError:
             raise SqlError(f"Cannot create tag because given snapshot #{sid} doesn't exist.") from None
     retained = _duration(a["time_retained"], "time_retained") if a.get("time_retained") else None
@@ -241,7 +253,7 @@ def _rollback_to(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     if tag:
         target = t.rollback_to(tag=str(tag))
     elif a.get("snapshot_id") is not None:
-        target = t.rollback_to(int(a["snapshot_id"]))
+        target = t.rollback_to(_integer(a["snapshot_id"], "snapshot_id"))
     else:
         raise SqlError("CALL sys.rollback_to needs argument 'tag' or 'snapshot_id'")
     return SqlResult.table(["previous_snapshot_id", "current_snapshot_id"], [(latest.id, target)])
@@ -252,15 +264,15 @@ def _expire_snapshots(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     t = ctx.table(a["table"])
     kw: dict[str, Any] = {}
     if a.get("retain_max") is not None:
-        kw["retain_max"] = int(a["retain_max"])
+        kw["retain_max"] = _integer(a["retain_max"], "retain_max")
     if a.get("retain_min") is not None:
-        kw["retain_min"] = int(a["retain_min"])
+        kw["retain_min"] = _integer(a["retain_min"], "retain_min")
     if "retain_max" in kw and "retain_min" not in kw:
         kw["retain_min"] = min(kw["retain_max"], t.store.options.snapshot_num_retained_min)
     if a.get("older_than") is not None:
         kw["older_than_millis"] = _local_millis(a["older_than"], "older_than")
     if a.get("max_deletes") is not None:
-        kw["max_deletes"] = int(a["max_deletes"])
+        kw["max_deletes"] = _integer(a["max_deletes"], "max_deletes")
     try:
         expired = t.expire_snapshots(**kw)
     except ValueError as e:
@@ -302,9 +314,10 @@ def _reset_consumer(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     if nxt is None:
         cm.delete(str(a["consumer_id"]))
         return _success()
-    if not t.store.snapshot_manager.snapshot_exists(int(nxt)):
+    nxt = _integer(nxt, "next_snapshot_id")
+    if not t.store.snapshot_manager.snapshot_exists(nxt):
         raise SqlError(f"CALL sys.reset_consumer: snapshot {nxt} of {t.identifier} does not exist")
-    cm.reset(str(a["consumer_id"]), int(nxt))
+    cm.reset(str(a["consumer_id"]), nxt)
     return _success()
 
 
@@ -339,7 +352,7 @@ def _rescale(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     table = ctx.table(a["table"])
     _refuse("rescale", a, "scan_parallelism", "sink_parallelism", why="lakelog rescales in the client")
     specs = _partition_specs(a["partition"], "partition") if a.get("partition") else None
-    buckets = int(a["bucket_num"]) if a.get("bucket_num") is not None else None
+    buckets = _integer(a["bucket_num"], "bucket_num") if a.get("bucket_num") is not None else None
     table.rescale(specs, buckets)
     return _success()
 

@@ -672,7 +672,7 @@ def _create_table(sql: LakelogSql, st: Statement) -> Any:
             )
         warehouse, pdb, pname = parse_table_path(path)
     validate_options(options)
-    catalog = Catalog(warehouse)
+    catalog = sql.mirror.catalog(cat) if lake else Catalog(warehouse)
     ident = f"{pdb}.{pname}"
     if not catalog.table_exists(ident):
         try:

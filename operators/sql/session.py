@@ -2,7 +2,9 @@
 set with ``SET`` (Paimon's dynamic options). No pyflink.
 
 * :class:`CatalogSpec`: a ``CREATE CATALOG c WITH ('type'='lakelog', ...)``'s options, checked:
-  ``warehouse`` (any ``file:`` spelling), ``default-database``, ``metastore`` (``filesystem``),
+  ``warehouse`` (any ``file:`` spelling), ``default-database``, ``metastore`` (``filesystem``, or
+  ``jdbc`` with ``uri``, ``jdbc.*``, ``catalog-key``, ``lock.enabled`` and the other options of
+  :mod:`lakelog.connector.catalog.options`, which go to :class:`lakelog.Catalog` as they are),
   ``table-default.<key>`` (copied into every table created in the catalog unless the DDL sets the
   key, as Paimon's catalog does), ``cache-*`` (lakelog keeps no catalog cache: no effect).
 * :class:`DynamicOptions`: Paimon's dynamic options: ``SET '<table option>' = 'v'`` applies to
@@ -18,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
+from lakelog.connector.catalog.options import JDBC_OPTIONS, JDBC_PREFIX
 from lakelog.connector.errors import OptionError
 from lakelog.connector.format.fileio import local_path
 from lakelog.connector.format.options import find_option, validate_options
@@ -41,6 +44,8 @@ class CatalogSpec:
     warehouse: str
     default_database: str = "default"
     table_defaults: dict[str, str] = field(default_factory=dict)
+    # what lakelog.Catalog(warehouse, options=...) takes: the metastore's options (secrets included)
+    catalog_options: dict[str, str] = field(default_factory=dict, repr=False)
 
     @staticmethod
     def of(name: str, options: Mapping[str, str]) -> CatalogSpec:
@@ -52,19 +57,27 @@ class CatalogSpec:
                 f"{where}: a lakelog catalog needs option 'warehouse' (a local path or file: URI)"
             )
         metastore = options.get("metastore", "filesystem")
-        if metastore != "filesystem":
+        if metastore not in ("filesystem", "jdbc"):
             raise OptionError(
                 f"{where}: option 'metastore' = {metastore!r} is not supported: lakelog catalogs keep "
-                "their tables in the warehouse directory ('filesystem')"
+                "their tables in the warehouse directory ('filesystem') or in Paimon's JDBC catalog tables "
+                "('jdbc')"
             )
+        jdbc = metastore == "jdbc"
         defaults: dict[str, str] = {}
+        catalog_options: dict[str, str] = {}
         for k, v in options.items():
             if k.startswith(TABLE_DEFAULT_PREFIX):
                 defaults[k[len(TABLE_DEFAULT_PREFIX) :]] = v
+            elif jdbc and (k in JDBC_OPTIONS or k.startswith(JDBC_PREFIX)):
+                catalog_options[k] = v
             elif k not in _KNOWN and k not in _NO_EFFECT:
+                more = (", 'uri', 'jdbc.<driver property>', 'catalog-key', 'lock.enabled', "
+                        "'lock-acquire-timeout'" if jdbc else "")
                 raise OptionError(
                     f"{where}: option {k!r} is not supported by lakelog catalogs (they take 'warehouse', "
-                    "'default-database', 'metastore' = 'filesystem' and 'table-default.<table option>')"
+                    f"'default-database', 'metastore' = 'filesystem' or 'jdbc'{more} and "
+                    "'table-default.<table option>')"
                 )
         try:
             validate_options(defaults)
@@ -74,7 +87,7 @@ class CatalogSpec:
             path = local_path(warehouse)
         except OptionError as e:
             raise OptionError(f"{where}: option 'warehouse': {e}") from None
-        return CatalogSpec(name, path, options.get("default-database", "default"), defaults)
+        return CatalogSpec(name, path, options.get("default-database", "default"), defaults, catalog_options)
 
     def with_defaults(self, options: Mapping[str, str]) -> dict[str, str]:
         """A new table's options: ``options`` plus every ``table-default.*`` key they do not set."""
