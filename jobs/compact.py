@@ -272,7 +272,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m lakelog.jobs.compact --warehouse W --table db.t [--full] [--streaming ...]``."""
     from lakelog.connector.format.fileio import local_path
     from lakelog.connector.table.catalog import Catalog
-    from lakelog.jobs.cli import compact_job_arguments
+    from lakelog.jobs.cli import UsageError, catalog_options, compact_job_arguments
 
     p = argparse.ArgumentParser(
         prog="python -m lakelog.jobs.compact", description="Compact a lakelog table with a Flink job"
@@ -280,14 +280,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--warehouse", default=os.environ.get("LAKELOG_WAREHOUSE"), required=False)
     p.add_argument("--table", required=True, help="db.table")
     p.add_argument("--full", action="store_true", help="full compaction (default: universal picks)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a catalog option key=value, as lakelog's CLI takes it (metastore=jdbc uri=... "
+                        "lock.enabled=true; a value @<file> is read from the file)")
     compact_job_arguments(p)
     args = p.parse_args(list(argv) if argv is not None else None)
     if not args.warehouse or not os.path.isdir(local_path(args.warehouse)):
         print("compact: give --warehouse (an existing warehouse)", file=sys.stderr)
         return 2
     try:
-        table = Catalog(args.warehouse).get_table(args.table)
+        table = Catalog(args.warehouse, options=catalog_options(args.option)).get_table(args.table)
         return run_from_args(table, args, full=bool(args.full))
+    except UsageError as e:
+        print(f"compact: {e}", file=sys.stderr)
+        return 2
     except LakelogError as e:
         print(f"compact: {type(e).__name__}: {e}", file=sys.stderr)
         return 2

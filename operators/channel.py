@@ -32,6 +32,7 @@ from pyflink.datastream.connectors.file_system import BucketAssigner, FileSink, 
 from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
+from lakelog.connector.format.lock import LockProvider
 from lakelog.operators.codec import decode_committable
 from lakelog.operators.committer import (
     END_OF_INPUT,
@@ -42,7 +43,7 @@ from lakelog.operators.committer import (
     SinkCommitter,
     commit_released,
 )
-from lakelog.operators.table_ref import store_with_options
+from lakelog.operators.table_ref import adopt_lock, store_with_options
 
 __all__ = ["CommitterConfig", "LakelogCommitter", "commit_through_channel", "discard", "constant_key"]
 
@@ -62,8 +63,10 @@ class CommitterConfig:
     committer_class: type = SinkCommitter
     options: tuple[tuple[str, str], ...] = ()  # dynamic table options over the stored ones
     overwrite: Optional[OverwriteRequest] = None  # a sink's INSERT OVERWRITE (batch)
+    lock: Optional[LockProvider] = None  # the catalog's commit lock of the table (None: the file IO's)
 
     def new_committer(self) -> Committer:
+        adopt_lock(self.table_path, self.lock)
         extra = {"overwrite": self.overwrite} if self.overwrite is not None else {}
         committer: Committer = self.committer_class(
             store_with_options(self.table_path, dict(self.options)), self.commit_user, self.run_token, **extra

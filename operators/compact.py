@@ -49,7 +49,7 @@ from lakelog.operators.compact_buckets import (
     write_progress,
 )
 from lakelog.operators.flink_env import env_channel_root
-from lakelog.operators.table_ref import TableLike, table_path
+from lakelog.operators.table_ref import TableLike, table_lock, table_path
 from lakelog.operators.ticker import ticks
 
 __all__ = [
@@ -306,7 +306,8 @@ def build_compaction(
     if parallelism:
         committables = committables.set_parallelism(parallelism)
     committer = CommitterConfig(
-        path, user, plan.run_token, plan.channel_dir, poll_interval_ms, committer_class=CompactionCommitter
+        path, user, plan.run_token, plan.channel_dir, poll_interval_ms, committer_class=CompactionCommitter,
+        lock=table_lock(table),
     )
     commit_through_channel(committables, committer, label="lakelog-compact", name=name)
     return plan

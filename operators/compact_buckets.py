@@ -34,6 +34,7 @@ from typing import Optional
 
 from lakelog.connector.errors import CommitConflictError, InvalidInputError
 from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.lock import LockTimeoutError
 from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
@@ -338,6 +339,8 @@ class CompactionCommitter:
                 return None
             try:
                 return self.inner.commit(ok, next_identifier, final=final)
+            except LockTimeoutError:
+                raise  # the lock stayed taken for all of 'lock-acquire-timeout': no race to retry
             except CommitConflictError:
                 todo = ok  # a commit between the check and ours removed inputs: check again
         raise CommitConflictError(

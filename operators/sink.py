@@ -77,7 +77,7 @@ from lakelog.operators.sink_blobs import (
     needs_null_mask,
 )
 from lakelog.operators.sink_keys import default_max_parallelism, flink_key_group, parse_key
-from lakelog.operators.table_ref import TableLike, store_with_options, table_path
+from lakelog.operators.table_ref import TableLike, store_with_options, table_lock, table_path
 
 __all__ = [
     "sink_to_lakelog",
@@ -854,7 +854,8 @@ def sink_to_lakelog(
             store.schema.id, overwrite is not None,
         ),
         committer=CommitterConfig(
-            path, user, run_token, channel, poll_interval_ms, options=dyn, overwrite=overwrite
+            path, user, run_token, channel, poll_interval_ms, options=dyn, overwrite=overwrite,
+            lock=table_lock(table),
         ),
         parallelism=parallelism,
         max_parallelism=max_p,

@@ -24,7 +24,7 @@ from lakelog.connector.table.expressions import parse_filter
 from lakelog.connector.table.scan import plan_splits
 from lakelog.connector.table.scan_start import ScanStart, resolve_start, scan_options
 from lakelog.connector.table.system_tables import binlog_of, binlog_schema, read_optimized_entries
-from lakelog.operators.table_ref import TableLike, table_path
+from lakelog.operators.table_ref import TableLike, adopt_lock, table_lock, table_path
 
 __all__ = [
     "ReadPlan",
@@ -119,6 +119,8 @@ class ReadPlan:
         self.read_optimized = read_optimized
         self.options = {str(k): str(v) for k, v in options.items()}
         store = TableStore(table_path)
+        # the catalog's commit lock (a consumer's first progress record takes it), for the workers
+        self.lock = table_lock(store)
         self.schema: pa.Schema = store.schema.arrow_schema()
         self.columns = check_columns(self.schema, columns)
         self.filter = filter
@@ -131,6 +133,7 @@ class ReadPlan:
             self.output_schema = binlog_schema(self.output_schema)
 
     def store(self) -> TableStore:
+        adopt_lock(self.table_path, self.lock)
         return TableStore(self.table_path)
 
     def expr(self) -> Optional[pc.Expression]:

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Optional, Union
 
 from lakelog.connector.errors import OptionError
 from lakelog.connector.format.fileio import local_path
+from lakelog.connector.format.lock import LockProvider, catalog_lock, register_catalog_lock
 from lakelog.connector.format.options import CoreOptions, check_alter
 from lakelog.connector.format.store import TableStore
 
 if TYPE_CHECKING:  # pragma: no cover
     from lakelog.connector.table.table import Table
 
-__all__ = ["TableLike", "table_path", "table_store", "store_with_options"]
+__all__ = ["TableLike", "table_path", "table_store", "store_with_options", "table_lock", "adopt_lock"]
 
 TableLike = Union["Table", TableStore, str, "os.PathLike[str]"]
 
@@ -36,6 +37,20 @@ def table_store(table: TableLike) -> TableStore:
 def table_path(table: TableLike) -> str:
     """The local path of ``table``'s directory (``<warehouse>/<db>.db/<table>``)."""
     return table_store(table).path
+
+
+def table_lock(table: TableLike) -> Optional[LockProvider]:
+    """The catalog's commit lock of ``table`` (a metastore's lock table), which a job ships to the
+    workers that commit; None when the file IO's own lock serves."""
+    store = table_store(table)
+    return store.snapshot_manager.lock_provider or catalog_lock(store.path)
+
+
+def adopt_lock(path: str, lock: Optional[LockProvider]) -> None:
+    """In a worker: commit to the table at ``path`` under ``lock`` (see :func:`table_lock`), however
+    the worker opens it."""
+    if lock is not None:
+        register_catalog_lock(path, lambda _path: lock)
 
 
 def store_with_options(

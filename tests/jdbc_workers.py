@@ -5,7 +5,9 @@ own arguments. Each prints one line per event and flushes, so the test can follo
 * ``hold``: take the commit lock of table ``table``; print ``held``; then obey stdin lines:
   ``check`` prints ``lost <True|False>``, ``release`` leaves the lock and prints ``released``.
   With ``pickled`` (a file holding a pickled ``TableStore``), the store's own lock instead, as a
-  Flink worker would get it: no catalog is opened.
+  Flink worker would get it: no catalog is opened. With ``adopt`` (a file holding a pickled
+  ``(table path, lock)``, as a job ships them), the lock of the table opened by path after
+  :func:`~lakelog.operators.table_ref.adopt_lock`, as a job's committer opens it.
 * ``create``: wait until wall time ``at``, create table ``table``; print ``won`` or ``exists``.
 * ``drop``: wait until ``at``, drop table ``table``; print ``dropped`` or ``missing``.
 * ``commit``: write ``commits`` one-row commits with ids ``base + i`` into ``table``; print
@@ -54,6 +56,15 @@ def main(command: str, args: dict[str, Any]) -> None:
         with open(args["pickled"], "rb") as f:
             sm = pickle.load(f).snapshot_manager
         _hold(sm)
+        return
+    if command == "hold" and args.get("adopt"):
+        from lakelog.connector.format.store import TableStore
+        from lakelog.operators.table_ref import adopt_lock
+
+        with open(args["adopt"], "rb") as f:
+            path, lock = pickle.load(f)
+        adopt_lock(path, lock)
+        _hold(TableStore(path).snapshot_manager)
         return
     cat = lakelog.Catalog(args["warehouse"], options=args["options"])
     if command == "hold":

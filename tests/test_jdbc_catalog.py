@@ -314,7 +314,8 @@ def test_a_table_of_a_locking_catalog_commits_under_the_jdbc_lock(jdbc_options: 
     t.write(ROWS)
     key = cat.metastore.key  # type: ignore[attr-defined]
     assert seen and all((f"{key}.db.t",) in rows for rows in seen)
-    assert _rows(cat, "SELECT lock_id FROM paimon_distributed_locks") == []  # released
+    # released (the PostgreSQL tests' catalogs share one lock table: other keys may hold rows)
+    assert [r for r in _rows(cat, "SELECT lock_id FROM paimon_distributed_locks") if str(r[0]).startswith(f"{key}.")] == []
     # without lock.enabled a table keeps the file IO's lock
     plain = lakelog.Catalog(str(tmp_path / "wh"), options=jdbc_options).get_table("db.t")
     assert plain.store.snapshot_manager.lock_provider is None

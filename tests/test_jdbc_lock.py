@@ -157,6 +157,25 @@ def test_lock_ids_follow_paimons_names(locking: lakelog.Catalog) -> None:
         long.lock_id(f"{table}/snapshot")
 
 
+def test_tables_opened_by_path_find_the_catalogs_lock_by_location(locking: lakelog.Catalog, tmp_path: Path) -> None:
+    """The catalog registers its warehouse: a table (or a branch) opened by path in this process
+    commits under the metastore's lock; a table elsewhere keeps the file lock."""
+    from lakelog.connector.format.lock import catalog_lock
+    from lakelog.connector.format.store import TableStore
+
+    _manager(locking)
+    path = locking.table_path("db.t")
+    lock = catalog_lock(path)
+    assert isinstance(lock, JdbcLock) and lock.lock_id(f"{path}/snapshot") == f"{_key(locking)}.db.t"
+    branch = catalog_lock(f"{path}/branch/branch-b1")
+    assert isinstance(branch, JdbcLock)
+    assert branch.lock_id(f"{path}/branch/branch-b1/snapshot") == f"{_key(locking)}.db.t$branch_b1"
+    with TableStore(path).snapshot_manager.lock():
+        assert [r[0] for r in _lock_rows(locking)] == [f"{_key(locking)}.db.t"]
+    assert catalog_lock(locking.warehouse) is None  # the warehouse itself is no table
+    assert catalog_lock(str(tmp_path / "elsewhere" / "db.db" / "t")) is None
+
+
 # ---- holders in other processes ---------------------------------------------------------------------------
 class Worker:
     def __init__(self, command: str, cat: lakelog.Catalog, **args: Any) -> None:
@@ -225,6 +244,31 @@ def test_a_pickled_store_takes_the_same_lock_in_another_process(locking: lakelog
     pickled = tmp_path / "store.pickle"
     pickled.write_bytes(pickle.dumps(locking.get_table("db.t").store))
     w = _start(workers, "hold", locking, pickled=str(pickled))
+    w.expect("held")
+    assert [r[0] for r in _lock_rows(locking)] == [f"{_key(locking)}.db.t"]
+    quick = JdbcLock(**{**sm.lock_provider.__dict__, "acquire_timeout_s": 0.3})  # type: ignore[union-attr]
+    with pytest.raises(LockTimeoutError), quick(sm.snapshot_dir, 0.3):
+        pass
+    w.send("release")
+    w.expect("released")
+    assert _lock_rows(locking) == []
+
+
+@pytest.mark.e2e
+def test_a_table_opened_by_path_in_a_worker_takes_the_lock_a_job_ships(locking: lakelog.Catalog,
+                                                                        workers: list[Worker], tmp_path: Path) -> None:
+    """A job's workers open tables by path, with no catalog: the lock the job's plan carries
+    (:func:`~lakelog.operators.table_ref.table_lock`, found by the table's location in the client)
+    makes their commits exclude the catalog's other clients."""
+    from lakelog.operators.table_ref import table_lock
+
+    sm = _manager(locking)
+    path = locking.table_path("db.t")
+    lock = table_lock(path)  # by path: the catalog registered its warehouse in this process
+    assert isinstance(lock, JdbcLock)
+    shipped = tmp_path / "lock.pickle"
+    shipped.write_bytes(pickle.dumps((path, lock)))
+    w = _start(workers, "hold", locking, adopt=str(shipped))
     w.expect("held")
     assert [r[0] for r in _lock_rows(locking)] == [f"{_key(locking)}.db.t"]
     quick = JdbcLock(**{**sm.lock_provider.__dict__, "acquire_timeout_s": 0.3})  # type: ignore[union-attr]

@@ -9,23 +9,19 @@ steps and what a crash between them leaves (each implementation's docstring says
 
 from __future__ import annotations
 
-import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, ClassVar, Optional, Protocol
 
 from lakelog.connector.errors import OptionError
+from lakelog.connector.format.lock import LockProvider
 
 if TYPE_CHECKING:  # pragma: no cover
     from lakelog.connector.format.fileio import FileIO
-    from lakelog.connector.format.lock import Hold
     from lakelog.connector.format.schema import TableSchema
 
 __all__ = ["Metastore", "WarehouseLayout", "LockProvider", "open_metastore", "METASTORES"]
 
-# SnapshotManager.lock_provider: (snapshot directory, timeout in seconds) -> a context manager
-# holding the table's commit lock
-LockProvider = Callable[[str, float], contextlib.AbstractContextManager["Hold"]]
 
 METASTORES = ("filesystem", "jdbc")
 
@@ -104,6 +100,13 @@ class Metastore(ABC):
         options, it copies them again."""
 
     # ---- the commit lock and the connection ------------------------------------------------------
+    def lock_locator(self) -> Optional[Callable[[str], Optional[LockProvider]]]:
+        """How to find the lock of a table of this warehouse by its directory (or a branch's), for
+        tables opened by path (see :func:`~lakelog.connector.format.lock.register_catalog_lock`):
+        holds no connection and no reference to the catalog. None when the metastore holds no
+        locks."""
+        return None
+
     def lock_provider(self, database: str, table: str) -> Optional[LockProvider]:
         """The commit lock this metastore holds for the table (None: the file IO's own lock)."""
         return None

@@ -26,12 +26,19 @@ share the directories: give each its own warehouse.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Optional
 
 from lakelog.connector.catalog.base import LockProvider, Metastore, WarehouseLayout
-from lakelog.connector.catalog.jdbc_connect import SqlDatabase, Tx, UniqueViolation, parse_jdbc_uri
+from lakelog.connector.catalog.jdbc_connect import (
+    JdbcTarget,
+    SqlDatabase,
+    Tx,
+    UniqueViolation,
+    parse_jdbc_uri,
+)
 from lakelog.connector.catalog.jdbc_tables import (
     DATABASE_PROPERTIES,
     TABLE_PROPERTIES,
@@ -342,11 +349,31 @@ class JdbcMetastore(Metastore):
     def lock_provider(self, database: str, table: str) -> Optional[LockProvider]:
         if not self.options.lock_enabled:
             return None
-        from lakelog.connector.catalog.jdbc_lock import JdbcLock
+        return _table_lock(self.target, self.options, database, table, self._path(database, table))
 
-        o = self.options
-        return JdbcLock(
-            self.target, self.key, database, table, self._path(database, table),
-            lease_s=o.lock_lease_s, max_sleep_s=o.lock_check_max_sleep_s,
-            acquire_timeout_s=o.lock_acquire_timeout_s, key_max_length=o.lock_key_max_length,
-        )
+    def lock_locator(self) -> Optional[Callable[[str], Optional[LockProvider]]]:
+        if not self.options.lock_enabled:
+            return None
+        return functools.partial(_lock_at, self.target, self.options, self.layout.warehouse)
+
+
+def _table_lock(
+    target: JdbcTarget, o: JdbcCatalogOptions, database: str, table: str, path: str
+) -> LockProvider:
+    from lakelog.connector.catalog.jdbc_lock import JdbcLock
+
+    return JdbcLock(
+        target, o.catalog_key, database, table, path,
+        lease_s=o.lock_lease_s, max_sleep_s=o.lock_check_max_sleep_s,
+        acquire_timeout_s=o.lock_acquire_timeout_s, key_max_length=o.lock_key_max_length,
+    )
+
+
+def _lock_at(target: JdbcTarget, o: JdbcCatalogOptions, warehouse: str, path: str) -> Optional[LockProvider]:
+    """The lock of the table whose directory (or a branch's) is ``path`` under ``warehouse``
+    (``<warehouse>/<db>.db/<table>[/branch/...]``); None for a path that is no table's."""
+    parts = os.path.relpath(path, warehouse).split(os.sep)
+    if len(parts) < 2 or not parts[0].endswith(".db") or parts[0] == ".db":
+        return None
+    database, table = parts[0][: -len(".db")], parts[1]
+    return _table_lock(target, o, database, table, os.path.join(warehouse, parts[0], table))

@@ -53,13 +53,30 @@ from lakelog.connector.format.fileio import storage_errors
 if TYPE_CHECKING:  # pragma: no cover
     from lakelog.connector.format.fileio import FileIO
 
-__all__ = ["LOCK_FILE", "LEASE_PREFIX", "LockTimeoutError", "Hold", "reentrant", "file_lock", "lease_lock"]
+__all__ = [
+    "LOCK_FILE",
+    "LEASE_PREFIX",
+    "LockTimeoutError",
+    "Hold",
+    "LockProvider",
+    "reentrant",
+    "file_lock",
+    "lease_lock",
+    "register_catalog_lock",
+    "catalog_lock",
+]
 
 LOCK_FILE = ".lock"  # in a table's (or branch's) snapshot directory
 LEASE_PREFIX = ".lease-"
 DEFAULT_LEASE_S = 30.0
 _LEASE_NAME = re.compile(r"^\.lease-(\d{12})$")
 _KEEP_LEASES = 8  # older lease objects are deleted by the holder of a newer epoch
+
+
+# A catalog's lock for one table (a metastore's lock table): called with the snapshot directory and
+# the timeout in seconds, it returns a context manager holding the table's commit lock. It must
+# pickle: jobs ship it to the Flink workers that commit.
+LockProvider = Callable[[str, float], "contextlib.AbstractContextManager[Hold]"]
 
 
 class LockTimeoutError(CommitConflictError, TimeoutError):
@@ -374,3 +391,34 @@ def lease_lock(file_io: FileIO, directory: str, timeout_s: float, lease_s: float
         hold.release()
 
     return reentrant(f"{directory}/{LEASE_PREFIX}", timeout_s, take, give, lambda: last["holder"])
+
+
+# ---- catalog locks by location ------------------------------------------------------------------
+# A table opened by path (a Flink job's operators, SQL statements, the compaction job) has no
+# catalog to ask for its lock: the catalog registers its warehouse here, and a job ships each
+# table's lock to its workers, which register the table's path (see
+# lakelog.operators.table_ref.adopt_lock). Without this, such a commit would take the file IO's
+# lock while the catalog's other clients take the metastore's, and the two would not exclude
+# each other.
+_CATALOG_LOCKS: dict[str, Callable[[str], Optional[LockProvider]]] = {}
+_CATALOG_LOCKS_MUTEX = threading.Lock()
+
+
+def register_catalog_lock(root: str, provider_of: Callable[[str], Optional[LockProvider]]) -> None:
+    """Use ``provider_of(table_path)`` as the commit lock of every table under ``root`` (a
+    warehouse, or one table's directory) that this process opens without a lock of its own; the
+    longest registered root containing a table wins."""
+    with _CATALOG_LOCKS_MUTEX:
+        _CATALOG_LOCKS[root.rstrip("/")] = provider_of
+
+
+def catalog_lock(table_path: str) -> Optional[LockProvider]:
+    """The lock a catalog registered for the table at ``table_path`` (see
+    :func:`register_catalog_lock`), or None: the file IO's lock serves."""
+    path = table_path.rstrip("/")
+    with _CATALOG_LOCKS_MUTEX:
+        roots = [r for r in _CATALOG_LOCKS if path == r or path.startswith(r + "/")]
+        if not roots:
+            return None
+        provider_of = _CATALOG_LOCKS[max(roots, key=len)]
+    return provider_of(path)

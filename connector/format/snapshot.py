@@ -22,7 +22,7 @@ from lakelog.connector.errors import (
     SnapshotNotFoundError,
 )
 from lakelog.connector.format.fileio import FileIO
-from lakelog.connector.format.lock import LOCK_FILE, Hold
+from lakelog.connector.format.lock import LOCK_FILE, Hold, catalog_lock
 
 __all__ = ["SNAPSHOT_VERSION", "COMMIT_KINDS", "Snapshot", "SnapshotManager"]
 
@@ -191,8 +191,9 @@ class SnapshotManager:
         """The table's commit lock (see :mod:`lakelog.connector.format.lock`): held to publish a
         snapshot and to delete snapshots, reentrant for the thread that holds it. The file IO's
         (flock on ``snapshot/.lock``, or leases on an object store) unless a catalog provides one."""
-        if self.lock_provider is not None:
-            return self.lock_provider(self.snapshot_dir, self.lock_timeout_s)
+        provider = self.lock_provider or catalog_lock(self.table_path)
+        if provider is not None:
+            return provider(self.snapshot_dir, self.lock_timeout_s)
         return self.file_io.lock(f"{self.snapshot_dir}/{LOCK_FILE}", self.lock_timeout_s)
 
     def snapshot_path(self, snapshot_id: int) -> str:

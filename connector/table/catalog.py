@@ -23,6 +23,7 @@ from lakelog.connector.errors import (
     TableNotFoundError,
 )
 from lakelog.connector.format.fileio import FileIO, ensure_inside, local_path
+from lakelog.connector.format.lock import register_catalog_lock
 from lakelog.connector.format.options import LogConsistency
 from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.schema_manager import SchemaManager
@@ -114,6 +115,11 @@ class Catalog:
         self.file_io = FileIO()
         self.file_io.mkdirs(self.warehouse)
         self.metastore: Metastore = open_metastore(self, self.options)
+        locator = self.metastore.lock_locator()
+        if locator is not None:
+            # tables of this warehouse opened by path in this process (SQL statements, a job's
+            # plan) take the metastore's lock too; jobs ship it to their workers
+            register_catalog_lock(self.warehouse, locator)
 
     def __repr__(self) -> str:
         if self.metastore.kind == "filesystem":

@@ -16,6 +16,7 @@ from lakelog.connector.errors import (
     SnapshotNotFoundError,
 )
 from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.lock import LockTimeoutError
 from lakelog.connector.format.options import ChangelogProducer
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.compaction import BucketCompactor, num_levels
@@ -142,6 +143,8 @@ def compact_table(
         except (CommitConflictError, MissingFileError, SnapshotNotFoundError) as e:
             _discard(store, messages)
             lost_race = isinstance(e, CommitConflictError) or not sm.holds(snap)
+            if isinstance(e, LockTimeoutError):
+                raise  # the lock stayed taken for all of 'lock-acquire-timeout': no race to retry
             if not lost_race:
                 raise
             if attempt == attempts - 1:

@@ -30,6 +30,7 @@ from lakelog.connector.errors import (
     SnapshotNotFoundError,
 )
 from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.lock import LockTimeoutError
 from lakelog.connector.format.options import LogSystem
 from lakelog.connector.format.schema import BucketMode
 from lakelog.connector.format.snapshot import Snapshot
@@ -175,7 +176,8 @@ def rescale(
             sid = _commit(store, writer, reader, scope, commit_user, _untouched_since(store, snap, chosen))
         except (CommitConflictError, MissingFileError, SnapshotNotFoundError) as e:
             expired = not store.snapshot_manager.holds(snap)
-            if attempt == attempts - 1 or not (isinstance(e, CommitConflictError) or expired):
+            retry = isinstance(e, CommitConflictError) and not isinstance(e, LockTimeoutError)
+            if attempt == attempts - 1 or not (retry or expired):
                 raise
             # another writer touched the partitions, or the snapshot read expired under the rewrite
             log.warning("rescale of %s lost a race (%s); reading the partitions again", store.path, e)

@@ -27,6 +27,7 @@ from typing import Any, Optional
 
 from lakelog.connector.errors import CommitConflictError, LakelogError
 from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.lock import LockTimeoutError
 from lakelog.connector.format.options import CoreOptions
 from lakelog.connector.format.partition import partition_time, partition_value_string
 from lakelog.connector.format.store import TableStore
@@ -85,6 +86,8 @@ def expire_partitions(store: TableStore, *, now: Optional[datetime.datetime] = N
                 )
         try:
             TableCommit(store).commit(messages)
+        except LockTimeoutError:
+            raise  # the lock stayed taken for all of 'lock-acquire-timeout': no race to retry
         except CommitConflictError:
             continue  # a compaction rewrote some of those files meanwhile: look again
         done = [dict(zip(keys, store.partition_values(p))) for _, p in expired]
