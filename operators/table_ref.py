@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Optional, Union
 
 from lakelog.connector.errors import OptionError
 from lakelog.connector.format.fileio import local_path
-from lakelog.connector.format.lock import LockProvider, catalog_lock, register_catalog_lock
+from lakelog.connector.format.lock import LockProvider, register_catalog_lock
 from lakelog.connector.format.options import CoreOptions, check_alter
 from lakelog.connector.format.store import TableStore
 
@@ -42,8 +42,7 @@ def table_path(table: TableLike) -> str:
 def table_lock(table: TableLike) -> Optional[LockProvider]:
     """The catalog's commit lock of ``table`` (a metastore's lock table), which a job ships to the
     workers that commit; None when the file IO's own lock serves."""
-    store = table_store(table)
-    return store.snapshot_manager.lock_provider or catalog_lock(store.path)
+    return table_store(table).snapshot_manager.catalog_lock()
 
 
 def adopt_lock(path: str, lock: Optional[LockProvider]) -> None:

@@ -187,11 +187,16 @@ class SnapshotManager:
         # manager's snapshot directory and the timeout; must pickle (the manager travels to workers)
         self.lock_provider: Optional[Callable[[str, float], contextlib.AbstractContextManager[Hold]]] = None
 
+    def catalog_lock(self) -> Optional[Callable[[str, float], contextlib.AbstractContextManager[Hold]]]:
+        """The catalog's lock this manager commits under: its own :attr:`lock_provider`, else the one
+        a catalog registered for the table's location (None: the file IO's lock)."""
+        return self.lock_provider or catalog_lock(self.table_path)
+
     def lock(self) -> contextlib.AbstractContextManager[Hold]:
         """The table's commit lock (see :mod:`lakelog.connector.format.lock`): held to publish a
         snapshot and to delete snapshots, reentrant for the thread that holds it. The file IO's
         (flock on ``snapshot/.lock``, or leases on an object store) unless a catalog provides one."""
-        provider = self.lock_provider or catalog_lock(self.table_path)
+        provider = self.catalog_lock()
         if provider is not None:
             return provider(self.snapshot_dir, self.lock_timeout_s)
         return self.file_io.lock(f"{self.snapshot_dir}/{LOCK_FILE}", self.lock_timeout_s)
