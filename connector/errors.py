@@ -16,6 +16,7 @@ __all__ = [
     "CorruptFileError",
     "MissingFileError",
     "StorageError",
+    "UnsafeStoreError",
     "CommitConflictError",
     "InvalidInputError",
     "ArgumentError",
@@ -121,6 +122,12 @@ class StorageError(LakelogError, OSError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class UnsafeStoreError(StorageError):
+    """An operation the store cannot do safely and lakelog therefore refuses: publishing on an
+    object store that ignores conditional creates without a catalog lock, renaming a table on an
+    object store. Nothing was written."""
 
 
 class CommitConflictError(LakelogError):

@@ -260,7 +260,7 @@ class SinkCommitter:
         store = self.store
         for m in c.messages:
             for f in m.new_files + m.changelog_files:
-                if not store.file_io.exists(store.data_file_path(m.partition, m.bucket, f.file_name)):
+                if not store.file_io.file_exists(store.data_file_path(m.partition, m.bucket, f.file_name)):
                     log.warning(
                         "committable %s of %s names the missing file %s; skipped (committed before "
                         "and expired, or aborted)",

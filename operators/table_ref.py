@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Optional, Union
 
 from lakelog.connector.errors import OptionError
-from lakelog.connector.format.fileio import local_path
+from lakelog.connector.format.fileio import FileIO, location, register_io
 from lakelog.connector.format.lock import LockProvider, register_catalog_lock
 from lakelog.connector.format.options import CoreOptions, check_alter
 from lakelog.connector.format.store import TableStore
@@ -17,7 +17,16 @@ from lakelog.connector.format.store import TableStore
 if TYPE_CHECKING:  # pragma: no cover
     from lakelog.connector.table.table import Table
 
-__all__ = ["TableLike", "table_path", "table_store", "store_with_options", "table_lock", "adopt_lock"]
+__all__ = [
+    "TableLike",
+    "table_path",
+    "table_store",
+    "store_with_options",
+    "table_lock",
+    "adopt_lock",
+    "table_io",
+    "adopt_io",
+]
 
 TableLike = Union["Table", TableStore, str, "os.PathLike[str]"]
 
@@ -27,7 +36,7 @@ def table_store(table: TableLike) -> TableStore:
     if isinstance(table, TableStore):
         return table
     if isinstance(table, (str, os.PathLike)):
-        return TableStore(local_path(os.fspath(table)))
+        return TableStore(location(os.fspath(table)))
     store = getattr(table, "store", None)
     if isinstance(store, TableStore):
         return store
@@ -50,6 +59,20 @@ def adopt_lock(path: str, lock: Optional[LockProvider]) -> None:
     the worker opens it."""
     if lock is not None:
         register_catalog_lock(path, lambda _path: lock)
+
+
+def table_io(table: TableLike) -> Optional[FileIO]:
+    """The object-store file IO of ``table`` (its endpoint and credentials), which a job ships to
+    its workers; None for a local table (every process has the local file IO)."""
+    io = table_store(table).file_io
+    return None if io.is_local else io
+
+
+def adopt_io(path: str, io: Optional[FileIO]) -> None:
+    """In a worker: open the object-store locations of ``path``'s bucket through ``io`` (see
+    :func:`table_io`), however the worker opens the table."""
+    if io is not None:
+        register_io(path, io)
 
 
 def store_with_options(

@@ -29,10 +29,11 @@ ORDERS = pa.schema(
     ]
 )
 
-_SUITE_MARKERS = ("flink", "e2e", "soak", "slow", "kafka", "interop", "postgres")
+_SUITE_MARKERS = ("flink", "e2e", "soak", "slow", "kafka", "interop", "postgres", "s3")
 
-# the session's Kafka broker (kafka_broker) and PostgreSQL server (postgres, jdbc_options)
-pytest_plugins = ["tests.kafka_fixtures", "tests.jdbc_fixtures"]
+# the session's Kafka broker (kafka_broker), PostgreSQL server (postgres, jdbc_options) and S3
+# server (s3_server, s3_catalog_args)
+pytest_plugins = ["tests.kafka_fixtures", "tests.jdbc_fixtures", "tests.s3_fixtures"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

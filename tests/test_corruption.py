@@ -172,26 +172,37 @@ def test_schema_files_that_disagree_on_the_primary_key_are_refused(
 
 
 def test_the_layout_check_reads_only_the_footer_already_open(make_table: MakeTable) -> None:
-    """Reading opens each data file once, as before: the check looks at names of the footer that
-    opening the file has read anyway."""
+    """Reading opens each data file once, as before: the size check, the footer's checksum, the
+    layout check and the read itself all use the one handle the file IO opened."""
     import pyarrow.parquet as pq
+
+    from lakelog.connector.format.fileio import FileIO
 
     t = make_table(options={"bucket": "1"})
     for i in range(3):
         t.write(orders([i, i + 10]))
     opened: list[str] = []
-    real = pq.ParquetFile.__init__
+    parquet_files: list[object] = []
+    real_open, real_init = FileIO.open_input, pq.ParquetFile.__init__
 
-    def counting(self: pq.ParquetFile, source: object, *args: object, **kwargs: object) -> None:
-        opened.append(str(source))
-        real(self, source, *args, **kwargs)  # type: ignore[arg-type]
+    def counting_open(self: FileIO, path: str) -> object:
+        opened.append(path)
+        return real_open(self, path)
 
-    pq.ParquetFile.__init__ = counting  # type: ignore[method-assign]
+    def counting_init(self: pq.ParquetFile, source: object, *args: object, **kwargs: object) -> None:
+        parquet_files.append(source)
+        real_init(self, source, *args, **kwargs)  # type: ignore[arg-type]
+
+    FileIO.open_input = counting_open  # type: ignore[method-assign]
+    pq.ParquetFile.__init__ = counting_init  # type: ignore[method-assign]
     try:
         assert sorted(t.to_arrow().column("id").to_pylist()) == [0, 1, 2, 10, 11, 12]
     finally:
-        pq.ParquetFile.__init__ = real  # type: ignore[method-assign]
-    assert len(opened) == len(set(opened)) == 3
+        FileIO.open_input = real_open  # type: ignore[method-assign]
+        pq.ParquetFile.__init__ = real_init  # type: ignore[method-assign]
+    data = [p for p in opened if p.endswith(".parquet")]
+    assert len(data) == len(set(data)) == 3
+    assert len(parquet_files) == 3
 
 
 @pytest.mark.parametrize("damage", ["schema file", "schema directory", "everything but data files"])

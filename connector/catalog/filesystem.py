@@ -3,7 +3,9 @@ directory in it with schema files, as Paimon's ``FileSystemCatalog`` lays them o
 
 The names are the files, so there is nothing to keep in agreement: creating a table is creating
 its first schema file (create-if-absent, so of two racing creators one wins), dropping it deletes
-its directory, renaming it renames the directory (atomic on a local file system).
+its directory, renaming it renames the directory (atomic on a local file system; refused on an
+object store, where a rename copies every object). On an object store a database is its
+``<db>.db/`` marker object, as Hadoop's S3A file system (and so Paimon) writes it.
 """
 
 from __future__ import annotations
@@ -53,23 +55,23 @@ class FileSystemMetastore(Metastore):
         return sorted(
             n[: -len(DB_SUFFIX)]
             for n in self.file_io.list_dir(self.warehouse)
-            if n.endswith(DB_SUFFIX) and os.path.isdir(os.path.join(self.warehouse, n))
+            if n.endswith(DB_SUFFIX) and self.file_io.is_dir(os.path.join(self.warehouse, n))
         )
 
     def database_exists(self, database: str) -> bool:
-        return os.path.isdir(self.database_path(database))
+        return self.file_io.is_dir(self.database_path(database))
 
     def create_database(self, database: str, *, exist_ok: bool = False) -> None:
         path = self.database_path(database)
-        if os.path.isdir(path):
+        if self.file_io.is_dir(path):
             if exist_ok:
                 return
             raise DatabaseAlreadyExistsError(f"database {database!r} already exists")
-        self.file_io.mkdirs(path)
+        self.file_io.create_dir(path)
 
     def drop_database(self, database: str, *, cascade: bool = False, missing_ok: bool = False) -> None:
         path = self.database_path(database)
-        if not os.path.isdir(path):
+        if not self.file_io.is_dir(path):
             if missing_ok:
                 return
             raise DatabaseNotFoundError(f"database {database!r} does not exist")
@@ -82,21 +84,21 @@ class FileSystemMetastore(Metastore):
 
     def rename_database(self, old: str, new: str) -> None:
         src, dst = self.database_path(old), self.database_path(new)
-        if not os.path.isdir(src):
+        if not self.file_io.is_dir(src):
             raise DatabaseNotFoundError(f"database {old!r} does not exist")
-        if os.path.exists(dst):
+        if self.file_io.exists(dst):
             raise DatabaseAlreadyExistsError(f"database {new!r} already exists")
         self.file_io.rename_dir(src, dst)
 
     # ---- tables ---------------------------------------------------------------------------------------
     def list_tables(self, database: str) -> list[str]:
         path = self.database_path(database)
-        if not os.path.isdir(path):
+        if not self.file_io.is_dir(path):
             raise DatabaseNotFoundError(f"database {database!r} does not exist")
         return sorted(
             n
             for n in self.file_io.list_dir(path)
-            if os.path.exists(os.path.join(path, n, "schema", "schema-0"))
+            if self.file_io.exists(os.path.join(path, n, "schema", "schema-0"))
         )
 
     def table_exists(self, database: str, table: str) -> bool:
@@ -115,7 +117,7 @@ class FileSystemMetastore(Metastore):
 
     def drop_table(self, database: str, table: str, *, missing_ok: bool = False) -> None:
         path = self.layout.table_path(f"{database}.{table}")
-        if not os.path.isdir(path):
+        if not self.file_io.is_dir(path):
             if missing_ok:
                 return
             raise TableNotFoundError(f"table {database + '.' + table!r} does not exist")

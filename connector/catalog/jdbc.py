@@ -58,6 +58,7 @@ from lakelog.connector.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
+from lakelog.connector.format.lock import serialised_by_catalog
 from lakelog.connector.format.schema_manager import SchemaManager
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -233,7 +234,8 @@ class JdbcMetastore(Metastore):
                 raise TableAlreadyExistsError(f"table {ident!r} already exists")
             self._clear_leftover(ident, path)
             try:
-                schema = write_schema()
+                with serialised_by_catalog():  # this transaction holds the name: one creator wins
+                    schema = write_schema()
             except FileExistsError:  # another writer of this directory (not through this catalog)
                 raise TableAlreadyExistsError(
                     f"table {ident!r} already exists in the warehouse ({path})"

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from lakelog.connector.errors import CorruptFileError, LakelogError, MissingFileError
 from lakelog.connector.format import parquet_footer, parquet_layout
 from lakelog.connector.format.binary_row import serialize_row
-from lakelog.connector.format.fileio import os_error_code, storage_errors
+from lakelog.connector.format.fileio import io_for, os_error_code, storage_errors
 from lakelog.connector.format.key_value import KEY_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.manifest import DataFileMeta, SimpleStats, local_now_millis
 from lakelog.connector.format.parquet_layout import PhysicalLayout, WriteLayout
@@ -254,6 +254,7 @@ class RollingFileWriter:
         self._physical: Optional[PhysicalLayout] = None
         self._sink: Any = None
         self._name = ""
+        self._io = io_for(spec.bucket_dir)
         self._reset_stats()
 
     def _reset_stats(self) -> None:
@@ -286,11 +287,12 @@ class RollingFileWriter:
         if self._writer is None:
             self._name = new_data_file_name(spec.file_prefix, spec.file_suffix)
             path = os.path.join(spec.bucket_dir, self._name)
-            with storage_errors("create the directory", spec.bucket_dir):
-                os.makedirs(spec.bucket_dir, exist_ok=True)
+            local = self._local_path()
+            with storage_errors("create the directory", os.path.dirname(local)):
+                os.makedirs(os.path.dirname(local), exist_ok=True)
             self.paths.append(path)
             with storage_errors("write the data file", path):
-                self._sink = pa.OSFile(path, "wb")
+                self._sink = pa.OSFile(local, "wb")
                 self._writer = pq.ParquetWriter(
                     self._sink,
                     physical.schema,
@@ -317,16 +319,32 @@ class RollingFileWriter:
         if self._sink.tell() >= spec.target_file_size:
             self._finish_file()
 
+    def _local_path(self) -> str:
+        """Where the file being written lives until it is complete: in its bucket directory on a
+        local file system; on an object store in a local staging directory, since its footer is
+        completed in place (:meth:`PhysicalLayout.finish`) before the one upload."""
+        if self._io.is_local:
+            return os.path.join(self.spec.bucket_dir, self._name)
+        return os.path.join(staging_dir(), self._name)
+
     def _finish_file(self) -> None:
         if self._writer is None:
             return
         spec = self.spec
         path = os.path.join(spec.bucket_dir, self._name)
+        local = self._local_path()
         with storage_errors("write the data file", path):
             self._writer.close()
             self._sink.close()
             assert self._physical is not None
-            self._physical.finish(path)
+            self._physical.finish(local)
+            size = os.path.getsize(local)
+        if not self._io.is_local:
+            try:
+                self._io.upload(local, path)
+            finally:
+                with contextlib.suppress(OSError):
+                    os.remove(local)
         if spec.key_columns:
             assert self._first_key is not None and self._last_key is not None
             min_key = serialize_row(self._first_key, spec.key_types)
@@ -340,7 +358,7 @@ class RollingFileWriter:
         self.files.append(
             DataFileMeta(
                 file_name=self._name,
-                file_size=os.path.getsize(path),
+                file_size=size,
                 row_count=self._rows,
                 min_key=min_key,
                 max_key=max_key,
@@ -383,15 +401,32 @@ class RollingFileWriter:
             except Exception:  # noqa: S110 - best effort on the failure path
                 pass
             self._writer = None
+        if not self._io.is_local and self._name:
+            with contextlib.suppress(OSError):
+                os.remove(self._local_path())
         for p in self.paths:
             try:
-                os.remove(p)
-            except FileNotFoundError:
-                pass
+                self._io.delete(p)
             except OSError as e:
-                if os.path.lexists(p):
-                    _log.warning("cannot remove the unfinished data file %s: %s", p, e)
+                _log.warning("cannot remove the unfinished data file %s: %s", p, e)
         self.files = []
+
+
+_STAGING: list[str] = []
+
+
+def staging_dir() -> str:
+    """This process's local directory for data files on their way to an object store (removed at
+    exit; a file there is either being written or being uploaded)."""
+    if not _STAGING:
+        import atexit
+        import shutil
+        import tempfile
+
+        d = tempfile.mkdtemp(prefix="lakelog-staging-")
+        atexit.register(shutil.rmtree, d, True)
+        _STAGING.append(d)
+    return _STAGING[0]
 
 
 # What pyarrow raises for a file it cannot decode. A damaged footer or page can also fail as a
@@ -420,7 +455,7 @@ def _named_errors(path: str) -> Iterator[None]:
     except LakelogError:
         raise
     except _UNDECODABLE as e:
-        if not os.path.exists(path):
+        if not io_for(path).file_exists(path):
             raise MissingFileError(f"data file referenced by the snapshot is missing: {path}") from None
         if isinstance(e, OSError) and os_error_code(e) is not None:  # the file system's, not the file's
             with storage_errors("read the data file", path):
@@ -503,15 +538,17 @@ def _open_checked(
     contradicts the table's schema, raises :class:`CorruptFileError` naming it, instead of reading
     wrong rows. The file opens with its page checksums verified as pages are read (pages without
     one, as in files that Paimon or pypaimon wrote without them, are read unchecked)."""
+    source = io_for(path).open_input(path)
     if expect is not None:
-        size = os.path.getsize(path)
+        size = source.size()
         if size != expect.file_size:
+            source.close()
             raise CorruptFileError(
                 f"data file {path} has {size} bytes, but the manifest records {expect.file_size}: "
                 "it was replaced, truncated or extended after it was committed"
             )
-    parquet_footer.verify_footer(path)
-    f = pq.ParquetFile(path, page_checksum_verification=True)
+    parquet_footer.verify_footer(path, source)
+    f = pq.ParquetFile(source, page_checksum_verification=True)
     if expect is not None and f.metadata.num_rows != expect.row_count:
         raise CorruptFileError(
             f"data file {path} holds {f.metadata.num_rows} rows, but the manifest records "

@@ -1,7 +1,11 @@
-"""Local file IO with the two primitives a table format needs: atomic publish without overwrite,
-and errors that name the file.
+"""File IO with the two primitives a table format needs: atomic publish without overwrite,
+and errors that name the file. This module is the one seam through which lakelog touches storage:
+:class:`FileIO` for local (and mounted shared) file systems, and
+:class:`~lakelog.connector.format.objectstore.S3FileIO` for ``s3://`` object stores; :func:`io_for`
+picks the one serving a location.
 
-Paths are plain strings; ``file://`` URIs are accepted wherever a path is.
+Paths are plain strings: absolute local paths (``file://`` URIs are accepted wherever a path is)
+or ``s3://bucket/key`` URIs.
 
 Errors: a file that is not there is a :class:`~lakelog.connector.errors.MissingFileError` on read
 (a ``FileNotFoundError``) and otherwise the plain ``FileNotFoundError`` / ``FileExistsError``
@@ -19,7 +23,7 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from lakelog.connector.errors import (
@@ -31,9 +35,23 @@ from lakelog.connector.errors import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
     from lakelog.connector.format.lock import Hold
 
-__all__ = ["FileIO", "local_path", "ensure_inside", "storage_errors", "os_error_code"]
+__all__ = [
+    "FileIO",
+    "local_path",
+    "location",
+    "is_object_store",
+    "io_for",
+    "register_io",
+    "ensure_inside",
+    "storage_errors",
+    "os_error_code",
+]
+
+_OBJECT_SCHEMES = ("s3://", "s3a://", "s3n://")
 
 
 def local_path(path_or_uri: str) -> str:
@@ -60,8 +78,71 @@ def local_path(path_or_uri: str) -> str:
     return os.path.abspath(os.path.expanduser(p))
 
 
+def is_object_store(path: str) -> bool:
+    """Whether ``path`` is an ``s3://`` (``s3a://``, ``s3n://``) URI."""
+    return str(path).startswith(_OBJECT_SCHEMES)
+
+
+def location(path_or_uri: str) -> str:
+    """A table or warehouse location in its one spelling: an absolute local path (see
+    :func:`local_path`), or ``s3://bucket/prefix`` without a trailing slash (``s3a://`` and
+    ``s3n://`` are read as ``s3://``, as Paimon reads them). Other schemes raise
+    :class:`OptionError` naming the location."""
+    p = str(path_or_uri)
+    if is_object_store(p):
+        rest = p.split("://", 1)[1]
+        bucket, _, key = rest.partition("/")
+        parts = [x for x in key.split("/") if x]
+        if not bucket or any(x in (".", "..") for x in parts):
+            raise OptionError(f"invalid object store location {path_or_uri!r}: expected s3://bucket/prefix")
+        return "/".join(["s3:/", bucket, *parts])
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", p) and not p.startswith("file:"):
+        scheme = p.split("://", 1)[0]
+        raise OptionError(
+            f"unsupported file system scheme {scheme!r} in {path_or_uri!r}: lakelog stores tables on "
+            "local paths, file: URIs and s3:// object stores"
+        )
+    return local_path(p)
+
+
+# object-store file IOs by the bucket they serve ("s3://bucket"): a table opened by its location
+# (a Flink job's workers, SQL statements, the CLI) uses the file IO its catalog configured
+_STORES: dict[str, FileIO] = {}
+
+
+def _bucket_root(path: str) -> str:
+    return "/".join(location(path).split("/")[:3])
+
+
+def register_io(root: str, file_io: FileIO) -> None:
+    """Serve the object-store locations under ``root``'s bucket with ``file_io`` in this process."""
+    _STORES[_bucket_root(root)] = file_io
+
+
+def io_for(path: str, options: Mapping[str, str] | None = None) -> FileIO:
+    """The file IO serving location ``path``: the local one, or for ``s3://`` the one built from
+    ``options`` (Paimon's ``s3.*`` catalog options), else the one registered for its bucket, else
+    one from the AWS environment (``AWS_ACCESS_KEY_ID``, ``AWS_ENDPOINT_URL``, ...)."""
+    if not is_object_store(path):
+        location(path)  # refuses unknown schemes
+        return _LOCAL
+    from lakelog.connector.format.objectstore import S3FileIO, s3_options
+
+    if options and s3_options(options):
+        return S3FileIO(options)
+    root = _bucket_root(path)
+    if root not in _STORES:
+        _STORES[root] = S3FileIO({})
+    return _STORES[root]
+
+
 def ensure_inside(root: str, path: str) -> str:
     """Return ``path`` resolved, or raise :class:`PathEscapeError` if it leaves ``root``."""
+    if is_object_store(root) or is_object_store(path):
+        real_root, real = location(root), location(path)
+        if real != real_root and not real.startswith(real_root + "/"):
+            raise PathEscapeError(f"path {path!r} escapes the warehouse {root!r}")
+        return real
     real_root = os.path.realpath(root)
     real = os.path.realpath(path)
     if real != real_root and not real.startswith(real_root.rstrip(os.sep) + os.sep):
@@ -109,6 +190,40 @@ def storage_errors(action: str, path: str) -> Iterator[None]:
 class FileIO:
     """File operations on the local file system. Stateless, so it pickles trivially."""
 
+    is_local = True
+
+    def __repr__(self) -> str:
+        return "FileIO(local)"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is FileIO
+
+    def __hash__(self) -> int:
+        return hash(FileIO)
+
+    def open_input(self, path: str) -> pa.NativeFile:
+        """``path`` opened for random access reads (Parquet footers and column chunks)."""
+        import pyarrow as pa
+
+        try:
+            with storage_errors("open", path):
+                return pa.OSFile(path, "rb")
+        except FileNotFoundError:
+            raise MissingFileError(f"file not found: {path}") from None
+
+    def upload(self, local: str, path: str) -> None:
+        """Move the finished local file ``local`` to ``path`` (same file system: a rename)."""
+        with storage_errors("write", path):
+            os.replace(local, path)
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def create_dir(self, path: str) -> None:
+        """Create a directory that exists while empty (a database): :meth:`mkdirs` here; a marker
+        object on an object store, where :meth:`mkdirs` does nothing."""
+        self.mkdirs(path)
+
     def read_bytes(self, path: str) -> bytes:
         try:
             with storage_errors("read", path), open(path, "rb") as f:
@@ -117,6 +232,12 @@ class FileIO:
             raise MissingFileError(f"file not found: {path}") from None
 
     def exists(self, path: str) -> bool:
+        """Whether a file or directory is at ``path``."""
+        return os.path.exists(path)
+
+    def file_exists(self, path: str) -> bool:
+        """Whether a file is at ``path`` (one request on an object store, where :meth:`exists` may
+        need a listing to find a directory)."""
         return os.path.exists(path)
 
     def mkdirs(self, path: str) -> None:
@@ -256,3 +377,6 @@ class FileIO:
         from lakelog.connector.format.lock import file_lock
 
         return file_lock(path, timeout_s)
+
+
+_LOCAL = FileIO()

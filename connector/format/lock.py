@@ -64,6 +64,9 @@ __all__ = [
     "lease_lock",
     "register_catalog_lock",
     "catalog_lock",
+    "holding_external",
+    "serialised_by_catalog",
+    "external_lock_held",
 ]
 
 LOCK_FILE = ".lock"  # in a table's (or branch's) snapshot directory
@@ -289,7 +292,7 @@ class _Lease(Hold):
         self._thread.start()
 
     def _overtaken(self) -> bool:
-        return self.file_io.exists(_lease_path(self.directory, self.epoch + 1))
+        return self.file_io.file_exists(_lease_path(self.directory, self.epoch + 1))
 
     def _renew(self) -> None:
         while not self._stop.wait(self.lease_s / 3):
@@ -422,3 +425,32 @@ def catalog_lock(table_path: str) -> Optional[LockProvider]:
             return None
         provider_of = _CATALOG_LOCKS[max(roots, key=len)]
     return provider_of(path)
+
+
+# ---- is a catalog's lock held? ----------------------------------------------------------------------
+# An object store that ignores conditional creates may still be written while a catalog's lock
+# (a metastore's lock table) serialises the writers: its file IO asks this before publishing.
+_EXTERNAL = threading.local()
+
+
+@contextmanager
+def serialised_by_catalog() -> Iterator[None]:
+    """Mark this thread, for the block, as serialised by its catalog (holding a catalog's lock, or
+    inside the metastore transaction that registers a new table)."""
+    _EXTERNAL.depth = getattr(_EXTERNAL, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _EXTERNAL.depth -= 1
+
+
+@contextmanager
+def holding_external(cm: contextlib.AbstractContextManager[Hold]) -> Iterator[Hold]:
+    """Enter the catalog lock ``cm``, marking this thread as holding it for the block."""
+    with cm as hold, serialised_by_catalog():
+        yield hold
+
+
+def external_lock_held() -> bool:
+    """Whether this thread holds a catalog's lock (see :func:`holding_external`)."""
+    return getattr(_EXTERNAL, "depth", 0) > 0

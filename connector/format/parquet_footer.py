@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import zlib
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -42,6 +41,7 @@ import pyarrow.parquet as pq
 
 from lakelog.connector.errors import CorruptFileError
 from lakelog.connector.format import thrift_compact as tc
+from lakelog.connector.format.fileio import io_for
 
 __all__ = [
     "read_footer",
@@ -74,7 +74,7 @@ class _SplicedFile(io.RawIOBase):
 
     def __init__(self, path: str, cut: int, tail: bytes) -> None:
         super().__init__()
-        self._f = open(path, "rb")  # noqa: SIM115 - closed with this object
+        self._f = io_for(path).open_input(path)  # closed with this object; local or object store
         self._cut = cut
         self._tail = tail
         self._size = cut + len(tail)
@@ -99,8 +99,9 @@ class _SplicedFile(io.RawIOBase):
         want = min(len(view), max(0, self._size - self._pos))
         done = 0
         if self._pos < self._cut and want:
-            self._f.seek(self._pos)
-            n = self._f.readinto(view[: min(want, self._cut - self._pos)]) or 0
+            data = self._f.read_at(min(want, self._cut - self._pos), self._pos)
+            n = len(data)
+            view[:n] = data
             done, self._pos = n, self._pos + n
         if done < want and self._pos >= self._cut:
             start = self._pos - self._cut
@@ -114,21 +115,29 @@ class _SplicedFile(io.RawIOBase):
         super().close()
 
 
-def read_footer(path: str) -> tuple[int, bytes]:
-    """(offset, bytes) of the Thrift footer of a Parquet file."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as fh:
-        if size < 12:
-            raise CorruptFileError(f"data file {path} is too short to be a Parquet file")
-        fh.seek(size - 8)
-        tail = fh.read(8)
-        if tail[4:] != b"PAR1":
-            raise CorruptFileError(f"data file {path}: no Parquet footer (encrypted or damaged)")
-        n = int.from_bytes(tail[:4], "little")
-        if n > size - 12:
-            raise CorruptFileError(f"data file {path}: footer length {n} exceeds the file")
-        fh.seek(size - 8 - n)
-        return size - 8 - n, fh.read(n)
+_TAIL = 64 * 1024  # one ranged read fetches the footer of most files (an object store's GET)
+
+
+def read_footer(path: str, source: Any = None) -> tuple[int, bytes]:
+    """(offset, bytes) of the Thrift footer of a Parquet file; ``source``: the file, already open
+    for random access (a ``pyarrow.NativeFile``), else it is opened through the file IO."""
+    if source is None:
+        with io_for(path).open_input(path) as f:
+            return read_footer(path, f)
+    size = source.size()
+    if size < 12:
+        raise CorruptFileError(f"data file {path} is too short to be a Parquet file")
+    start = max(0, size - _TAIL)
+    tail = source.read_at(size - start, start)
+    if tail[-4:] != b"PAR1":
+        raise CorruptFileError(f"data file {path}: no Parquet footer (encrypted or damaged)")
+    n = int.from_bytes(tail[-8:-4], "little")
+    if n > size - 12:
+        raise CorruptFileError(f"data file {path}: footer length {n} exceeds the file")
+    cut = size - 8 - n
+    if cut >= start:
+        return cut, bytes(tail[cut - start : size - 8 - start])
+    return cut, bytes(source.read_at(n, cut))
 
 
 def _as_fixed_binary(meta: list[tc.TField]) -> list[tc.TField]:
@@ -284,10 +293,10 @@ def seal_footer(path: str) -> None:
         fh.write(_footer_crc(footer, start))
 
 
-def verify_footer(path: str) -> None:
-    """Check the footer of data file ``path`` against its checksum, if it has one; a mismatch raises
-    :class:`CorruptFileError` naming the file."""
-    _, footer = read_footer(path)
+def verify_footer(path: str, source: Any = None) -> None:
+    """Check the footer of data file ``path`` (``source``: the file open, see :func:`read_footer`)
+    against its checksum, if it has one; a mismatch raises :class:`CorruptFileError` naming it."""
+    _, footer = read_footer(path, source)
     start = _slot(footer)
     if start < 0:
         return

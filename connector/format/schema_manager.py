@@ -71,8 +71,19 @@ class SchemaManager:
         return [self.schema(i) for i in self.list_ids()]
 
     def commit(self, schema: TableSchema) -> bool:
-        """Publish ``schema`` as ``schema-<id>``; False if that file already exists."""
-        ok = self.file_io.try_publish(self.schema_path(schema.id), schema.to_json().encode("utf-8"))
+        """Publish ``schema`` as ``schema-<id>``; False if that file already exists. Under the
+        catalog's lock when the table has one (a store without conditional creates needs it)."""
+        from lakelog.connector.format.lock import catalog_lock, external_lock_held, holding_external
+        from lakelog.connector.format.snapshot import DEFAULT_LOCK_TIMEOUT_S
+
+        provider = catalog_lock(self.table_path)
+        path, data = self.schema_path(schema.id), schema.to_json().encode("utf-8")
+        if provider is None or external_lock_held():
+            ok = self.file_io.try_publish(path, data)
+        else:
+            snapshot_dir = f"{self.table_path.rstrip('/')}/snapshot"
+            with holding_external(provider(snapshot_dir, DEFAULT_LOCK_TIMEOUT_S)):
+                ok = self.file_io.try_publish(path, data)
         if ok:
             self._cache[schema.id] = schema
         return ok

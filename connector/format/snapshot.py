@@ -22,7 +22,7 @@ from lakelog.connector.errors import (
     SnapshotNotFoundError,
 )
 from lakelog.connector.format.fileio import FileIO
-from lakelog.connector.format.lock import LOCK_FILE, Hold, catalog_lock
+from lakelog.connector.format.lock import LOCK_FILE, Hold, catalog_lock, holding_external
 
 __all__ = ["SNAPSHOT_VERSION", "COMMIT_KINDS", "Snapshot", "SnapshotManager"]
 
@@ -198,14 +198,14 @@ class SnapshotManager:
         (flock on ``snapshot/.lock``, or leases on an object store) unless a catalog provides one."""
         provider = self.catalog_lock()
         if provider is not None:
-            return provider(self.snapshot_dir, self.lock_timeout_s)
+            return holding_external(provider(self.snapshot_dir, self.lock_timeout_s))
         return self.file_io.lock(f"{self.snapshot_dir}/{LOCK_FILE}", self.lock_timeout_s)
 
     def snapshot_path(self, snapshot_id: int) -> str:
         return f"{self.snapshot_dir}/snapshot-{snapshot_id}"
 
     def snapshot_exists(self, snapshot_id: int) -> bool:
-        return self.file_io.exists(self.snapshot_path(snapshot_id))
+        return self.file_io.file_exists(self.snapshot_path(snapshot_id))
 
     def holds(self, snapshot: Snapshot) -> bool:
         """Whether ``snapshot-<id>`` still holds ``snapshot``: False once it has expired, or was
@@ -324,7 +324,7 @@ class SnapshotManager:
             try:
                 self.commit_hint_latest(snapshot.id)
                 first = not self.snapshot_exists(snapshot.id - 1)
-                if first and not self.file_io.exists(self.earliest_hint_path):
+                if first and not self.file_io.file_exists(self.earliest_hint_path):
                     self.commit_hint_earliest(snapshot.id)
             except OSError:
                 pass  # hints are only hints: readers verify them

@@ -25,7 +25,7 @@ from lakelog.connector.errors import (
 from lakelog.connector.format.binary_row import deserialize_row
 from lakelog.connector.format.consumers import ConsumerManager
 from lakelog.connector.format.data_file import DataFileWriter, FileLayout, StatsMode
-from lakelog.connector.format.fileio import FileIO, local_path
+from lakelog.connector.format.fileio import FileIO, io_for, location, register_io
 from lakelog.connector.format.index_file import IndexManifestEntry
 from lakelog.connector.format.index_manifest import IndexManifestFile
 from lakelog.connector.format.key_value import key_column
@@ -77,7 +77,9 @@ class TableStore:
         self, path: str, file_io: Optional[FileIO] = None, schema: Optional[TableSchema] = None
     ) -> None:
         self.path = path
-        self.file_io = file_io or FileIO()
+        self.file_io = file_io or io_for(path)
+        if not self.file_io.is_local:
+            register_io(path, self.file_io)  # the data files of this bucket are read and written so
         self.schema_manager = SchemaManager(self.file_io, path)
         self.snapshot_manager = SnapshotManager(self.file_io, path)
         self.tag_manager = TagManager(self.file_io, path)
@@ -120,6 +122,8 @@ class TableStore:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        if not self.file_io.is_local:  # on a Flink worker: this table's file IO serves its bucket
+            register_io(self.path, self.file_io)
         self._cache = _ManifestCache()
         self._index_cache = {}
 
@@ -233,7 +237,7 @@ class TableStore:
         self, partition: bytes, bucket: int, file_name: str, external_path: Optional[str] = None
     ) -> str:
         if external_path:
-            return local_path(external_path)
+            return location(external_path)
         return os.path.join(self.bucket_dir(partition, bucket), file_name)
 
     def index_file_path(self, entry: IndexManifestEntry) -> str:
@@ -241,7 +245,7 @@ class TableStore:
         Paimon's ``index-file-in-data-file-dir``, or its external path."""
         f = entry.index_file
         if f.external_path:
-            return local_path(f.external_path)
+            return location(f.external_path)
         if self.schema.options.get("index-file-in-data-file-dir", "false").lower() == "true":
             return os.path.join(self.bucket_dir(entry.partition, entry.bucket), f.file_name)
         return os.path.join(self.index_dir, f.file_name)

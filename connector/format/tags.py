@@ -74,7 +74,7 @@ class TagManager:
         return f"{self.tag_dir}/{self.PREFIX}{name}"
 
     def exists(self, name: str) -> bool:
-        return self.file_io.exists(self.tag_path(name))
+        return self.file_io.file_exists(self.tag_path(name))
 
     def create(self, name: str, snapshot: Snapshot, time_retained: timedelta | None = None) -> None:
         """Create tag ``name`` for ``snapshot``; :class:`TagError` if the name is taken or invalid.

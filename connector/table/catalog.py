@@ -22,7 +22,7 @@ from lakelog.connector.errors import (
     TableAlreadyExistsError,
     TableNotFoundError,
 )
-from lakelog.connector.format.fileio import FileIO, ensure_inside, local_path
+from lakelog.connector.format.fileio import ensure_inside, io_for, is_object_store, location, register_io
 from lakelog.connector.format.lock import register_catalog_lock
 from lakelog.connector.format.options import LogConsistency
 from lakelog.connector.format.schema import TableSchema
@@ -82,10 +82,12 @@ def split_identifier(identifier: str) -> tuple[str, str]:
 
 
 def parse_table_path(path: str) -> tuple[str, str, str]:
-    """``<warehouse>/<db>.db/<table>`` (a local path or ``file:`` URI) -> (warehouse, db, table),
-    the warehouse an absolute local path. Raises :class:`OptionError` naming the path when it does
-    not have that shape or a name is invalid."""
-    local = os.path.normpath(local_path(path))
+    """``<warehouse>/<db>.db/<table>`` (a local path, ``file:`` URI or ``s3://`` URI) ->
+    (warehouse, db, table), the warehouse an absolute local path or a normalised ``s3://`` URI.
+    Raises :class:`OptionError` naming the path when it does not have that shape or a name is
+    invalid."""
+    loc = location(path)
+    local = loc if is_object_store(loc) else os.path.normpath(loc)
     parent, table = os.path.split(local)
     warehouse, db_dir = os.path.split(parent)
     if not db_dir.endswith(_DB_SUFFIX) or not table:
@@ -99,20 +101,30 @@ def parse_table_path(path: str) -> tuple[str, str, str]:
 
 
 class Catalog:
-    """Tables in a warehouse directory (a local path or ``file://`` URI).
+    """Tables in a warehouse: a local directory (a path or ``file://`` URI) or an object-store
+    prefix (``s3://bucket/prefix``).
 
     ``options``: Paimon's catalog options as strings, as ``CREATE CATALOG ... WITH (...)`` takes
-    them; ``'metastore' = 'jdbc'`` with ``'uri'`` (``jdbc:sqlite:<file>``,
-    ``jdbc:postgresql://host:port/db``), ``jdbc.*`` driver properties, ``catalog-key`` and
-    ``lock.enabled`` keeps the names in Paimon's JDBC catalog tables
+    them; ``s3.endpoint``, ``s3.access-key``, ``s3.secret-key``, ``s3.region`` and
+    ``s3.path.style.access`` configure an ``s3://`` warehouse (see
+    :mod:`lakelog.connector.format.objectstore`); ``'metastore' = 'jdbc'`` with ``'uri'``
+    (``jdbc:sqlite:<file>``, ``jdbc:postgresql://host:port/db``), ``jdbc.*`` driver properties,
+    ``catalog-key`` and ``lock.enabled`` keeps the names in Paimon's JDBC catalog tables
     (:mod:`lakelog.connector.catalog.jdbc`)."""
 
     def __init__(self, warehouse: str, *, options: Optional[Mapping[str, str]] = None) -> None:
         if options is not None:
             arg.mapping("options", options)
         self.options = {str(k): str(v) for k, v in (options or {}).items()}
-        self.warehouse = local_path(warehouse)
-        self.file_io = FileIO()
+        self.warehouse = location(warehouse)
+        self.file_io = io_for(self.warehouse, self.options)
+        if is_object_store(self.warehouse):
+            from lakelog.connector.format.objectstore import S3FileIO
+
+            assert isinstance(self.file_io, S3FileIO)
+            self.file_io.check_bucket(self.warehouse)
+            # tables of this bucket opened by location in this process use these settings
+            register_io(self.warehouse, self.file_io)
         self.file_io.mkdirs(self.warehouse)
         self.metastore: Metastore = open_metastore(self, self.options)
         locator = self.metastore.lock_locator()

@@ -506,7 +506,7 @@ class TableCommit:
             store, fio = self.store, self.store.file_io
             for e in delta.entries + delta.changelog:
                 path = store.data_file_path(e.partition, e.bucket, e.file.file_name, e.file.external_path)
-                if e.kind == 0 and not fio.exists(path):
+                if e.kind == 0 and not fio.file_exists(path):
                     raise MissingFileError(
                         f"commit to {self.store.path} adds the file {path}, which is gone (an expiration or "
                         "a rollback removed the snapshot that held it); nothing was committed"

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Optional
 
 from lakelog.connector.errors import MissingFileError, OptionError, SnapshotNotFoundError, TagError
+from lakelog.connector.format.fileio import location
 from lakelog.connector.format.manifest import ManifestEntry
 from lakelog.connector.format.options import LogSystem
 from lakelog.connector.format.snapshot import Snapshot, SnapshotManager
@@ -240,6 +241,8 @@ def after_commit(store: TableStore, *, compactor: bool = False) -> bool:
 def remove_empty_directories(store: TableStore, directories: Iterable[str]) -> list[str]:
     """Remove each of ``directories`` (bucket directories) that is empty, then its partition
     directories up to the table directory while they are empty; return what was removed."""
+    if not store.file_io.is_local:
+        return []  # an object store has no empty directories
     root = os.path.normpath(store.path)
     removed: list[str] = []
     # deepest first, so a partition directory is tried after its buckets
@@ -261,9 +264,8 @@ def remove_orphan_files(
     sm = store.snapshot_manager
     snaps = sm.snapshots() + list(store.tag_manager.list().values()) + _other_references(store)
     data, meta = referenced_files(store, snaps)
-    keep = {os.path.realpath(p) for p in data} | {
-        os.path.realpath(os.path.join(store.manifest_dir, m)) for m in meta
-    }
+    canon = os.path.realpath if store.file_io.is_local else location
+    keep = {canon(p) for p in data} | {canon(os.path.join(store.manifest_dir, m)) for m in meta}
     cutoff = time.time() - older_than_seconds
     # metadata, and files lakelog does not track (statistics, long-lived changelogs); index files
     # are tracked through the snapshots' index manifests
@@ -278,7 +280,7 @@ def remove_orphan_files(
             continue
         if d == os.path.join(store.path, "snapshot") and not name.endswith(".tmp"):
             continue
-        if os.path.realpath(path) in keep:
+        if canon(path) in keep:
             continue
         try:
             if store.file_io.mtime(path) > cutoff:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import decimal
-import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -298,7 +297,8 @@ def _orphans(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     for tname in tables:
         t = ctx.table(f"{db}.{tname}")
         found = t.remove_orphan_files(older_than_seconds=now - older, dry_run=True)
-        sizes = {p: os.path.getsize(p) for p in found if os.path.exists(p)}
+        fio = t.store.file_io
+        sizes = {p: fio.file_size(p) for p in found if fio.file_exists(p)}
         if not dry:
             removed = t.remove_orphan_files(older_than_seconds=now - older)
             sizes = {p: n for p, n in sizes.items() if p in set(removed)}

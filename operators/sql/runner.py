@@ -33,7 +33,7 @@ from pyflink.table.catalog import ObjectPath
 from pyflink.util.java_utils import get_field_value
 
 from lakelog.connector.errors import LakelogError, OptionError, TableAlreadyExistsError
-from lakelog.connector.format.fileio import local_path
+from lakelog.connector.format.fileio import location
 from lakelog.connector.format.options import validate_options
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.catalog import Catalog, parse_table_path
@@ -297,7 +297,7 @@ class LakelogSql:
         given = opts.get("path")
         if not given:
             raise OptionError(f"lakelog table {cat}.{db}.{name} needs option 'path'")
-        return local_path(given)
+        return location(given)
 
     def target(self, st: Statement) -> tuple[str, str, str, Optional[str]]:
         """(catalog, database, name, lakelog path or None) of the table a statement names; the
