@@ -91,15 +91,19 @@ def catalog_options(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def _catalog(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from lakelog.connector.format.fileio import local_path
+    from lakelog.connector.format.fileio import is_object_store, location
     from lakelog.connector.table.catalog import Catalog
 
     if not args.warehouse:
         raise UsageError("give --warehouse or set LAKELOG_WAREHOUSE")
-    if not os.path.isdir(local_path(args.warehouse)):  # a typo must not create a new warehouse
+    remote = is_object_store(args.warehouse)
+    if not remote and not os.path.isdir(location(args.warehouse)):  # a typo must not create a new warehouse
         raise UsageError(f"warehouse {args.warehouse} does not exist")
     pairs = [*(getattr(args, "option_top", None) or []), *(getattr(args, "option", None) or [])]
-    return Catalog(args.warehouse, options=catalog_options(pairs))
+    catalog = Catalog(args.warehouse, options=catalog_options(pairs))
+    if remote and not catalog.file_io.exists(catalog.warehouse):
+        raise UsageError(f"warehouse {args.warehouse} does not exist (no objects under it)")
+    return catalog
 
 
 def _table_arg(args: argparse.Namespace) -> str:

@@ -270,7 +270,7 @@ def run_from_args(table: TableLike, args: argparse.Namespace, *, full: bool) -> 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``python -m lakelog.jobs.compact --warehouse W --table db.t [--full] [--streaming ...]``."""
-    from lakelog.connector.format.fileio import local_path
+    from lakelog.connector.format.fileio import is_object_store, location
     from lakelog.connector.table.catalog import Catalog
     from lakelog.jobs.cli import UsageError, catalog_options, compact_job_arguments
 
@@ -285,7 +285,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         "lock.enabled=true; a value @<file> is read from the file)")
     compact_job_arguments(p)
     args = p.parse_args(list(argv) if argv is not None else None)
-    if not args.warehouse or not os.path.isdir(local_path(args.warehouse)):
+    if not args.warehouse or not (is_object_store(args.warehouse) or os.path.isdir(location(args.warehouse))):
         print("compact: give --warehouse (an existing warehouse)", file=sys.stderr)
         return 2
     try:

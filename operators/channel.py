@@ -32,6 +32,7 @@ from pyflink.datastream.connectors.file_system import BucketAssigner, FileSink, 
 from pyflink.datastream.state import ListStateDescriptor, ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
+from lakelog.connector.format.fileio import FileIO
 from lakelog.connector.format.lock import LockProvider
 from lakelog.operators.codec import decode_committable
 from lakelog.operators.committer import (
@@ -43,7 +44,7 @@ from lakelog.operators.committer import (
     SinkCommitter,
     commit_released,
 )
-from lakelog.operators.table_ref import adopt_lock, store_with_options
+from lakelog.operators.table_ref import adopt_io, adopt_lock, store_with_options
 
 __all__ = ["CommitterConfig", "LakelogCommitter", "commit_through_channel", "discard", "constant_key"]
 
@@ -64,9 +65,11 @@ class CommitterConfig:
     options: tuple[tuple[str, str], ...] = ()  # dynamic table options over the stored ones
     overwrite: Optional[OverwriteRequest] = None  # a sink's INSERT OVERWRITE (batch)
     lock: Optional[LockProvider] = None  # the catalog's commit lock of the table (None: the file IO's)
+    io: Optional[FileIO] = None  # the table's object-store file IO (None: local)
 
     def new_committer(self) -> Committer:
         adopt_lock(self.table_path, self.lock)
+        adopt_io(self.table_path, self.io)
         extra = {"overwrite": self.overwrite} if self.overwrite is not None else {}
         committer: Committer = self.committer_class(
             store_with_options(self.table_path, dict(self.options)), self.commit_user, self.run_token, **extra

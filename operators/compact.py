@@ -30,6 +30,7 @@ from pyflink.datastream.state import ValueStateDescriptor
 
 from lakelog.connector.errors import InvalidInputError, OptionError
 from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.fileio import FileIO, is_object_store
 from lakelog.connector.format.options import Duration
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.partition_specs import partition_spec_list, partitions_where
@@ -49,7 +50,7 @@ from lakelog.operators.compact_buckets import (
     write_progress,
 )
 from lakelog.operators.flink_env import env_channel_root
-from lakelog.operators.table_ref import TableLike, table_lock, table_path
+from lakelog.operators.table_ref import TableLike, adopt_io, table_io, table_lock, table_path
 from lakelog.operators.ticker import ticks
 
 __all__ = [
@@ -77,6 +78,7 @@ class PlannerConfig:
     progress_file: Optional[str]
     partitions: Optional[tuple[dict[str, Any], ...]] = None  # cast specs: only these partitions
     where: Optional[str] = None  # a predicate on the partition fields: only the partitions it selects
+    io: Optional[FileIO] = None  # the table's object-store file IO (None: local)
 
 
 class CompactionPlanner(KeyedProcessFunction):  # type: ignore[misc]
@@ -90,6 +92,7 @@ class CompactionPlanner(KeyedProcessFunction):  # type: ignore[misc]
         self.config = config
 
     def open(self, runtime_context: RuntimeContext) -> None:
+        adopt_io(self.config.table_path, self.config.io)
         self.store = TableStore(self.config.table_path)
         self.next_snapshot = runtime_context.get_state(ValueStateDescriptor("next", Types.LONG()))
         self.ticks = 0
@@ -128,6 +131,7 @@ class CompactorConfig:
     table_path: str
     full: bool
     streaming: bool
+    io: Optional[FileIO] = None  # the table's object-store file IO (None: local)
 
 
 class CompactorFunction(KeyedProcessFunction):  # type: ignore[misc]
@@ -140,6 +144,7 @@ class CompactorFunction(KeyedProcessFunction):  # type: ignore[misc]
         self.config = config
 
     def open(self, runtime_context: RuntimeContext) -> None:
+        adopt_io(self.config.table_path, self.config.io)
         self.store = TableStore(self.config.table_path)
         self.inflight = runtime_context.get_state(ValueStateDescriptor("inflight", Types.STRING()))
 
@@ -223,7 +228,8 @@ def _interval_seconds(store: TableStore, discovery_interval: Union[str, float, N
 
 
 def _default_id(path: str) -> str:
-    return hashlib.sha1(os.path.abspath(path).encode("utf-8")).hexdigest()[:16]
+    where = path if is_object_store(path) else os.path.abspath(path)
+    return hashlib.sha1(where.encode("utf-8")).hexdigest()[:16]
 
 
 def build_compaction(
@@ -277,7 +283,9 @@ def build_compaction(
             raise OptionError(f"max_rounds must be at least 1, not {max_rounds}")
         plan = CompactionPlan(path, True, full, user, channel)
         tick_stream, per_round = ticks(env, interval_s, rounds=max_rounds)
-        planner = CompactionPlanner(PlannerConfig(path, full, per_round, plan.progress_file, specs, where))
+        planner = CompactionPlanner(
+            PlannerConfig(path, full, per_round, plan.progress_file, specs, where, table_io(table))
+        )
         tasks = (
             tick_stream.key_by(constant_key, key_type=Types.INT())
             .process(planner, output_type=Types.STRING())
@@ -300,14 +308,17 @@ def build_compaction(
         tasks = src.map(TaskKeyMap(tuple(keys)), output_type=Types.STRING()).set_parallelism(1)
     committables = (
         tasks.key_by(bucket_key_of, key_type=Types.STRING())
-        .process(CompactorFunction(CompactorConfig(path, full, streaming)), output_type=Types.STRING())
+        .process(
+            CompactorFunction(CompactorConfig(path, full, streaming, table_io(table))),
+            output_type=Types.STRING(),
+        )
         .name(f"lakelog-compact-{name}")
     )
     if parallelism:
         committables = committables.set_parallelism(parallelism)
     committer = CommitterConfig(
         path, user, plan.run_token, plan.channel_dir, poll_interval_ms, committer_class=CompactionCommitter,
-        lock=table_lock(table),
+        lock=table_lock(table), io=table_io(table),
     )
     commit_through_channel(committables, committer, label="lakelog-compact", name=name)
     return plan

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 
 from lakelog.connector.errors import InvalidInputError, OptionError, SchemaError, SnapshotNotFoundError
 from lakelog.connector.format.consumers import record_progress
+from lakelog.connector.format.fileio import FileIO
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND
 from lakelog.connector.format.manifest import ManifestEntry
 from lakelog.connector.format.options import Duration
@@ -60,7 +61,7 @@ from lakelog.operators.lookup_index import (
     py_value_hash,
 )
 from lakelog.operators.source_plan import table_rows
-from lakelog.operators.table_ref import TableLike, table_store
+from lakelog.operators.table_ref import TableLike, adopt_io, table_io, table_store
 
 __all__ = ["LookupTable", "RefreshInfo", "LookupSpec"]
 
@@ -857,6 +858,7 @@ class LookupSpec:
     async_refresh: bool = False
     consumer_id: Optional[str] = None
     cache_rows: int = 10_000
+    io: Optional[FileIO] = None  # the table's object-store file IO (None: local)
 
     @classmethod
     def of(
@@ -885,9 +887,11 @@ class LookupSpec:
             async_refresh=async_refresh,
             consumer_id=consumer_id,
             cache_rows=cache_rows,
+            io=table_io(table),
         )
 
     def open(self, *, lazy: bool = False) -> LookupTable:
+        adopt_io(self.table_path, self.io)
         return LookupTable(
             self.table_path,
             self.key_columns,

@@ -43,6 +43,7 @@ from pyflink.table import DataTypes, StreamTableEnvironment
 from pyflink.table.udf import udf
 
 from lakelog.connector.errors import CommitConflictError, InvalidInputError, OptionError, SchemaError
+from lakelog.connector.format.fileio import FileIO
 from lakelog.connector.format.options import ChangelogProducer, Duration, MergeEngine
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.log.eventual import EventualLogWriter
@@ -77,7 +78,14 @@ from lakelog.operators.sink_blobs import (
     needs_null_mask,
 )
 from lakelog.operators.sink_keys import default_max_parallelism, flink_key_group, parse_key
-from lakelog.operators.table_ref import TableLike, store_with_options, table_lock, table_path
+from lakelog.operators.table_ref import (
+    TableLike,
+    adopt_io,
+    store_with_options,
+    table_io,
+    table_lock,
+    table_path,
+)
 
 __all__ = [
     "sink_to_lakelog",
@@ -119,8 +127,10 @@ class WriterConfig:
     options: tuple[tuple[str, str], ...] = ()  # dynamic table options over the stored ones
     schema_id: Optional[int] = None  # the schema the sink was planned with (None: the latest)
     overwrite: bool = False  # an INSERT OVERWRITE's writers: previous files ignored (TableWrite)
+    io: Optional[FileIO] = None  # the table's object-store file IO (None: local)
 
     def store(self) -> TableStore:
+        adopt_io(self.table_path, self.io)
         return store_with_options(self.table_path, dict(self.options), self.schema_id)
 
 
@@ -851,11 +861,11 @@ def sink_to_lakelog(
         batch_ms=batch_ms,
         writer=WriterConfig(
             path, user, run_token, channel, write_only, is_batch, writer_flush, restart_wait_s, dyn,
-            store.schema.id, overwrite is not None,
+            store.schema.id, overwrite is not None, table_io(table),
         ),
         committer=CommitterConfig(
             path, user, run_token, channel, poll_interval_ms, options=dyn, overwrite=overwrite,
-            lock=table_lock(table),
+            lock=table_lock(table), io=table_io(table),
         ),
         parallelism=parallelism,
         max_parallelism=max_p,

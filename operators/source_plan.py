@@ -24,7 +24,7 @@ from lakelog.connector.table.expressions import parse_filter
 from lakelog.connector.table.scan import plan_splits
 from lakelog.connector.table.scan_start import ScanStart, resolve_start, scan_options
 from lakelog.connector.table.system_tables import binlog_of, binlog_schema, read_optimized_entries
-from lakelog.operators.table_ref import TableLike, adopt_lock, table_lock, table_path
+from lakelog.operators.table_ref import TableLike, adopt_io, adopt_lock, table_io, table_lock, table_path
 
 __all__ = [
     "ReadPlan",
@@ -121,6 +121,7 @@ class ReadPlan:
         store = TableStore(table_path)
         # the catalog's commit lock (a consumer's first progress record takes it), for the workers
         self.lock = table_lock(store)
+        self.io = table_io(store)  # its object-store file IO, for the workers
         self.schema: pa.Schema = store.schema.arrow_schema()
         self.columns = check_columns(self.schema, columns)
         self.filter = filter
@@ -134,6 +135,7 @@ class ReadPlan:
 
     def store(self) -> TableStore:
         adopt_lock(self.table_path, self.lock)
+        adopt_io(self.table_path, self.io)
         return TableStore(self.table_path)
 
     def expr(self) -> Optional[pc.Expression]:

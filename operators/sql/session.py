@@ -22,7 +22,8 @@ from typing import Optional
 
 from lakelog.connector.catalog.options import JDBC_OPTIONS, JDBC_PREFIX
 from lakelog.connector.errors import OptionError
-from lakelog.connector.format.fileio import local_path
+from lakelog.connector.format.fileio import location
+from lakelog.connector.format.objectstore import S3_OPTION_KEYS
 from lakelog.connector.format.options import find_option, validate_options
 
 __all__ = ["CatalogSpec", "DynamicOptions", "CATALOG_TYPES", "TABLE_DEFAULT_PREFIX"]
@@ -69,14 +70,14 @@ class CatalogSpec:
         for k, v in options.items():
             if k.startswith(TABLE_DEFAULT_PREFIX):
                 defaults[k[len(TABLE_DEFAULT_PREFIX) :]] = v
-            elif jdbc and (k in JDBC_OPTIONS or k.startswith(JDBC_PREFIX)):
+            elif jdbc and (k in JDBC_OPTIONS or k.startswith(JDBC_PREFIX)) or k in S3_OPTION_KEYS:
                 catalog_options[k] = v
             elif k not in _KNOWN and k not in _NO_EFFECT:
                 more = (", 'uri', 'jdbc.<driver property>', 'catalog-key', 'lock.enabled', "
                         "'lock-acquire-timeout'" if jdbc else "")
                 raise OptionError(
                     f"{where}: option {k!r} is not supported by lakelog catalogs (they take 'warehouse', "
-                    f"'default-database', 'metastore' = 'filesystem' or 'jdbc'{more} and "
+                    f"'default-database', 'metastore' = 'filesystem' or 'jdbc'{more}, 's3.*' and "
                     "'table-default.<table option>')"
                 )
         try:
@@ -84,7 +85,7 @@ class CatalogSpec:
         except OptionError as e:
             raise OptionError(f"{where}: table-default options: {e}") from None
         try:
-            path = local_path(warehouse)
+            path = location(warehouse)
         except OptionError as e:
             raise OptionError(f"{where}: option 'warehouse': {e}") from None
         return CatalogSpec(name, path, options.get("default-database", "default"), defaults, catalog_options)
