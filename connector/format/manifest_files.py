@@ -4,6 +4,7 @@ and reading, with errors that name the file.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import itertools
@@ -11,7 +12,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Optional
 
 from lakelog.connector.errors import CorruptFileError
 from lakelog.connector.format.avro import (
@@ -222,6 +223,10 @@ class ManifestFile:
         return self.file_io.delete(self.path(file_name))
 
 
+_LIST_CACHE_ENTRIES = 64
+_LIST_CACHE_LOCK = threading.Lock()
+
+
 class ManifestList:
     """Reads and writes manifest lists in ``manifest_dir``."""
 
@@ -230,6 +235,17 @@ class ManifestList:
         self.manifest_dir = manifest_dir.rstrip("/")
         self.codec = avro_codec(compression)
         self._namer = _Namer("manifest-list")
+        # on an object store, where each read is a request: the lists read lately, by name (a
+        # manifest list is never rewritten; its name is unique)
+        self._cache: Optional[collections.OrderedDict[str, list[ManifestFileMeta]]] = (
+            None if file_io.is_local else collections.OrderedDict()
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        if state["_cache"] is not None:
+            state["_cache"] = collections.OrderedDict()
+        return state
 
     def path(self, file_name: str) -> str:
         return f"{self.manifest_dir}/{file_name}"
@@ -246,7 +262,14 @@ class ManifestList:
 
     def read(self, file_name: str) -> list[ManifestFileMeta]:
         """All manifest metas of one manifest list (missing/corrupt errors name the file)."""
-        return _read_avro(
+        cache = self._cache
+        if cache is not None:
+            with _LIST_CACHE_LOCK:
+                hit = cache.get(file_name)
+                if hit is not None:
+                    cache.move_to_end(file_name)
+                    return list(hit)
+        metas = _read_avro(
             self.file_io,
             self.path(file_name),
             "manifest list",
@@ -255,6 +278,12 @@ class ManifestList:
             None,
             meta_from_record,
         )
+        if cache is not None:
+            with _LIST_CACHE_LOCK:
+                cache[file_name] = list(metas)
+                while len(cache) > _LIST_CACHE_ENTRIES:
+                    cache.popitem(last=False)
+        return metas
 
     def delete(self, file_name: str) -> bool:
         return self.file_io.delete(self.path(file_name))

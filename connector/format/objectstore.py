@@ -456,7 +456,13 @@ class S3FileIO(FileIO):
         import pyarrow.fs as pafs
 
         with self._errors("upload", path):
-            pafs.copy_files(local, self._key(path), destination_filesystem=self.fs)
+            if os.path.getsize(local) <= WHOLE_READ_BYTES:  # one PUT instead of a multipart upload's 3
+                bucket, key = split_uri(path)
+                with open(local, "rb") as f:
+                    data = f.read()
+                self._idempotent(lambda: self.client.put_object(Bucket=bucket, Key=key, Body=data))
+            else:
+                pafs.copy_files(local, self._key(path), destination_filesystem=self.fs)
 
     # ---- publishing ---------------------------------------------------------------------------------
     def conditional_writes(self, path: str) -> bool:

@@ -237,6 +237,18 @@ class SnapshotManager:
         ids = self.snapshot_ids()
         return ids[-1] if ids else None
 
+    def _latest_by_hint(self) -> Snapshot | None:
+        """The newest snapshot read at the LATEST hint when no snapshot follows it (on an object
+        store: the read replaces the existence check of :meth:`latest_id`); None: look it up."""
+        hint = _read_hint(self.file_io, self.latest_hint_path)
+        if hint is None:
+            return None
+        try:
+            snap = self.snapshot(hint)
+        except (SnapshotNotFoundError, CorruptFileError):
+            return None
+        return None if self.snapshot_exists(hint + 1) else snap
+
     def earliest_id(self) -> int | None:
         """Id of the oldest snapshot: the EARLIEST hint when it exists and nothing precedes it,
         else a directory listing."""
@@ -269,6 +281,9 @@ class SnapshotManager:
         return snap
 
     def latest(self) -> Snapshot | None:
+        hinted = self._latest_by_hint()
+        if hinted is not None:
+            return hinted
         for _ in range(3):  # the newest can be expired between finding and reading it: look again
             sid = self.latest_id()
             if sid is None:
