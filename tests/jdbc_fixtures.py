@@ -9,7 +9,6 @@ the ``postgres`` user). Without the server binaries the ``postgres`` tests are s
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.postgres_server import REQUIRE_ENV, PostgresServer
+from tests.services import unavailable
 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 
@@ -25,10 +25,7 @@ BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 def postgres() -> Iterator[PostgresServer]:
     reason = PostgresServer.unavailable_reason()
     if reason is not None:
-        message = f"POSTGRESQL TESTS NOT RUN: {reason}; set {REQUIRE_ENV}=1 to make this a failure"
-        if os.environ.get(REQUIRE_ENV, "").strip().lower() not in ("", "0", "false", "no"):
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        unavailable("POSTGRESQL", reason, REQUIRE_ENV)
     server = PostgresServer().start()
     try:
         yield server

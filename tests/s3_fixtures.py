@@ -6,12 +6,12 @@ catalog options that reach the server. Without ``moto`` the ``s3`` tests are ski
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
 from tests.s3_server import S3Server
+from tests.services import unavailable
 
 REQUIRE_ENV = "LAKELOG_REQUIRE_S3"
 
@@ -20,10 +20,7 @@ REQUIRE_ENV = "LAKELOG_REQUIRE_S3"
 def s3_server() -> Iterator[S3Server]:
     reason = S3Server.unavailable_reason()
     if reason is not None:
-        message = f"S3 TESTS NOT RUN: {reason}; set {REQUIRE_ENV}=1 to make this a failure"
-        if os.environ.get(REQUIRE_ENV, "").strip().lower() not in ("", "0", "false", "no"):
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        unavailable("S3", reason, REQUIRE_ENV)
     server = S3Server().start()
     try:
         yield server

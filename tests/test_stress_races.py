@@ -25,7 +25,7 @@ import random
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pyarrow as pa
 import pytest
@@ -37,6 +37,7 @@ from lakelog.connector.table.write import TableWrite
 
 S = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.int64()), ("w", pa.int64())])
 ROWS = 6  # rows per batch
+Opts = Optional[dict[str, str]]  # catalog options (an S3 warehouse's endpoint and keys)
 
 
 def _batch(writer: int, i: int) -> pa.Table:
@@ -50,17 +51,21 @@ def _report(log_path: str) -> None:
     Path(log_path + ".error").write_text(traceback.format_exc())
 
 
-def _writer(warehouse: str, writer: int, batches: int, style: str, log_path: str, seed: int) -> None:
+def _writer(
+    warehouse: str, writer: int, batches: int, style: str, log_path: str, seed: int, opts: Opts = None
+) -> None:
     try:
-        _write_batches(warehouse, writer, batches, style, log_path, seed)
+        _write_batches(warehouse, writer, batches, style, log_path, seed, opts)
     except BaseException:
         _report(log_path)
         raise
 
 
-def _write_batches(warehouse: str, writer: int, batches: int, style: str, log_path: str, seed: int) -> None:
+def _write_batches(
+    warehouse: str, writer: int, batches: int, style: str, log_path: str, seed: int, opts: Opts
+) -> None:
     rnd = random.Random(seed)
-    t = lakelog.Catalog(warehouse).get_table("c.t")
+    t = lakelog.Catalog(warehouse, options=opts).get_table("c.t")
     out = open(log_path, "w")  # noqa: SIM115 - flushed line by line, closed below
     stream = t.stream_writer() if style == "stream" else None
     try:
@@ -85,17 +90,17 @@ def _write_batches(warehouse: str, writer: int, batches: int, style: str, log_pa
         out.close()
 
 
-def _loop(warehouse: str, role: str, stop_path: str, log_path: str, seed: int) -> None:
+def _loop(warehouse: str, role: str, stop_path: str, log_path: str, seed: int, opts: Opts = None) -> None:
     try:
-        _run_loop(warehouse, role, stop_path, log_path, seed)
+        _run_loop(warehouse, role, stop_path, log_path, seed, opts)
     except BaseException:
         _report(log_path)
         raise
 
 
-def _run_loop(warehouse: str, role: str, stop_path: str, log_path: str, seed: int) -> None:
+def _run_loop(warehouse: str, role: str, stop_path: str, log_path: str, seed: int, opts: Opts) -> None:
     rnd = random.Random(seed)
-    t = lakelog.Catalog(warehouse).get_table("c.t")
+    t = lakelog.Catalog(warehouse, options=opts).get_table("c.t")
     out = open(log_path, "w")  # noqa: SIM115 - flushed line by line, closed below
     try:
         while not os.path.exists(stop_path):
@@ -129,9 +134,12 @@ def _read_log(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _round(tmp: Path, seed: int, *, writers: int, batches: int, rollbacks: bool) -> dict[str, int]:
+def _round(
+    tmp: Path, seed: int, *, writers: int, batches: int, rollbacks: bool, s3: Optional[tuple[str, dict[str, str]]] = None
+) -> dict[str, int]:
+    """One round; ``s3``: (warehouse, catalog options) of an S3 warehouse (default: a local one)."""
     rnd = random.Random(seed)
-    warehouse = str(tmp / "wh")
+    warehouse, opts = s3 if s3 is not None else (str(tmp / "wh"), None)
     rmin = rnd.randint(1, 2)
     options = {
         "bucket": str(rnd.choice([1, 2, 4])),
@@ -140,17 +148,17 @@ def _round(tmp: Path, seed: int, *, writers: int, batches: int, rollbacks: bool)
         "num-sorted-run.compaction-trigger": "2",
         "num-sorted-run.stop-trigger": "3",
     }
-    lakelog.Catalog(warehouse).create_table("c.t", S, primary_key=["id"], options=options)
+    lakelog.Catalog(warehouse, options=opts).create_table("c.t", S, primary_key=["id"], options=options)
     ctx = mp.get_context("spawn")
     styles = ["one-shot", "write-only", "stream", "write-only", "one-shot", "stream"]
     procs = []
     for k in range(writers):
-        args = (warehouse, k, batches, styles[k % len(styles)], str(tmp / f"w{k}.log"), seed * 100 + k)
+        args = (warehouse, k, batches, styles[k % len(styles)], str(tmp / f"w{k}.log"), seed * 100 + k, opts)
         procs.append(ctx.Process(target=_writer, args=args))
     stop = str(tmp / "stop")
     roles = ["compactor", "expirer"] + (["rollback"] if rollbacks else [])
     loops = [
-        ctx.Process(target=_loop, args=(warehouse, r, stop, str(tmp / f"{r}.log"), seed * 100 + 50 + j))
+        ctx.Process(target=_loop, args=(warehouse, r, stop, str(tmp / f"{r}.log"), seed * 100 + 50 + j, opts))
         for j, r in enumerate(roles)
     ]
     for p in procs + loops:
@@ -166,7 +174,7 @@ def _round(tmp: Path, seed: int, *, writers: int, batches: int, rollbacks: bool)
     errors = [f.read_text() for f in sorted(tmp.glob("*.error"))]
     assert all(c == 0 for c in codes.values()) and not errors, (options, codes, errors)
 
-    t = lakelog.Catalog(warehouse).get_table("c.t")
+    t = lakelog.Catalog(warehouse, options=opts).get_table("c.t")
     snaps = t.snapshots()
     assert [s.id for s in snaps] == list(range(snaps[0].id, snaps[-1].id + 1)), "a gap in the chain"
     for s in snaps:
@@ -193,7 +201,7 @@ def _round(tmp: Path, seed: int, *, writers: int, batches: int, rollbacks: bool)
     for key, (v, w) in got.items():  # nothing that no writer wrote
         assert key < 0 or key // ROWS == w * 10_000 + v, key
     removed = t.remove_orphan_files(older_than_seconds=0)
-    fresh = lakelog.Catalog(warehouse).get_table("c.t")
+    fresh = lakelog.Catalog(warehouse, options=opts).get_table("c.t")
     assert {r["id"] for r in fresh.to_arrow().to_pylist()} == set(got)
     for s in fresh.snapshots():
         fresh.to_arrow(snapshot_id=s.id)
@@ -206,6 +214,15 @@ def test_writers_compactor_expirer_and_rollbacks_race_against_the_model(
 ) -> None:
     stats = _round(tmp_path, seed, writers=4, batches=12, rollbacks=rollbacks)
     assert stats["acked"] == 48
+
+
+@pytest.mark.s3
+def test_racing_processes_on_an_s3_warehouse_against_the_model(
+    tmp_path: Path, s3_catalog_args: tuple[str, dict[str, str]]
+) -> None:
+    """The same race on an S3 warehouse: conditional creates and leases instead of links and flock."""
+    stats = _round(tmp_path, 3, writers=3, batches=8, rollbacks=True, s3=s3_catalog_args)
+    assert stats["acked"] == 24
 
 
 # CI runs four long rounds (about 25 s each); LAKELOG_STRESS_ROUNDS=20 runs more
