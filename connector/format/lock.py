@@ -374,8 +374,10 @@ def lease_lock(file_io: FileIO, directory: str, timeout_s: float, lease_s: float
     def take(deadline: float) -> Hold:
         owner = uuid.uuid4().hex
         pause = 0.005
+        epochs: Optional[list[int]] = None
         while True:
-            epochs = _epochs(file_io, directory)
+            if epochs is None:  # listed once; then only the top lease is read while it is held
+                epochs = _epochs(file_io, directory)
             top = epochs[-1] if epochs else 0
             if free(top):
                 content = _lease_content(owner, lease_s, 0, "held")
@@ -383,7 +385,8 @@ def lease_lock(file_io: FileIO, directory: str, timeout_s: float, lease_s: float
                     for old in epochs[:-_KEEP_LEASES]:
                         file_io.delete(_lease_path(directory, old))
                     return _Lease(file_io, directory, top + 1, lease_s, owner)
-                continue  # another waiter took that epoch: look again at once
+                epochs = None  # another waiter took that epoch: list again at once
+                continue
             if time.monotonic() >= deadline:
                 _timeout(f"{directory}/{LEASE_PREFIX}*", timeout_s, last["holder"])
             time.sleep(pause)
