@@ -539,21 +539,24 @@ def _open_checked(
     wrong rows. The file opens with its page checksums verified as pages are read (pages without
     one, as in files that Paimon or pypaimon wrote without them, are read unchecked)."""
     source = io_for(path).open_input(path)
-    if expect is not None:
-        size = source.size()
-        if size != expect.file_size:
-            source.close()
+    try:
+        if expect is not None:
+            size = source.size()
+            if size != expect.file_size:
+                raise CorruptFileError(
+                    f"data file {path} has {size} bytes, but the manifest records {expect.file_size}: "
+                    "it was replaced, truncated or extended after it was committed"
+                )
+        parquet_footer.verify_footer(path, source)
+        f = pq.ParquetFile(source, page_checksum_verification=True)
+        if expect is not None and f.metadata.num_rows != expect.row_count:
             raise CorruptFileError(
-                f"data file {path} has {size} bytes, but the manifest records {expect.file_size}: "
-                "it was replaced, truncated or extended after it was committed"
+                f"data file {path} holds {f.metadata.num_rows} rows, but the manifest records "
+                f"{expect.row_count}: it was replaced after it was committed"
             )
-    parquet_footer.verify_footer(path, source)
-    f = pq.ParquetFile(source, page_checksum_verification=True)
-    if expect is not None and f.metadata.num_rows != expect.row_count:
-        raise CorruptFileError(
-            f"data file {path} holds {f.metadata.num_rows} rows, but the manifest records "
-            f"{expect.row_count}: it was replaced after it was committed"
-        )
+    except BaseException:
+        source.close()
+        raise
     if layout is not None:
         layout.check(f, path)
     return f

@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from lakelog.connector.format.lock import Hold
 
-__all__ = ["S3FileIO", "S3_SCHEMES", "S3_OPTION_KEYS", "split_uri", "s3_options", "is_secret_option"]
+__all__ = ["S3FileIO", "S3_SCHEMES", "S3_OPTION_KEYS", "split_uri", "s3_options"]
 
 _log = logging.getLogger(__name__)
 
@@ -69,7 +69,6 @@ _ALIASES = {
     "max_attempts": ("s3.max-attempts", "fs.s3a.attempts.maximum"),
 }
 S3_OPTION_KEYS = frozenset(k for keys in _ALIASES.values() for k in keys)
-_SECRET_OPTIONS = frozenset(_ALIASES["access_key"] + _ALIASES["secret_key"] + _ALIASES["session_token"])
 WHOLE_READ_BYTES = 8 * 1024 * 1024  # data files up to this size are fetched in one request
 _RETRY_CODES = frozenset(
     {
@@ -82,12 +81,6 @@ _RETRY_CODES = frozenset(
         "500",
     }
 )
-
-
-def is_secret_option(key: str) -> bool:
-    """Whether catalog option ``key`` carries a credential (never shown)."""
-    k = key.lower()
-    return k in _SECRET_OPTIONS or "secret" in k or "password" in k or k.endswith("token")
 
 
 def split_uri(uri: str) -> tuple[str, str]:
