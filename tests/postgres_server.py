@@ -14,12 +14,13 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 import uuid
 from typing import Optional
+
+from tests.services import free_port
 
 __all__ = ["PostgresServer", "postgres_bin", "REQUIRE_ENV"]
 
@@ -34,12 +35,6 @@ def postgres_bin() -> Optional[str]:
         return os.path.dirname(found[-1])
     initdb = shutil.which("initdb")
     return os.path.dirname(initdb) if initdb else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class PostgresServer:
@@ -102,7 +97,7 @@ class PostgresServer:
         if not self.fsync:
             settings += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         for _ in range(5):
-            self.port = _free_port()
+            self.port = free_port()
             res = self._run(f"{self.bin}/pg_ctl", "-D", f"{self.dir}/data", "-o",
                             f"-p {self.port} {settings}", "-l", f"{self.dir}/log", "-w", "-t", "60", "start",
                             check=False)

@@ -8,9 +8,9 @@ Command line: ``python -m tests.s3_server`` starts one and prints its endpoint u
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,16 +19,12 @@ import urllib.request
 import uuid
 from typing import Optional
 
+from tests.services import free_port
+
 __all__ = ["S3Server", "BUCKET"]
 
 BUCKET = "warehouse"  # S3 names: 'wh' is refused with InvalidBucketName
 ACCESS_KEY, SECRET_KEY = "lakelog-test-key", "lakelog-test-secret-0123456789"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class S3Server:
@@ -53,7 +49,7 @@ class S3Server:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> S3Server:
-        self.port = _free_port()
+        self.port = free_port()
         fd, self.log = tempfile.mkstemp(prefix="lakelog-moto-", suffix=".log")
         exe = shutil.which("moto_server", path=os.path.dirname(sys.executable)) or "moto_server"
         self.proc = subprocess.Popen(
@@ -117,7 +113,7 @@ class S3Server:
                 self.proc.kill()
         self.proc = None
         if self.log:
-            with __import__("contextlib").suppress(OSError):
+            with contextlib.suppress(OSError):
                 os.remove(self.log)
 
 

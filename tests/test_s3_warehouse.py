@@ -22,6 +22,7 @@ from lakelog.connector.errors import LakelogError, OptionError, StorageError, Un
 from lakelog.connector.format import objectstore
 from lakelog.connector.format.objectstore import S3FileIO
 from tests.s3_server import BUCKET, SECRET_KEY, S3Server
+from tests.services import free_port
 from tests.test_model import CONFIGS, run_model
 
 from .conftest import ORDERS
@@ -242,11 +243,7 @@ def test_a_bucket_that_does_not_exist_is_named(s3_server: S3Server) -> None:
 
 
 def test_an_endpoint_that_does_not_answer_fails_clearly(s3_server: S3Server) -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     opts = {**s3_server.options(), "s3.endpoint": f"http://127.0.0.1:{port}", "s3.max-attempts": "1"}
     with pytest.raises(OptionError, match=f"cannot reach http://127.0.0.1:{port}"):
         lakelog.Catalog("s3://warehouse/wh", options=opts)
