@@ -80,6 +80,7 @@ __all__ = [
     "prune_checkpoint_dirs",
     "channel_root",
     "env_channel_root",
+    "env_channel_setting",
     "DEFAULT_CHECKPOINT_MS",
     "CHECKPOINT_DIR_KEY",
     "CHANNEL_DIR_KEY",
@@ -393,8 +394,14 @@ def channel_root(settings: Mapping[str, str]) -> str:
 
 def env_channel_root(env: StreamExecutionEnvironment) -> str:
     """:func:`channel_root` of ``env``'s effective configuration."""
+    value = env_channel_setting(env)
+    return channel_root({} if value is None else {CHANNEL_DIR_KEY: value})
+
+
+def env_channel_setting(env: StreamExecutionEnvironment) -> Optional[str]:
+    """``lakelog.commit-channel.dir`` of ``env``'s effective configuration, or None when unset."""
     value = get_j_env_configuration(env._j_stream_execution_environment).getString(CHANNEL_DIR_KEY, None)
-    return channel_root({} if value is None else {CHANNEL_DIR_KEY: str(value)})
+    return None if value is None or not str(value).strip() else str(value)
 
 
 def runtime_mode(settings: Mapping[str, str], mode: Optional[str] = None) -> str:
