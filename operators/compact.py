@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from lakelog.connector.format.fileio import FileIO, is_object_store
 from lakelog.connector.format.options import Duration
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.partition_specs import partition_spec_list, partitions_where
-from lakelog.operators.channel import CommitterConfig, commit_through_channel, constant_key
+from lakelog.operators.channel import CommitterConfig, channel_folder, commit_through_channel, constant_key
 from lakelog.operators.codec import Committable, encode_committable
 from lakelog.operators.committer import WAKE
 from lakelog.operators.compact_buckets import (
@@ -49,7 +50,6 @@ from lakelog.operators.compact_buckets import (
     progress_path,
     write_progress,
 )
-from lakelog.operators.flink_env import env_channel_root
 from lakelog.operators.table_ref import TableLike, adopt_io, table_io, table_lock, table_path
 from lakelog.operators.ticker import ticks
 
@@ -206,12 +206,14 @@ class CompactionPlan:
     channel_dir: Optional[str]
     keys: list[str] = field(default_factory=list)  # batch: the buckets planned by the client
     run_token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # streaming: where the planner records its rounds (the channel folder, else one in the temp dir;
+    # advisory, for CompactionJob.stop_when_idle on the machine that runs the planner)
+    progress_dir: Optional[str] = None
 
     @property
     def progress_file(self) -> Optional[str]:
-        return (
-            progress_path(self.channel_dir, self.run_token) if self.streaming and self.channel_dir else None
-        )
+        folder = self.progress_dir or self.channel_dir
+        return progress_path(folder, self.run_token) if self.streaming and folder else None
 
     @property
     def empty(self) -> bool:
@@ -256,11 +258,13 @@ def build_compaction(
 
     Defaults: ``commit_user`` a new one per batch run; for streaming a stable one per table
     (``lakelog-compact-<hash of the path>``), so that a restarted job (same ``channel_dir``) commits
-    what the previous run's channel released. ``channel_dir``: ``<root>/lakelog-compact-<hash>``,
-    where ``<root>`` is ``lakelog.commit-channel.dir`` of the job's configuration, else the system
-    temp dir. ``partitions``: specs (``{"dt": "2024-06-01"}``, some of the partition fields) of the
-    partitions to compact, or ``where``: a predicate on the partition fields (a streaming job applies
-    it to the partitions of every round); default: all of them.
+    what the previous run's channel released. ``channel_dir``: ``<root>/lakelog-compact-<hash>``
+    when ``lakelog.commit-channel.dir`` of the job's configuration sets ``<root>``, else the channel
+    is kept in Flink state (a job restored from a checkpoint or savepoint commits what it released;
+    a job started afresh compacts again what its predecessor had not committed). ``partitions``:
+    specs (``{"dt": "2024-06-01"}``, some of the partition fields) of the partitions to compact, or
+    ``where``: a predicate on the partition fields (a streaming job applies it to the partitions of
+    every round); default: all of them.
     """
     path = table_path(table)
     store = TableStore(path)
@@ -274,14 +278,15 @@ def build_compaction(
     ident = _default_id(path)
     if streaming:
         user = commit_user or f"lakelog-compact-{ident}"
-        channel = channel_dir or os.path.join(env_channel_root(env), f"lakelog-compact-{ident}")
-        os.makedirs(channel, exist_ok=True)
+        channel = channel_folder(env, channel_dir, f"lakelog-compact-{ident}")
         interval_s = _interval_seconds(store, discovery_interval)
         if interval_s <= 0:
             raise OptionError(f"continuous.discovery-interval must be positive, not {discovery_interval!r}")
         if max_rounds is not None and max_rounds < 1:
             raise OptionError(f"max_rounds must be at least 1, not {max_rounds}")
-        plan = CompactionPlan(path, True, full, user, channel)
+        progress_dir = channel or os.path.join(tempfile.gettempdir(), f"lakelog-compact-{ident}")
+        os.makedirs(progress_dir, exist_ok=True)
+        plan = CompactionPlan(path, True, full, user, channel, progress_dir=progress_dir)
         tick_stream, per_round = ticks(env, interval_s, rounds=max_rounds)
         planner = CompactionPlanner(
             PlannerConfig(path, full, per_round, plan.progress_file, specs, where, table_io(table))
@@ -318,7 +323,7 @@ def build_compaction(
         committables = committables.set_parallelism(parallelism)
     committer = CommitterConfig(
         path, user, plan.run_token, plan.channel_dir, poll_interval_ms, committer_class=CompactionCommitter,
-        lock=table_lock(table), io=table_io(table),
+        lock=table_lock(table), io=table_io(table), gated=streaming and plan.channel_dir is None,
     )
     commit_through_channel(committables, committer, label="lakelog-compact", name=name)
     return plan

@@ -32,7 +32,15 @@ from pyflink.java_gateway import get_gateway
 
 from lakelog.connector.errors import LakelogError
 
-__all__ = ["JavaBuildError", "JdkNotFoundError", "JavaCompileError", "lakelog_jar", "add_to", "javac_path"]
+__all__ = [
+    "JavaBuildError",
+    "JdkNotFoundError",
+    "JavaCompileError",
+    "lakelog_jar",
+    "add_to",
+    "available",
+    "javac_path",
+]
 
 _SOURCES = Path(__file__).resolve().parent / "java"
 
@@ -124,6 +132,16 @@ def lakelog_jar() -> Path:
                 z.write(cls, cls.relative_to(classes).as_posix())
         os.replace(built, jar)  # atomic: concurrent builders all end with a complete jar
     return jar
+
+
+def available() -> bool:
+    """Whether lakelog's Java operators can be used: a cached jar, or a JDK to compile it. A JDK
+    whose ``javac`` fails raises :class:`JavaCompileError` (never a silent fallback)."""
+    try:
+        lakelog_jar()
+        return True
+    except JdkNotFoundError:
+        return False
 
 
 def add_to(env: Any) -> None:

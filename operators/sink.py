@@ -50,7 +50,7 @@ from lakelog.connector.log.eventual import EventualLogWriter
 from lakelog.connector.table.log import log_config
 from lakelog.connector.table.write import TableWrite
 from lakelog.operators import jvm
-from lakelog.operators.channel import CommitterConfig, commit_through_channel
+from lakelog.operators.channel import CommitterConfig, channel_folder, commit_through_channel
 from lakelog.operators.codec import Committable, encode_committable
 from lakelog.operators.committer import (
     END_OF_INPUT,
@@ -60,7 +60,6 @@ from lakelog.operators.committer import (
     SinkCommitter,
     commit_released,
 )
-from lakelog.operators.flink_env import env_channel_root
 from lakelog.operators.flink_types import row_type_of, type_info_of
 from lakelog.operators.sink_blobs import (
     KIND_FIELD,
@@ -773,9 +772,10 @@ def sink_to_lakelog(
       streams (every row +I, e.g. upserts into a primary-key table); any other kind then fails the
       job loudly. Default: True for primary-key tables, False for append tables. (Free on the Java
       path; on the Python-only path True costs one more Python step per row.)
-    - ``channel_dir``: folder of the checkpoint-gated commit channel (default: a fresh folder under
-      ``lakelog.commit-channel.dir`` of the job's configuration, else the system temp dir; must be
-      reachable by every TaskManager and survive restarts of the job).
+    - ``channel_dir``: folder of the checkpoint-gated commit channel (must be reachable by every
+      TaskManager and survive restarts of the job). Default: a fresh folder under
+      ``lakelog.commit-channel.dir`` when the job's configuration sets it, else the channel is kept
+      in Flink state (lakelog's ``CommitGate``; without a JDK: a folder in the system temp dir).
     - ``commit_user``: the snapshot commit user (default: a new UUID per call, i.e. per job graph).
     - ``write_only``: skip compaction in the writers (default: the table's ``write-only``).
     - ``flush_interval``: milliseconds (int) or a duration string ("2 s"); rows wait at most this
@@ -850,8 +850,7 @@ def sink_to_lakelog(
     run_token = uuid.uuid4().hex
     channel: Optional[str] = None
     if not is_batch:
-        channel = channel_dir or os.path.join(env_channel_root(env), f"lakelog-sink-{user}-{run_token[:8]}")
-        os.makedirs(channel, exist_ok=True)
+        channel = channel_folder(env, channel_dir, f"lakelog-sink-{user}-{run_token[:8]}")
     plan = SinkPlan(
         table_path=path,
         batch=is_batch,
@@ -865,7 +864,7 @@ def sink_to_lakelog(
         ),
         committer=CommitterConfig(
             path, user, run_token, channel, poll_interval_ms, options=dyn, overwrite=overwrite,
-            lock=table_lock(table), io=table_io(table),
+            lock=table_lock(table), io=table_io(table), gated=not is_batch and channel is None,
         ),
         parallelism=parallelism,
         max_parallelism=max_p,

@@ -100,7 +100,16 @@ def _snapshot_checks(table: Any) -> None:
     assert ids and max(ids.values()) == 1, ids
 
 
-def test_streaming_exactly_once_across_failover(tmp_path, flink_env) -> None:  # type: ignore[no-untyped-def]
+def _channel(tmp_path: Any, kind: str, name: str) -> Any:
+    """``channel_dir=`` for a sink: a folder channel, or None (the gate in Flink state)."""
+    return str(tmp_path / name) if kind == "folder" else None
+
+
+CHANNELS = pytest.mark.parametrize("channel", ["folder", "gate"])
+
+
+@CHANNELS
+def test_streaming_exactly_once_across_failover(tmp_path, flink_env, channel) -> None:  # type: ignore[no-untyped-def]
     from pyflink.common import Types
 
     from lakelog.operators.sink import sink_to_lakelog
@@ -127,8 +136,8 @@ def test_streaming_exactly_once_across_failover(tmp_path, flink_env) -> None:  #
         lambda r: __import__("pyflink.common", fromlist=["Row"]).Row(k=r[1], total=r[2]),
         output_type=Types.ROW_NAMED(["k", "total"], [Types.LONG(), Types.LONG()]),
     )
-    sink_to_lakelog(events, app.store.path, channel_dir=str(tmp_path / "ch-events"), flush_interval=500)
-    sink_to_lakelog(sums, agg.store.path, channel_dir=str(tmp_path / "ch-sums"), flush_interval=500)
+    sink_to_lakelog(events, app.store.path, channel_dir=_channel(tmp_path, channel, "ch-events"), flush_interval=500)
+    sink_to_lakelog(sums, agg.store.path, channel_dir=_channel(tmp_path, channel, "ch-sums"), flush_interval=500)
     # a changelog (+I/-U/+U) from a streaming GROUP BY into a deduplicating primary-key table
     from pyflink.table import StreamTableEnvironment
 
@@ -138,7 +147,7 @@ def test_streaming_exactly_once_across_failover(tmp_path, flink_env) -> None:  #
     t_env = StreamTableEnvironment.create(env)
     t_env.create_temporary_view("r", t_env.from_data_stream(rows))
     grouped = t_env.sql_query("SELECT k % 10 AS k, SUM(v) AS total FROM r GROUP BY k % 10")
-    sink_table_to_lakelog(t_env, grouped, dedup.store.path, channel_dir=str(tmp_path / "ch-counts"))
+    sink_table_to_lakelog(t_env, grouped, dedup.store.path, channel_dir=_channel(tmp_path, channel, "ch-counts"))
     t0 = time.monotonic()
     t_start = time.time() * 1000
     env.execute("lakelog-sink-exactly-once")
@@ -170,7 +179,10 @@ def test_streaming_exactly_once_across_failover(tmp_path, flink_env) -> None:  #
     assert len(app.store.snapshot_manager.snapshots()) > 1  # committed while running, not only at the end
 
 
-def test_restart_commits_the_restored_checkpoint_without_new_committables(tmp_path, flink_env) -> None:  # type: ignore[no-untyped-def]
+@CHANNELS
+def test_restart_commits_the_restored_checkpoint_without_new_committables(  # type: ignore[no-untyped-def]
+    tmp_path, flink_env, channel
+) -> None:
     """The committer polls every 4 s here and the failure comes 2.5 s after the first commit, so
     the restored checkpoint's committable is released but not committed yet; the one writer key
     waits for it and sends the committer nothing. PyFlink opens a Python function only when an
@@ -195,9 +207,14 @@ def test_restart_commits_the_restored_checkpoint_without_new_committables(tmp_pa
         lambda r: __import__("pyflink.common", fromlist=["Row"]).Row(id=r[0], v=r[2]),
         output_type=Types.ROW_NAMED(["id", "v"], [Types.LONG(), Types.LONG()]),
     )
-    sink_to_lakelog(
-        events, app.store.path, channel_dir=str(tmp_path / "ch"), poll_interval_ms=4_000, restart_wait_s=40
+    plan = sink_to_lakelog(
+        events,
+        app.store.path,
+        channel_dir=_channel(tmp_path, channel, "ch"),
+        poll_interval_ms=4_000,
+        restart_wait_s=40,
     )
+    assert plan.committer.gated == (channel == "gate")
     env.execute("lakelog-sink-restart-without-new-committables")
     assert os.path.exists(marker), "the test-only failure never fired"
     got = app.to_arrow()
