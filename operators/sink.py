@@ -236,8 +236,9 @@ class BatchSplitFunction(FlatMapFunction):  # type: ignore[misc]
         balance: Optional[int],
         schema_id: Optional[int] = None,
         overwrite: bool = False,
+        io: Optional[FileIO] = None,
     ) -> None:
-        self.splitter = BatchSplitter(table_path, balance, schema_id, overwrite=overwrite)
+        self.splitter = BatchSplitter(table_path, balance, schema_id, overwrite=overwrite, io=io)
 
     def flat_map(self, value: Any) -> Iterator[Any]:
         for blob in self.splitter.split(value):
@@ -502,7 +503,13 @@ def _python_batches(ds: DataStream, store: TableStore, plan: SinkPlan) -> DataSt
     sid = next(_sink_ids)
     view, func = f"__lakelog_sink_in_{sid}", f"__lakelog_sink_encode_{sid}"
     encoder = BatchEncoder(
-        plan.table_path, plan.changelog, masks, plan.balance, plan.schema_id, overwrite=plan.writer.overwrite
+        plan.table_path,
+        plan.changelog,
+        masks,
+        plan.balance,
+        plan.schema_id,
+        overwrite=plan.writer.overwrite,
+        io=plan.writer.io,
     )
     t_env.create_temporary_view(view, table)
     t_env.create_temporary_function(func, udf(encoder, result_type=DataTypes.BYTES(), func_type="pandas"))
@@ -587,7 +594,9 @@ def _java_batches(ds: DataStream, store: TableStore, plan: SinkPlan) -> DataStre
     return (
         DataStream(j_batches)
         .flat_map(
-            BatchSplitFunction(plan.table_path, plan.balance, plan.schema_id, plan.writer.overwrite),
+            BatchSplitFunction(
+                plan.table_path, plan.balance, plan.schema_id, plan.writer.overwrite, plan.writer.io
+            ),
             output_type=Types.ROW([Types.PRIMITIVE_ARRAY(Types.BYTE())]),
         )
         .name(f"lakelog-split-{plan.name}")

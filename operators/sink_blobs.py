@@ -152,12 +152,13 @@ def sink_routing(store: Any) -> str:
     return SinkRouting.BUCKET
 
 
-def open_store(table_path: str, schema_id: Optional[int]) -> Any:
+def open_store(table_path: str, schema_id: Optional[int], io: Optional[Any] = None) -> Any:
     """The table's ``TableStore`` with schema ``schema_id`` (the one the sink was planned with, so
     that every stage of a job routes and writes by one schema whatever ALTERs happen meanwhile;
-    None: the latest)."""
-    from lakelog.operators.table_ref import store_with_options
+    None: the latest), opened through ``io`` (the object-store file IO the job ships; None: local)."""
+    from lakelog.operators.table_ref import adopt_io, store_with_options
 
+    adopt_io(table_path, io)
     return store_with_options(table_path, None, schema_id)
 
 
@@ -183,10 +184,12 @@ class _Grouper:
         schema_id: Optional[int] = None,
         *,
         overwrite: bool = False,
+        io: Optional[Any] = None,
     ) -> None:
         self.table_path = table_path
         self.max_parallelism = max_parallelism
         self.schema_id = schema_id
+        self.io = io  # the table's object-store file IO (None: local)
         self.overwrite = overwrite  # an overwrite rewrites every partition with the table's count
         self._ready = False
 
@@ -195,7 +198,7 @@ class _Grouper:
         from lakelog.connector.table.routing import PartitionBucketCounts
         from lakelog.operators.sink_keys import KeyEncoder
 
-        self.store = open_store(self.table_path, self.schema_id)
+        self.store = open_store(self.table_path, self.schema_id, self.io)
         schema = self.store.schema
         self.arrow_schema = schema.arrow_schema()
         pos = {f.name: i for i, f in enumerate(self.arrow_schema)}
@@ -264,8 +267,9 @@ class BatchSplitter(_Grouper):
         schema_id: Optional[int] = None,
         *,
         overwrite: bool = False,
+        io: Optional[Any] = None,
     ) -> None:
-        super().__init__(table_path, max_parallelism, schema_id, overwrite=overwrite)
+        super().__init__(table_path, max_parallelism, schema_id, overwrite=overwrite, io=io)
         self.pending: dict[str, None] = {}  # keys that got blobs since the last flush marker
 
     def split(self, data: bytes) -> Iterator[bytes]:
@@ -311,8 +315,9 @@ class BatchEncoder(_Grouper):
         schema_id: Optional[int] = None,
         *,
         overwrite: bool = False,
+        io: Optional[Any] = None,
     ) -> None:
-        super().__init__(table_path, max_parallelism, schema_id, overwrite=overwrite)
+        super().__init__(table_path, max_parallelism, schema_id, overwrite=overwrite, io=io)
         self.changelog = changelog
         self.masks = list(masks)
 
