@@ -440,3 +440,48 @@ def test_alter_bucket_keeps_each_partitions_keys_in_their_kafka_partition(
         ("b", 1, "o"),
         ("b", 2, "o"),
     ]
+
+
+@pytest.mark.s3
+def test_the_log_of_a_table_on_s3_is_exact_and_catches_up_after_a_lost_transaction(
+    kafka_broker: KafkaEndpoint, s3_catalog_args: tuple[str, dict[str, str]]
+) -> None:
+    """The log's bookkeeping (the snapshots' log offsets, the catch-up of a snapshot whose log
+    transaction died with its writer, a hybrid read's start) through the object-store file IO."""
+    wh, options = s3_catalog_args
+    opts = {"bucket": "2", "log.system": "kafka", "kafka.bootstrap.servers": kafka_broker.bootstrap_servers,
+            "kafka.transaction.timeout.ms": "5000"}
+    t = lakelog.Catalog(wh, options=options).create_table(
+        "db.t", SCHEMA, primary_key=["dt", "id"], partition_by=["dt"], options=opts
+    )
+    t.write(rows("a", [1, 2, 3], "x"))
+    t.delete(pa.table({"dt": ["a"], "id": [3]}))
+    script = textwrap.dedent(
+        f"""
+        import os, pyarrow as pa, lakelog
+        from lakelog.connector.log import publisher
+        def die(self, snapshot_id):  # the snapshot is published; the process dies before the log commit
+            self.end_offsets()
+            os._exit(17)
+        publisher.LogPublisher.commit = die
+        t = lakelog.Catalog({wh!r}, options={options!r}).get_table("db.t")
+        t.write(pa.table({{"dt": ["b"], "id": [7], "v": ["lost?"]}}, schema=t.schema))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 17, proc.stderr[-2000:]
+    assert t.latest_snapshot().id == 3
+    sub = t.subscribe()  # latest-full: snapshot 3's rows from S3, then the log
+    t.write(rows("a", [2], "y"))  # publishes snapshot 3's changes first, then its own
+    got = decoded(t, topic_records(t))
+    expect = []
+    for s in t.snapshots():
+        ch = delta_rows(t.store, s.id - 1, s.id).to_pylist()
+        expect += [(c["rowkind"], c["id"], c["v"]) for c in ch if c["rowkind"] != "-U"]
+    assert sorted(got) == sorted(expect)
+    assert sorted(got) == sorted([("+I", 1, "x"), ("+I", 2, "x"), ("+I", 3, "x"), ("-D", 3, None),
+                                  ("+I", 7, "lost?"), ("+I", 2, "y")])
+    streamed = collect(sub, lambda out: len(out) >= 4)
+    sub.close()
+    assert [(r["rowkind"], r["id"], r["v"]) for r in streamed[3:]] == [("+I", 2, "y")]
+    assert sorted((r["id"], r["v"]) for r in streamed[:3]) == [(1, "x"), (2, "x"), (7, "lost?")]
