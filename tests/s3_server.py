@@ -30,10 +30,15 @@ ACCESS_KEY, SECRET_KEY = "lakelog-test-key", "lakelog-test-secret-0123456789"
 class S3Server:
     """One server: ``start()``, ``options(...)``, ``client()``, ``stop()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, iam: bool = False) -> None:
+        """``iam``: the server checks every request against IAM users and their policies (moto's
+        ``INITIAL_NO_AUTH_ACTION_COUNT``); ``start()`` then makes an admin user whose keys
+        ``options()`` and ``client()`` use, and :meth:`read_only_options` a user that may only read."""
         self.port = 0
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self.log = ""
+        self.iam = iam
+        self.access_key, self.secret_key = ACCESS_KEY, SECRET_KEY
 
     @staticmethod
     def unavailable_reason() -> Optional[str]:
@@ -52,8 +57,10 @@ class S3Server:
         self.port = free_port()
         fd, self.log = tempfile.mkstemp(prefix="lakelog-moto-", suffix=".log")
         exe = shutil.which("moto_server", path=os.path.dirname(sys.executable)) or "moto_server"
+        # with IAM checks, the first three actions pass unchecked: they make the admin user
+        env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "3"} if self.iam else None
         self.proc = subprocess.Popen(
-            [exe, "-H", "127.0.0.1", "-p", str(self.port)], stdout=fd, stderr=fd, start_new_session=True
+            [exe, "-H", "127.0.0.1", "-p", str(self.port)], stdout=fd, stderr=fd, start_new_session=True, env=env
         )
         os.close(fd)
         deadline = time.monotonic() + 30
@@ -68,15 +75,40 @@ class S3Server:
                     self.stop()
                     raise RuntimeError(f"moto_server did not start on port {self.port}: {tail}") from None
                 time.sleep(0.1)
+        if self.iam:
+            self.access_key, self.secret_key = self._user("admin", ["*"])
         self.client().create_bucket(Bucket=BUCKET)
         return self
+
+    def _user(self, name: str, actions: list[str]) -> tuple[str, str]:
+        """(access key, secret key) of a new IAM user allowed ``actions`` on every resource."""
+        import json
+
+        import boto3
+
+        iam = boto3.client("iam", endpoint_url=self.endpoint, aws_access_key_id=self.access_key,
+                           aws_secret_access_key=self.secret_key, region_name="us-east-1")
+        iam.create_user(UserName=name)
+        policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": actions, "Resource": "*"}]}
+        iam.put_user_policy(UserName=name, PolicyName=f"{name}-policy", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName=name)["AccessKey"]
+        return str(key["AccessKeyId"]), str(key["SecretAccessKey"])
+
+    def read_only_options(self) -> dict[str, str]:
+        """Catalog options of a new user that may list and read the bucket, nothing else (an
+        ``iam`` server only)."""
+        assert self.iam, "read-only users need S3Server(iam=True)"
+        # AWS covers HeadBucket by s3:ListBucket; moto checks an action of its own name
+        actions = ["s3:GetObject", "s3:ListBucket", "s3:HeadBucket"]
+        access, secret = self._user(f"reader-{uuid.uuid4().hex[:8]}", actions)
+        return {**self.options(), "s3.access-key": access, "s3.secret-key": secret}
 
     def options(self, **extra: str) -> dict[str, str]:
         """Catalog options reaching this server, Paimon's names."""
         return {
             "s3.endpoint": self.endpoint,
-            "s3.access-key": ACCESS_KEY,
-            "s3.secret-key": SECRET_KEY,
+            "s3.access-key": self.access_key,
+            "s3.secret-key": self.secret_key,
             "s3.path.style.access": "true",
             **extra,
         }
@@ -91,8 +123,8 @@ class S3Server:
         return boto3.client(
             "s3",
             endpoint_url=self.endpoint,
-            aws_access_key_id=ACCESS_KEY,
-            aws_secret_access_key=SECRET_KEY,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
             region_name="us-east-1",
         )
 

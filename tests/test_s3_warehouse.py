@@ -333,3 +333,44 @@ def test_a_lookup_table_on_s3_opens_from_its_shipped_spec(s3_catalog_args: S3Arg
     got = q.get(timeout=120)
     p.join(60)
     assert got == [{"name": "first"}, {"name": "second"}, None]
+
+
+@pytest.fixture(scope="module")
+def iam_server() -> object:
+    """A second S3 server that checks IAM users and policies (moto's IAM enforcement)."""
+    reason = S3Server.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    server = S3Server(iam=True).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_read_only_bucket_reads_and_refuses_writes_naming_the_object(iam_server: S3Server) -> None:
+    """Keys that may only read: the table reads as the writer left it; a write, a create and a
+    drop each fail with one error naming the object and 'access denied', and leave every key of
+    the bucket as it was."""
+    wh = iam_server.warehouse()
+    admin = lakelog.Catalog(wh, options=iam_server.options())
+    t = admin.create_table("db.orders", ORDERS, primary_key=["dt", "id"], partition_by=["dt"], options={"bucket": "2"})
+    t.write(orders([1, 2, 3]))
+    before = sorted(iam_server.keys(wh.split(f"{BUCKET}/", 1)[1]))
+    reader = lakelog.Catalog(wh, options=iam_server.read_only_options())
+    ro = reader.get_table("db.orders")
+    assert sorted(ro.to_arrow().column("id").to_pylist()) == [1, 2, 3]
+    attempts = [
+        lambda: ro.write(orders([4])),
+        lambda: ro.delete(pa.table({"dt": ["d"], "id": [1]})),
+        lambda: reader.create_table("db.other", ORDERS, primary_key=["dt", "id"], partition_by=["dt"]),
+        lambda: reader.drop_table("db.orders"),
+    ]
+    for attempt in attempts:
+        with pytest.raises(LakelogError) as err:
+            attempt()
+        text = str(err.value).lower()
+        assert "access denied" in text or "accessdenied" in text, err.value
+        assert "s3://" in str(err.value), err.value  # names the object
+        assert sorted(iam_server.keys(wh.split(f"{BUCKET}/", 1)[1])) == before
+    assert sorted(admin.get_table("db.orders").to_arrow().column("id").to_pylist()) == [1, 2, 3]
