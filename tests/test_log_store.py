@@ -76,6 +76,26 @@ def decoded(t: lakelog.Table, records: list[dict[str, Any]]) -> list[tuple[str, 
     return [(names[k], r["id"], r["v"]) for k, r in zip(kinds, data.to_pylist())]
 
 
+def die_after_the_snapshot(catalog: str, data: dict[str, list[Any]]) -> None:
+    """In another process: open ``db.t`` of ``catalog`` (Python source of a Catalog) and write
+    ``data``; the process dies after the snapshot is published, before the Kafka transaction
+    commits."""
+    script = textwrap.dedent(
+        f"""
+        import os, pyarrow as pa, lakelog
+        from lakelog.connector.log import publisher
+        def die(self, snapshot_id):
+            self.end_offsets()
+            os._exit(17)
+        publisher.LogPublisher.commit = die
+        t = {catalog}.get_table("db.t")
+        t.write(pa.table({data!r}, schema=t.schema))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 17, proc.stderr[-2000:]
+
+
 def test_every_commit_reaches_the_topic_once_with_the_snapshots_offsets(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
     t = make(tmp_path, kafka_broker)
     t.write(rows("a", [1, 2, 3], "x"))
@@ -121,21 +141,7 @@ def test_a_writer_dying_before_its_log_transaction_loses_nothing_and_repeats_not
     commits: the broker aborts it, and the next commit publishes the snapshot's changes first."""
     t = make(tmp_path, kafka_broker, **{"kafka.transaction.timeout.ms": "5000"})
     t.write(rows("a", [1], "before"))
-    script = textwrap.dedent(
-        f"""
-        import os, pyarrow as pa, lakelog
-        from lakelog.connector.log import publisher
-        def die(self, snapshot_id):  # the snapshot is published; the process dies before the log commit
-            self.end_offsets()
-            os._exit(17)
-        publisher.LogPublisher.commit = die
-        t = lakelog.Catalog({str(tmp_path)!r}).get_table("db.t")
-        schema = t.schema
-        t.write(pa.table({{"dt": ["a", "a"], "id": [1, 2], "v": ["lost?", "lost?"]}}, schema=schema))
-        """
-    )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 17, proc.stderr[-2000:]
+    die_after_the_snapshot(f"lakelog.Catalog({str(tmp_path)!r})", {"dt": ["a", "a"], "id": [1, 2], "v": ["lost?", "lost?"]})
     assert t.latest_snapshot().id == 2  # the table has the commit
     assert sorted(decoded(t, topic_records(t))) == [("+I", 1, "before")]  # the log does not, yet
     t.write(rows("b", [9], "next"))  # catches up: snapshot 2, then its own
@@ -456,20 +462,7 @@ def test_the_log_of_a_table_on_s3_is_exact_and_catches_up_after_a_lost_transacti
     )
     t.write(rows("a", [1, 2, 3], "x"))
     t.delete(pa.table({"dt": ["a"], "id": [3]}))
-    script = textwrap.dedent(
-        f"""
-        import os, pyarrow as pa, lakelog
-        from lakelog.connector.log import publisher
-        def die(self, snapshot_id):  # the snapshot is published; the process dies before the log commit
-            self.end_offsets()
-            os._exit(17)
-        publisher.LogPublisher.commit = die
-        t = lakelog.Catalog({wh!r}, options={options!r}).get_table("db.t")
-        t.write(pa.table({{"dt": ["b"], "id": [7], "v": ["lost?"]}}, schema=t.schema))
-        """
-    )
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 17, proc.stderr[-2000:]
+    die_after_the_snapshot(f"lakelog.Catalog({wh!r}, options={options!r})", {"dt": ["b"], "id": [7], "v": ["lost?"]})
     assert t.latest_snapshot().id == 3
     sub = t.subscribe()  # latest-full: snapshot 3's rows from S3, then the log
     t.write(rows("a", [2], "y"))  # publishes snapshot 3's changes first, then its own
