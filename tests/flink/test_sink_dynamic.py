@@ -40,15 +40,28 @@ class Upserts:
     dt = dts[(i // keys) % len(dts)], so every key changes partition each round. Sleeps ``pause_s``
     every 200 rows (the job spans several checkpoints). With ``fail_marker``: raises once (the marker
     file remembers it) after ``fail_after`` rows, once the table has a committed snapshot (slowing
-    down a few ms per row until then, never one long wait that would hold up that commit)."""
+    down a few ms per row until then, never one long wait that would hold up that commit). With
+    ``meet`` (a folder) and ``party`` (the tags of the jobs that run at once): at each row number of
+    ``meet_at`` the map leaves a file and waits until every job of the party has reached that row,
+    so that jobs whose clusters start at different times still write at the same time."""
 
     def __init__(
         self, dts: list[str], keys: int, tag: str, move: bool = False, pause_s: float = 0.2,
         fail_marker: str = "", fail_after: int = 0, watched: str = "",
+        meet: str = "", party: tuple[str, ...] = (), meet_at: tuple[int, ...] = (),
     ) -> None:
         self.dts, self.keys, self.tag, self.move, self.pause_s = dts, keys, tag, move, pause_s
         self.fail_marker, self.fail_after, self.watched = fail_marker, fail_after, watched
+        self.meet, self.party, self.meet_at = meet, party, meet_at
         self.seen = 0
+
+    def rendezvous(self, i: int) -> None:
+        open(os.path.join(self.meet, f"{self.tag}-{i}"), "w").close()
+        deadline = time.monotonic() + 300
+        while not all(os.path.exists(os.path.join(self.meet, f"{p}-{i}")) for p in self.party):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"test-only rendezvous at row {i}: the other jobs never came")
+            time.sleep(0.05)
 
     def row(self, i: int) -> tuple[str, int, str]:
         if self.move:
@@ -59,6 +72,8 @@ class Upserts:
         from pyflink.common import Row
 
         self.seen += 1
+        if self.meet and i in self.meet_at:
+            self.rendezvous(i)
         if self.pause_s and i % 200 == 0:
             time.sleep(self.pause_s)
         if self.fail_marker and self.seen >= self.fail_after and not os.path.exists(self.fail_marker):
@@ -227,7 +242,8 @@ def test_two_jobs_write_partitions_of_one_dynamic_bucket_table_at_once(tmp_path:
     t = lakelog.Catalog(wh).create_table(
         "db.d", SCHEMA, primary_key=["dt", "id"], partition_by=["dt"], options=DYNAMIC
     )
-    jobs = [(Upserts(["P1"], 150, "a"), 2_500), (Upserts(["P2", "P3"], 150, "b"), 2_500)]
+    meet = dict(meet=str(tmp_path), party=("a", "b"), meet_at=(0, 1_250))
+    jobs = [(Upserts(["P1"], 150, "a", **meet), 2_500), (Upserts(["P2", "P3"], 150, "b", **meet), 2_500)]
     clients = []
     for k, (fn, n) in enumerate(jobs):
         env = flink_env(parallelism=1, checkpoint_interval_ms=500, restarts=0,
