@@ -42,6 +42,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.unit)
 
 
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """With pytest-xdist (``-n 2``, the README's command): the Flink tests (``tests/flink/``) are one
+    unit of work, so one worker runs them one after another while the others run the rest of the
+    suite, a module at a time. Two Flink jobs at once on two cores would starve each other's
+    checkpoints and timers, and the standalone-cluster tests share the cluster's ports."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FlinkApart(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith("tests/flink/"):
+                return "tests/flink"
+            return str(super()._split_scope(nodeid))
+
+    return FlinkApart(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _stop_pyflinks_leftover_flushers() -> Iterator[None]:
     """After each test: stop the flush timers that PyFlink's in-process Python workers leave behind.
