@@ -98,8 +98,9 @@ class S3Server:
         """Catalog options of a new user that may list and read the bucket, nothing else (an
         ``iam`` server only)."""
         assert self.iam, "read-only users need S3Server(iam=True)"
-        # AWS covers HeadBucket by s3:ListBucket; moto checks an action of its own name
-        actions = ["s3:GetObject", "s3:ListBucket", "s3:HeadBucket"]
+        # AWS covers HeadBucket and ListObjectsV2 by s3:ListBucket and HeadObject by s3:GetObject;
+        # moto (5.2.6 on) checks each operation under an action of its own name
+        actions = ["s3:GetObject", "s3:ListBucket", "s3:HeadBucket", "s3:ListObjectsV2", "s3:HeadObject"]
         access, secret = self._user(f"reader-{uuid.uuid4().hex[:8]}", actions)
         return {**self.options(), "s3.access-key": access, "s3.secret-key": secret}
 
