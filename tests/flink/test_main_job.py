@@ -24,10 +24,13 @@ def test_main_job(tmp_path: Path) -> None:
     wh = tmp_path / "wh"
     # a fresh process must start its own gateway: drop what a gateway-owning pytest process exported
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYFLINK_GATEWAY")}
-    orders = 2000
+    # 15 s of orders and a commit every 2 s: on a loaded machine the first commit can come many
+    # seconds after the INSERT starts, and the latencies count only updates made after it
+    orders = 3000
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "lakelog.jobs.pipeline", "--warehouse", str(wh), "--orders", str(orders)],
+        [sys.executable, "-m", "lakelog.jobs.pipeline", "--warehouse", str(wh), "--orders", str(orders),
+         "--checkpoint-interval", "2"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -70,7 +73,7 @@ def test_main_job(tmp_path: Path) -> None:
     # the job's warm-up row (written and deleted before the INSERT) has snapshots of its own
     insert_snaps = [s for s in snaps if s.commit_user == snaps[-1].commit_user]
     assert len(insert_snaps) < len(snaps), [(s.id, s.commit_user) for s in snaps]
-    # 10 s of orders and a checkpoint every 5 s: the sink committed several times (not only at end
+    # 15 s of orders and a checkpoint every 2 s: the sink committed several times (not only at end
     # of input), and the file path followed the commits: later ones update keys it knows
     assert len(insert_snaps) >= 2, [(s.id, s.commit_kind) for s in insert_snaps]
     assert counts["files"]["-U"] == counts["files"]["+U"] > 0, out
@@ -85,7 +88,7 @@ def test_main_job(tmp_path: Path) -> None:
         m = re.search(r"Kafka log \(eventual\) (\d+\.\d+) / .*files only (\d+\.\d+) / ", summary[0])
         assert m is not None, summary
         log_p50, files_p50 = float(m.group(1)), float(m.group(2))
-        # commits every 5 s: the files wait for them, the eventual log does not
+        # commits every 2 s: the files wait for them, the eventual log does not
         assert log_p50 < files_p50, summary
     else:
         assert "log.system" not in t.options
