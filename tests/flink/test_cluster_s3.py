@@ -113,7 +113,14 @@ def _node(base: Path, name: str, rest_port: int, rpc_port: int) -> Node:
     ckpt["interval"] = "1s"
     ckpt["storage"] = "jobmanager"  # nothing shared on disk: checkpoints in the JobManager's memory
     ckpt.pop("dir", None)
-    conf["restart-strategy"] = {"type": "fixed-delay", "fixed-delay": {"attempts": 10, "delay": "2s"}}
+    # until the JobManager has declared the killed TaskManager lost, each restart may fail again
+    # (its slots still count, or the ResourceManager answers "not enough resources"): back off and
+    # keep trying, as a production cluster would, instead of running out of a fixed count of attempts
+    conf["restart-strategy"] = {
+        "type": "exponential-delay",
+        "exponential-delay": {"initial-backoff": "1s", "max-backoff": "10s", "backoff-multiplier": 2.0,
+                              "reset-backoff-threshold": "2min", "jitter-factor": 0.1},
+    }
     conf.pop("lakelog", None)  # no commit-channel folder: the gate in Flink state
     with open(conf_dir / "config.yaml", "w") as fh:
         yaml.dump(conf, fh)
