@@ -374,3 +374,64 @@ def test_a_read_only_bucket_reads_and_refuses_writes_naming_the_object(iam_serve
         assert "s3://" in str(err.value), err.value  # names the object
         assert sorted(iam_server.keys(wh.split(f"{BUCKET}/", 1)[1])) == before
     assert sorted(admin.get_table("db.orders").to_arrow().column("id").to_pylist()) == [1, 2, 3]
+
+
+# ---- data files travel in parallel -------------------------------------------------------------------
+def _rows(n: int, seed: int) -> pa.Table:
+    import numpy as np
+
+    rnd = np.random.default_rng(seed)
+    return pa.table(
+        {"dt": ["d"] * n, "id": np.arange(n, dtype=np.int64), "name": rnd.integers(0, 1 << 40, n).astype(str),
+         "amount": rnd.random(n)},
+        schema=ORDERS,
+    )
+
+
+def test_data_files_upload_in_parallel_and_a_failed_upload_leaves_nothing(
+    s3_catalog_args: S3Args, s3_server: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that rolls over several data files uploads them while it encodes the next ones
+    (more than one upload in flight), and reads back every row; when one upload fails, the write
+    fails naming the object, nothing is committed and no data file of it stays in the bucket."""
+    c = _catalog(s3_catalog_args)
+    t = c.create_table("db.t", ORDERS, options={"bucket": "1", "bucket-key": "id", "target-file-size": "64 kb"})
+    in_flight, most = [0], [0]
+    lock = threading.Lock()
+    real = S3FileIO.upload
+
+    def counted(self: S3FileIO, local: str, path: str) -> None:
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        try:
+            real(self, local, path)
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    monkeypatch.setattr(S3FileIO, "upload", counted)
+    rows = _rows(4 * 131_072 + 1000, 1)  # a file rolls over at the end of a 128k-row chunk
+    t.write(rows)
+    prefix = s3_catalog_args[0].split(f"{BUCKET}/", 1)[1]
+    before = sorted(s3_server.keys(prefix))
+    assert len([k for k in before if k.endswith(".parquet")]) >= 4
+    assert most[0] > 1, "one upload at a time"
+    got = t.to_arrow().sort_by("id")
+    assert got.column("id").to_pylist() == rows.column("id").to_pylist()
+    assert got.column("name").to_pylist() == rows.column("name").to_pylist()
+
+    calls = [0]
+
+    def failing(self: S3FileIO, local: str, path: str) -> None:
+        calls[0] += 1
+        if calls[0] == 3:
+            raise StorageError(f"cannot upload {path}: injected", path)
+        real(self, local, path)
+
+    monkeypatch.setattr(S3FileIO, "upload", failing)
+    with pytest.raises(StorageError, match="injected"):
+        t.write(_rows(4 * 131_072 + 1000, 2))
+    assert calls[0] > 3  # the other files were uploaded (and then removed)
+    assert sorted(s3_server.keys(prefix)) == before
+    assert len(t.snapshots()) == 1 and t.to_arrow().num_rows == rows.num_rows

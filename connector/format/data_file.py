@@ -8,6 +8,7 @@ import logging
 import os
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -218,10 +219,10 @@ class DataFileWriter:
         w = self.rolling(level=level, file_source=file_source)
         try:
             w.write(table)
+            return w.close()
         except BaseException:
             w.abort()
             raise
-        return w.close()
 
 
 def _dictionary_columns(schema: pa.Schema, key_columns: Sequence[str]) -> list[str]:
@@ -250,6 +251,7 @@ class RollingFileWriter:
         self.file_source = file_source
         self.files: list[DataFileMeta] = []
         self.paths: list[str] = []
+        self._uploads: list[Future[None]] = []  # of finished files (object stores)
         self._writer: Optional[pq.ParquetWriter] = None
         self._physical: Optional[PhysicalLayout] = None
         self._sink: Any = None
@@ -339,12 +341,8 @@ class RollingFileWriter:
             assert self._physical is not None
             self._physical.finish(local)
             size = os.path.getsize(local)
-        if not self._io.is_local:
-            try:
-                self._io.upload(local, path)
-            finally:
-                with contextlib.suppress(OSError):
-                    os.remove(local)
+        if not self._io.is_local:  # uploads while the next file is written; close() waits for it
+            self._uploads.append(self._io.upload_in_background(local, path))
         if spec.key_columns:
             assert self._first_key is not None and self._last_key is not None
             min_key = serialize_row(self._first_key, spec.key_types)
@@ -386,8 +384,18 @@ class RollingFileWriter:
         self._reset_stats()
 
     def close(self) -> list[DataFileMeta]:
+        """Finish the last file and return every file written, once all of them are in place."""
         self._finish_file()
+        self._wait_uploads()
         return self.files
+
+    def _wait_uploads(self) -> None:
+        """Wait for every upload started; the first failure is raised once all have ended (so that
+        :meth:`abort` then deletes what did land)."""
+        uploads, self._uploads = self._uploads, []
+        errors = [e for e in (f.exception() for f in uploads) if e is not None]
+        if errors:
+            raise errors[0]
 
     def abort(self) -> None:
         """Remove the files written so far. Runs on the failure path, so it never raises: the error
@@ -401,6 +409,8 @@ class RollingFileWriter:
             except Exception:  # noqa: S110 - best effort on the failure path
                 pass
             self._writer = None
+        with contextlib.suppress(Exception):  # uploads in flight end before their objects go
+            self._wait_uploads()
         if not self._io.is_local and self._name:
             with contextlib.suppress(OSError):
                 os.remove(self._local_path())

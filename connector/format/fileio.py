@@ -24,6 +24,7 @@ import re
 import sys
 import uuid
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from lakelog.connector.errors import (
@@ -215,6 +216,16 @@ class FileIO:
         """Move the finished local file ``local`` to ``path`` (same file system: a rename)."""
         with storage_errors("write", path):
             os.replace(local, path)
+
+    def upload_in_background(self, local: str, path: str) -> Future[None]:
+        """:meth:`upload`, done by the time the returned future is (here at once: a rename)."""
+        done: Future[None] = Future()
+        try:
+            self.upload(local, path)
+            done.set_result(None)
+        except BaseException as e:  # noqa: BLE001 - handed to whoever waits for the future
+            done.set_exception(e)
+        return done
 
     def is_dir(self, path: str) -> bool:
         return os.path.isdir(path)

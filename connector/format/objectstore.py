@@ -35,6 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Optional
 
 from lakelog.connector.errors import (
@@ -108,6 +109,20 @@ def _flag(name: str, value: str) -> bool:
     if v not in ("true", "false"):
         raise OptionError(f"option {name!r} must be 'true' or 'false', not {value!r}")
     return v == "true"
+
+
+# data files on their way to an object store, a few at once (each a PUT or a multipart upload)
+UPLOAD_THREADS = 8
+_uploads: list[ThreadPoolExecutor] = []
+_uploads_lock = threading.Lock()
+
+
+def _upload_pool() -> ThreadPoolExecutor:
+    with _uploads_lock:
+        if not _uploads:
+            pool = ThreadPoolExecutor(max_workers=UPLOAD_THREADS, thread_name_prefix="lakelog-upload")
+            _uploads.append(pool)
+        return _uploads[0]
 
 
 # one probe per (endpoint, bucket) and process: does the store refuse a second create of a key?
@@ -361,12 +376,14 @@ class S3FileIO(FileIO):
                 yield scheme + info.path
 
     def delete(self, path: str) -> bool:
-        try:
-            with self._errors("delete", path):
-                self.fs.delete_file(self._key(path))
-            return True
-        except FileNotFoundError:
+        """A HEAD (for the answer: was it there?) and a DELETE. Not pyarrow's ``delete_file``, which
+        leaves a marker object for the parent "directory" behind."""
+        if not self.file_exists(path):
             return False
+        bucket, key = split_uri(path)
+        with self._errors("delete", path):
+            self._idempotent(lambda: self.client.delete_object(Bucket=bucket, Key=key))
+        return True
 
     def delete_dir(self, path: str) -> None:
         with self._errors("delete", path):
@@ -443,6 +460,21 @@ class S3FileIO(FileIO):
                 return self.fs.open_input_file(self._key(path))
         except FileNotFoundError:
             raise MissingFileError(f"file not found: {path}") from None
+
+    def upload_in_background(self, local: str, path: str) -> Future[None]:
+        """:meth:`upload` on the process's upload threads (:data:`UPLOAD_THREADS`), so that a writer
+        encodes its next file, and other buckets' writers theirs, while this one travels; the local
+        file is removed once the upload has ended, whether it succeeded or not. The caller waits
+        for the future before it hands the file to a commit."""
+
+        def run() -> None:
+            try:
+                self.upload(local, path)
+            finally:
+                with contextlib.suppress(OSError):
+                    os.remove(local)
+
+        return _upload_pool().submit(run)
 
     def upload(self, local: str, path: str) -> None:
         """Copy the local file ``local`` to ``path`` (multipart for large files)."""
