@@ -365,3 +365,22 @@ def test_a_lock_file_made_again_after_a_drop_is_the_one_locked(tmp_path: Path) -
     with t2.store.snapshot_manager.lock() as hold:
         held = os.fstat(hold.fd).st_ino  # type: ignore[attr-defined]
         assert held == os.stat(lock_path).st_ino  # the open (deleted) old file is never the new one
+
+
+def test_a_writer_of_a_dropped_table_finds_it_gone_and_leaves_no_snapshot(tmp_path: Path) -> None:
+    """A handle opened before the table was dropped: its commit would be the first snapshot of a
+    table that no longer exists. Under the commit lock the schema is checked: the write fails,
+    saying so, and no snapshot or data file stays behind."""
+    from lakelog.connector.errors import TableNotFoundError
+
+    catalog = lakelog.Catalog(str(tmp_path))
+    t = catalog.create_table("c.t", S, primary_key=["id"], options={"bucket": "1"})
+    t.write(_rows(0, "a", 1))
+    stale = catalog.get_table("c.t")
+    catalog.drop_table("c.t")
+    with pytest.raises(TableNotFoundError, match="gone"):
+        stale.write(_rows(1, "b", 1))
+    table_dir = tmp_path / "c.db" / "t"
+    left = [p for p in table_dir.rglob("*") if p.is_file()] if table_dir.exists() else []
+    assert not [p for p in left if p.name.startswith(("snapshot-", "data-"))], left
+    assert not catalog.table_exists("c.t")

@@ -13,14 +13,24 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
 import lakelog
-from lakelog.connector.errors import LakelogError, OptionError, StorageError, UnsafeStoreError
+from lakelog.connector.errors import (
+    LakelogError,
+    OptionError,
+    StorageError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsafeStoreError,
+)
 from lakelog.connector.format import objectstore
 from lakelog.connector.format.objectstore import S3FileIO
+from tests.jdbc_fixtures import sqlite_options
 from tests.s3_server import BUCKET, SECRET_KEY, S3Server
 from tests.services import free_port
 from tests.test_model import CONFIGS, run_model
@@ -88,9 +98,113 @@ def test_dropping_a_table_and_a_database_on_s3(s3_catalog_args: S3Args, s3_serve
     prefix = s3_catalog_args[0].split(f"{BUCKET}/", 1)[1]
     assert s3_server.keys(prefix + "/db.db/t/") == []
     c.create_table("db.u", ORDERS).write(orders([1]))
-    with pytest.raises(UnsafeStoreError, match="not atomic"):
+    # a file-system catalog's name is the directory: no atomic step exists to rename it on S3
+    with pytest.raises(UnsafeStoreError, match="JDBC metastore"):
         c.rename_table("db.u", "db.v")
     assert c.get_table("db.u").to_arrow().num_rows == 1
+
+
+# ---- renames in a JDBC catalog on S3 ---------------------------------------------------------------
+def _jdbc_on_s3(args: S3Args, tmp_path: Path, **extra: str) -> lakelog.Catalog:
+    warehouse, options = args
+    return lakelog.Catalog(warehouse, options={**options, **sqlite_options(tmp_path / "catalog.db", **extra)})
+
+
+@pytest.mark.parametrize("lock", ["lease", "jdbc"])
+def test_a_jdbc_catalog_renames_a_table_on_s3_by_copy(
+    s3_catalog_args: S3Args, s3_server: S3Server, tmp_path: Path, lock: str
+) -> None:
+    """The rename copies every object under the table's commit lock and moves the name in one
+    transaction; the old prefix is empty afterwards; the renamed table reads, writes and time
+    travels as before; a writer that opened the old name finds the table gone (nothing lands under
+    the old prefix), and a new table can take the old name."""
+    c = _jdbc_on_s3(s3_catalog_args, tmp_path, **({"lock.enabled": "true"} if lock == "jdbc" else {}))
+    t = c.create_table("db.t", ORDERS, primary_key=["dt", "id"], partition_by=["dt"], options={"bucket": "2"})
+    t.write(orders([1, 2, 3], dt="a"))
+    t.write(orders([3, 4], dt="b", name="x"))
+    stale = c.get_table("db.t")
+    prefix = s3_catalog_args[0].split(f"{BUCKET}/", 1)[1]
+    before = {k.split("/db.db/t/", 1)[1] for k in s3_server.keys(prefix + "/db.db/t/")}
+    c.rename_table("db.t", "db.u")
+    assert s3_server.keys(prefix + "/db.db/t/") == []
+    after = {k.split("/db.db/u/", 1)[1] for k in s3_server.keys(prefix + "/db.db/u/")}
+    assert after == {k for k in before if not k.rsplit("/", 1)[-1].startswith(".")}
+    assert c.list_tables("db") == ["u"] and not c.table_exists("db.t")
+    u = c.get_table("db.u")
+    assert sorted(u.to_arrow().column("id").to_pylist()) == [1, 2, 3, 3, 4]
+    assert sorted(u.to_arrow(snapshot_id=1).column("id").to_pylist()) == [1, 2, 3]
+    u.write(orders([5], dt="a"))
+    assert u.latest_snapshot().id == 3
+    # the writer that opened the old name: its table is gone, and it says so
+    with pytest.raises(TableNotFoundError, match="gone"):
+        stale.write(orders([9], dt="a"))
+    assert [k for k in s3_server.keys(prefix + "/db.db/t/") if "/snapshot/snapshot-" in k] == []
+    # the old name is free again
+    c.create_table("db.t", ORDERS).write(orders([7]))
+    assert c.get_table("db.t").to_arrow().column("id").to_pylist() == [7]
+    with pytest.raises(TableAlreadyExistsError):
+        c.rename_table("db.u", "db.t")
+    assert sorted(c.get_table("db.u").to_arrow().column("id").to_pylist()) == [1, 2, 3, 3, 4, 5]
+
+
+def test_a_rename_on_s3_interrupted_in_its_transaction_renames_nothing(
+    s3_catalog_args: S3Args, s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy that fails half way (the third object) rolls the names back and leaves the table as
+    it was; a copy left behind by a process that died (the marker in it) does not stop the next
+    rename onto that name."""
+    c = _jdbc_on_s3(s3_catalog_args, tmp_path)
+    t = c.create_table("db.t", ORDERS, primary_key=["dt", "id"], options={"bucket": "2"})
+    t.write(orders([1, 2, 3]))
+    prefix = s3_catalog_args[0].split(f"{BUCKET}/", 1)[1]
+
+    def content() -> list[str]:  # the table's objects but the commit lock's lease objects
+        return sorted(k for k in s3_server.keys(prefix + "/db.db/t/") if "/.lease-" not in k)
+
+    before = content()
+    calls = [0]
+    real = S3FileIO._idempotent
+
+    def failing(self: S3FileIO, request: Any) -> Any:
+        if "copy_tree" in str(request.__qualname__):
+            calls[0] += 1
+            if calls[0] == 3:
+                raise StorageError("cannot copy: injected", "s3://x")
+        return real(self, request)
+
+    monkeypatch.setattr(S3FileIO, "_idempotent", failing)
+    with pytest.raises(StorageError, match="injected"):
+        c.rename_table("db.t", "db.u")
+    monkeypatch.undo()
+    assert calls[0] >= 3
+    assert c.list_tables("db") == ["t"]
+    assert content() == before
+    assert s3_server.keys(prefix + "/db.db/u/") == []
+    assert sorted(c.get_table("db.t").to_arrow().column("id").to_pylist()) == [1, 2, 3]
+    # what a rename that died in its copy leaves: a partial copy holding the marker
+    io = c.file_io
+    io.write_bytes(f"{s3_catalog_args[0]}/db.db/u/.lakelog-moving", b"{}")
+    io.write_bytes(f"{s3_catalog_args[0]}/db.db/u/bucket-0/data-x.parquet", b"partial")
+    c.rename_table("db.t", "db.u")
+    u = c.get_table("db.u")
+    assert sorted(u.to_arrow().column("id").to_pylist()) == [1, 2, 3]
+    assert not [k for k in s3_server.keys(prefix + "/db.db/u/") if k.endswith("data-x.parquet")]
+
+
+def test_a_jdbc_catalog_renames_an_empty_database_on_s3_and_refuses_one_with_tables(
+    s3_catalog_args: S3Args, tmp_path: Path
+) -> None:
+    c = _jdbc_on_s3(s3_catalog_args, tmp_path)
+    c.create_database("empty")
+    c.rename_database("empty", "void")
+    assert "void" in c.list_databases() and "empty" not in c.list_databases()
+    c.create_table("db.t", ORDERS).write(orders([1]))
+    with pytest.raises(UnsafeStoreError, match=r"rename the tables into a new database one by one"):
+        c.rename_database("db", "db2")
+    assert c.list_databases() == sorted(["db", "void"]) and c.get_table("db.t").to_arrow().num_rows == 1
+    c.create_database("db2")
+    c.rename_table("db.t", "db2.t")
+    assert c.get_table("db2.t").to_arrow().num_rows == 1
 
 
 # ---- racing writers ------------------------------------------------------------------------------------

@@ -16,7 +16,10 @@ transaction, and the warehouse step runs inside it, before the commit:
   deletes the files, so its crash leaves files that no row names.
 * **rename**: update the rows, move the directory (as Paimon's ``JdbcCatalog`` moves it, when the
   table has schema files), commit. A crash between the move and the commit leaves the old name
-  registered over the moved files; renaming again finishes the move.
+  registered over the moved files; renaming again finishes the move. An object store has no
+  atomic rename: there the objects are copied inside the transaction, under the table's commit
+  lock, and the old ones deleted after the commit (:meth:`JdbcMetastore._rename_table_by_copy`).
+  A database holding tables is not renamed there (one transaction cannot copy them all).
 * **databases**: ``exists`` and ``location`` rows; a database dropped with ``cascade`` takes its
   tables' rows and directories along (Paimon drops only the rows).
 
@@ -26,7 +29,9 @@ share the directories: give each its own warehouse.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Optional
@@ -57,6 +62,7 @@ from lakelog.connector.errors import (
     MetastoreError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    UnsafeStoreError,
 )
 from lakelog.connector.format.lock import serialised_by_catalog
 from lakelog.connector.format.schema_manager import SchemaManager
@@ -67,6 +73,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["JdbcMetastore"]
 
 _EXISTS, _LOCATION = "exists", "location"
+# in both directories of a table being renamed on an object store (a rename by copy)
+_MOVING = ".lakelog-moving"
 
 
 class JdbcMetastore(Metastore):
@@ -177,6 +185,13 @@ class JdbcMetastore(Metastore):
                 raise DatabaseNotFoundError(f"database {old!r} does not exist")
             if self._db_exists(tx, new) or fio.exists(dst):
                 raise DatabaseAlreadyExistsError(f"database {new!r} already exists")
+            tables = self._tables(tx, old)
+            if tables and not fio.atomic_rename:  # each a copy of its own: no one transaction holds all
+                raise UnsafeStoreError(
+                    f"cannot rename database {old!r} on the object store {src}: it holds tables "
+                    f"{tables}, and an object store moves a table only by copying it; rename the "
+                    "tables into a new database one by one (each rename is atomic)"
+                )
             for name in (TABLES, TABLE_PROPERTIES, DATABASE_PROPERTIES):
                 tx.execute(f"UPDATE {name} SET database_name = ? WHERE catalog_key = ? AND database_name = ?",
                            (new, self.key, old))
@@ -186,10 +201,15 @@ class JdbcMetastore(Metastore):
                 (dst, self.key, new, _LOCATION),
             )
             if fio.exists(src):
-                fio.rename_dir(src, dst)
+                if fio.atomic_rename:
+                    fio.rename_dir(src, dst)
+                else:  # an empty database is its marker object
+                    fio.create_dir(dst)
 
         self._conflicts_as(DatabaseAlreadyExistsError(f"database {new!r} already exists"),
                            lambda: self.db.run(rename, what=f"rename database {old!r}"))
+        if not fio.atomic_rename:
+            _quietly(fio.delete_dir, src)  # the empty database's marker
 
     # ---- tables ------------------------------------------------------------------------------------
     def _tables(self, tx: Tx, db: str) -> list[str]:
@@ -265,14 +285,18 @@ class JdbcMetastore(Metastore):
             return True  # cannot tell: keep the files (a damaged table is visible, lost data is not)
 
     def _clear_leftover(self, ident: str, path: str) -> None:
-        """Before a create (its row held): the table's directory must be absent or hold only what an
-        interrupted create leaves (schema files)."""
+        """Before a create or a rename onto ``ident`` (its row held): the table's directory must be
+        absent or hold only what an interrupted create leaves (schema files), or what a rename by
+        copy leaves on the side that lost (:data:`_MOVING`; lease objects)."""
         fio = self.layout.file_io
         if not fio.exists(path):
             return
         names = [n for n in fio.list_dir(path) if not n.startswith(".")]
-        if set(names) <= {"schema"}:
+        if set(names) <= {"schema"} or fio.file_exists(f"{path}/{_MOVING}"):
             fio.delete_dir(path)
+            return
+        if not [p for p in fio.walk_files(path) if not os.path.basename(p).startswith(".")]:
+            fio.delete_dir(path)  # hidden files only: lock files or lease objects of stale writers
             return
         raise CorruptTableError(
             f"cannot create table {ident!r}: its directory {path} holds files "
@@ -305,20 +329,12 @@ class JdbcMetastore(Metastore):
         old, new = f"{src_db}.{src}", f"{dst_db}.{dst}"
         fio = self.layout.file_io
         src_path, dst_path = self._path(src_db, src), self._path(dst_db, dst)
+        if not fio.atomic_rename:
+            self._rename_table_by_copy(old, new, (src_db, src), (dst_db, dst))
+            return
 
         def rename(tx: Tx) -> None:
-            if not self._registered(tx, src_db, src):
-                raise TableNotFoundError(f"table {old!r} does not exist")
-            if self._registered(tx, dst_db, dst):
-                raise TableAlreadyExistsError(f"table {new!r} already exists")
-            if not self._db_exists(tx, dst_db):
-                raise DatabaseNotFoundError(f"database {dst_db!r} does not exist")
-            for name in (TABLES, TABLE_PROPERTIES):
-                tx.execute(
-                    f"UPDATE {name} SET database_name = ?, table_name = ? WHERE catalog_key = ? AND "
-                    "database_name = ? AND table_name = ?",
-                    (dst_db, dst, self.key, src_db, src),
-                )
+            self._rename_rows(tx, old, new, (src_db, src), (dst_db, dst))
             if SchemaManager(fio, src_path).list_ids():
                 if fio.exists(dst_path):
                     self._clear_leftover(new, dst_path)
@@ -328,6 +344,63 @@ class JdbcMetastore(Metastore):
 
         self._conflicts_as(TableAlreadyExistsError(f"table {new!r} already exists"),
                            lambda: self.db.run(rename, what=f"rename table {old!r}"))
+
+    def _rename_rows(self, tx: Tx, old: str, new: str, src: tuple[str, str], dst: tuple[str, str]) -> None:
+        if not self._registered(tx, *src):
+            raise TableNotFoundError(f"table {old!r} does not exist")
+        if self._registered(tx, *dst):
+            raise TableAlreadyExistsError(f"table {new!r} already exists")
+        if not self._db_exists(tx, dst[0]):
+            raise DatabaseNotFoundError(f"database {dst[0]!r} does not exist")
+        for name in (TABLES, TABLE_PROPERTIES):
+            tx.execute(
+                f"UPDATE {name} SET database_name = ?, table_name = ? WHERE catalog_key = ? AND "
+                "database_name = ? AND table_name = ?",
+                (*dst, self.key, *src),
+            )
+
+    def _rename_table_by_copy(self, old: str, new: str, src: tuple[str, str], dst: tuple[str, str]) -> None:
+        """A rename on an object store, which has no atomic rename: under the table's commit lock
+        (no snapshot lands meanwhile), the rows are renamed and every object is copied to the new
+        directory inside the transaction; once it has committed, the old objects are deleted, still
+        under the lock, so that a writer holding the old name finds the table gone instead of
+        committing into it (:meth:`SnapshotManager.try_commit`). Both directories carry a
+        :data:`_MOVING` marker meanwhile: what a crash leaves on the side the rows do not name is
+        removed by the next create or rename of that name (:meth:`_clear_leftover`)."""
+        from lakelog.connector.format.lock import LEASE_PREFIX
+        from lakelog.connector.format.snapshot import SnapshotManager
+
+        fio = self.layout.file_io
+        src_path, dst_path = self._path(*src), self._path(*dst)
+        marker = json.dumps({"from": old, "to": new}).encode()
+        copied: list[bool] = []
+
+        def rename(tx: Tx) -> None:
+            self._rename_rows(tx, old, new, src, dst)
+            if not SchemaManager(fio, src_path).list_ids():
+                return  # no files (or only an interrupted create's, which the next create replaces)
+            if fio.exists(dst_path):
+                self._clear_leftover(new, dst_path)
+            for path in (src_path, dst_path):
+                fio.write_bytes(f"{path}/{_MOVING}", marker)
+            copied.append(True)
+            fio.copy_tree(src_path, dst_path, skip=lambda n: n == _MOVING or n.startswith(LEASE_PREFIX))
+
+        with SnapshotManager(fio, src_path).lock():
+            try:
+                self._conflicts_as(TableAlreadyExistsError(f"table {new!r} already exists"),
+                                   lambda: self.db.run(rename, what=f"rename table {old!r}"))
+            except BaseException as e:
+                if copied and not self._committed_anyway(e, *dst):  # best effort: see _clear_leftover
+                    _quietly(fio.delete_dir, dst_path)
+                    _quietly(fio.delete, f"{src_path}/{_MOVING}")
+                raise
+            if copied:  # the rows name the copy: the old objects go, the commit lock's last
+                objects = list(fio.walk_files(src_path))
+                fio.delete_files([p for p in objects if not os.path.basename(p).startswith(LEASE_PREFIX)])
+        if copied:  # best effort: what stays is cleared by the next create or rename of the name
+            _quietly(fio.delete_dir, src_path)
+            _quietly(fio.delete, f"{dst_path}/{_MOVING}")
 
     def table_altered(self, database: str, table: str, schema: TableSchema) -> None:
         if not self.options.sync_all_properties:
@@ -379,3 +452,10 @@ def _lock_at(target: JdbcTarget, o: JdbcCatalogOptions, warehouse: str, path: st
         return None
     database, table = parts[0][: -len(".db")], parts[1]
     return _table_lock(target, o, database, table, os.path.join(warehouse, parts[0], table))
+
+
+def _quietly(fn: Callable[[str], Any], path: str) -> None:
+    """``fn(path)``, on a path where a failure changes nothing that matters (cleanup after a rename
+    by copy: what stays is cleared later)."""
+    with contextlib.suppress(Exception):
+        fn(path)

@@ -23,7 +23,7 @@ import os
 import re
 import sys
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
@@ -192,6 +192,9 @@ class FileIO:
     """File operations on the local file system. Stateless, so it pickles trivially."""
 
     is_local = True
+    # rename_dir moves a directory at once; an object store copies every object instead, so its
+    # callers copy (copy_tree) and delete under their own commit point
+    atomic_rename = True
 
     def __repr__(self) -> str:
         return "FileIO(local)"
@@ -321,6 +324,27 @@ class FileIO:
             raise FileExistsError(dst)
         with storage_errors(f"rename {src} to", dst):
             os.rename(src, dst)
+
+    def copy_tree(self, src: str, dst: str, *, skip: Callable[[str], bool] = lambda name: False) -> int:
+        """Copy every file under ``src`` to the same place under ``dst``, except those whose base
+        name ``skip`` picks; returns how many were copied."""
+        import shutil
+
+        copied = 0
+        for path in self.walk_files(src):
+            if skip(os.path.basename(path)):
+                continue
+            target = os.path.join(dst, os.path.relpath(path, src))
+            self.mkdirs(os.path.dirname(target))
+            with storage_errors(f"copy {path} to", target):
+                shutil.copy2(path, target)
+            copied += 1
+        return copied
+
+    def delete_files(self, paths: Sequence[str]) -> None:
+        """Remove the files ``paths`` (absent ones are fine)."""
+        for path in paths:
+            self.delete(path)
 
     def file_size(self, path: str) -> int:
         with storage_errors("read the size of", path):

@@ -34,7 +34,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -71,6 +71,7 @@ _ALIASES = {
 }
 S3_OPTION_KEYS = frozenset(k for keys in _ALIASES.values() for k in keys)
 WHOLE_READ_BYTES = 8 * 1024 * 1024  # data files up to this size are fetched in one request
+_COPY_IN_ONE_REQUEST = 5 * 1024**3  # CopyObject's limit; larger objects are copied in parts
 _RETRY_CODES = frozenset(
     {
         "SlowDown",
@@ -139,6 +140,7 @@ class S3FileIO(FileIO):
     """
 
     is_local = False
+    atomic_rename = False
 
     def __init__(self, options: Optional[Mapping[str, str]] = None) -> None:
         given = {str(k): str(v) for k, v in (options or {}).items()}
@@ -399,6 +401,60 @@ class S3FileIO(FileIO):
             f"cannot rename {src} to {dst}: an object store renames by copying every object, which is "
             "not atomic; keep table names in a JDBC metastore, or create the table anew and copy it"
         )
+
+    def copy_tree(self, src: str, dst: str, *, skip: Callable[[str], bool] = lambda name: False) -> int:
+        """Server-side copies of every object under ``src`` to the same key under ``dst``, several
+        at once, except those whose base name ``skip`` picks; returns how many were copied."""
+        import pyarrow.fs as pafs
+
+        src, dst = src.rstrip("/"), dst.rstrip("/")
+        src_bucket, src_key = split_uri(src)
+        dst_bucket, dst_key = split_uri(dst)
+        objects = [
+            (info.path[len(self._key(src)) + 1 :], int(info.size or 0))
+            for info in self._select(src, True)
+            if info.type == pafs.FileType.File and not skip(info.base_name)
+        ]
+
+        def copy(rel: str, size: int) -> None:
+            source = {"Bucket": src_bucket, "Key": f"{src_key}/{rel}"}
+            with self._errors(f"copy {src}/{rel} to", f"{dst}/{rel}"):
+                target = f"{dst_key}/{rel}"
+                if size < _COPY_IN_ONE_REQUEST:
+                    self._idempotent(
+                        lambda: self.client.copy_object(CopySource=source, Bucket=dst_bucket, Key=target)
+                    )
+                else:  # a multipart copy (boto3's managed transfer)
+                    self.client.copy(source, dst_bucket, target)
+
+        for future in [_upload_pool().submit(copy, rel, size) for rel, size in objects]:
+            future.result()
+        return len(objects)
+
+    def delete_files(self, paths: Sequence[str]) -> None:
+        """Remove the objects ``paths`` (absent ones are fine): one request per 1000 keys of a
+        bucket, not a HEAD and a DELETE each."""
+        by_bucket: dict[str, list[str]] = {}
+        for path in paths:
+            bucket, key = split_uri(path)
+            by_bucket.setdefault(bucket, []).append(key)
+        for bucket, keys in by_bucket.items():
+            for start in range(0, len(keys), 1000):
+                batch = {"Objects": [{"Key": k} for k in keys[start : start + 1000]], "Quiet": True}
+
+                def request(bucket: str = bucket, batch: dict[str, Any] = batch) -> Any:
+                    return self.client.delete_objects(Bucket=bucket, Delete=batch)
+
+                with self._errors("delete", f"s3://{bucket}/{keys[start]}"):
+                    got = self._idempotent(request)
+                failed = got.get("Errors") or []
+                if failed:
+                    first = failed[0]
+                    raise StorageError(
+                        f"cannot delete s3://{bucket}/{first.get('Key')} at {self.where}: "
+                        f"{first.get('Code')} {first.get('Message', '')} ({len(failed)} objects not deleted)",
+                        f"s3://{bucket}/{first.get('Key')}",
+                    )
 
     def file_size(self, path: str) -> int:
         info = self._info(path)

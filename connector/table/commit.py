@@ -23,6 +23,7 @@ from lakelog.connector.errors import (
     MissingFileError,
     OptionError,
     SnapshotNotFoundError,
+    TableNotFoundError,
 )
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.index_file import IndexManifestEntry
@@ -500,10 +501,20 @@ class TableCommit:
         """Publish ``snapshot`` after ``parent``; with :attr:`verify_new_files`, first check under
         the commit lock that the files it adds are all there (see there)."""
         sm = self.store.snapshot_manager
-        if not self.verify_new_files:
+        if not self.verify_new_files and parent is not None:
             return sm.try_commit(snapshot, parent)
         with sm.lock():
             store, fio = self.store, self.store.file_io
+            if parent is None and not fio.file_exists(store.schema_manager.schema_path(snapshot.schema_id)):
+                # the table's first snapshot, and its schema is gone: the table was dropped (or renamed
+                # on an object store: copied, then the old objects deleted under this lock) after this
+                # writer opened it; committing would leave a snapshot that no table owns
+                raise TableNotFoundError(
+                    f"cannot commit to {store.path}: the table is gone (dropped, or renamed, after this "
+                    "writer opened it); nothing was committed. Open the table by its name again"
+                )
+            if not self.verify_new_files:
+                return sm.try_commit(snapshot, parent)
             for e in delta.entries + delta.changelog:
                 path = store.data_file_path(e.partition, e.bucket, e.file.file_name, e.file.external_path)
                 if e.kind == 0 and not fio.file_exists(path):
