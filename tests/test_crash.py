@@ -3,6 +3,7 @@ last good snapshot, and the next commit must succeed."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -25,20 +26,23 @@ from .conftest import ORDERS
 # it (COMMITTED): the last line the child printed tells where the kill landed.
 CHILD = textwrap.dedent(
     """
-    import random, sys, time
+    import json, random, sys, time
     import pyarrow as pa
     import lakelog
-    from lakelog.connector.format import fileio
+    from lakelog.connector.format import fileio, objectstore
 
     rnd = random.Random(int(sys.argv[3]))
-    for name in ("write_bytes", "try_publish", "overwrite_atomic"):
-        original = getattr(fileio.FileIO, name)
-        def slow(self, *a, _o=original, **k):
-            time.sleep(rnd.random() * 0.02)
-            out = _o(self, *a, **k)
-            time.sleep(rnd.random() * 0.02)
-            return out
-        setattr(fileio.FileIO, name, slow)
+    for cls in (fileio.FileIO, objectstore.S3FileIO):
+        for name in ("write_bytes", "try_publish", "overwrite_atomic"):
+            original = cls.__dict__.get(name)
+            if original is None:
+                continue
+            def slow(self, *a, _o=original, **k):
+                time.sleep(rnd.random() * 0.02)
+                out = _o(self, *a, **k)
+                time.sleep(rnd.random() * 0.02)
+                return out
+            setattr(cls, name, slow)
 
     from lakelog.connector.table import commit as commit_module
 
@@ -49,7 +53,7 @@ CHILD = textwrap.dedent(
         return publish(self, *a, **k)
     commit_module.TableCommit.commit = traced
 
-    t = lakelog.Catalog(sys.argv[1]).get_table("db.t")
+    t = lakelog.Catalog(sys.argv[1], options=json.loads(sys.argv[4])).get_table("db.t")
     start = int(sys.argv[2])
     for i in range(start, start + 1000):
         ids = list(range(i * 7, i * 7 + 20))
@@ -79,9 +83,22 @@ def _content(t: lakelog.Table, snapshot_id: int | None = None) -> dict[tuple[str
     return {(r["dt"], r["id"]): r["name"] for r in t.to_arrow(snapshot_id=snapshot_id).to_pylist()}
 
 
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.s3)])
+def crash_warehouse(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, str], int]:
+    """(warehouse, catalog options, rounds): a local directory, or a prefix on the S3 server (fewer
+    rounds: each request there crosses a socket)."""
+    if request.param == "local":
+        return str(tmp_path / "wh"), {}, 12
+    server = request.getfixturevalue("s3_server")
+    return server.warehouse(), server.options(), 8
+
+
 @pytest.mark.slow
-def test_kill_inside_commit_keeps_last_good_snapshot(tmp_path: Path, warehouse: str) -> None:
-    catalog = lakelog.Catalog(warehouse)
+def test_kill_inside_commit_keeps_last_good_snapshot(
+    tmp_path: Path, crash_warehouse: tuple[str, dict[str, str], int]
+) -> None:
+    warehouse, options, rounds = crash_warehouse
+    catalog = lakelog.Catalog(warehouse, options=options)
     catalog.create_table(
         "db.t", ORDERS, primary_key=["dt", "id"], partition_by=["dt"], options={"bucket": "2"}
     )
@@ -91,9 +108,9 @@ def test_kill_inside_commit_keeps_last_good_snapshot(tmp_path: Path, warehouse: 
     rnd = random.Random(1234)
     batches_done = 0  # batches committed so far, as seen through the table
     kills_inside_commit = 0
-    for round_ in range(12):
+    for round_ in range(rounds):
         proc = subprocess.Popen(
-            [sys.executable, script, warehouse, str(batches_done + 1), str(round_)],
+            [sys.executable, script, warehouse, str(batches_done + 1), str(round_), json.dumps(options)],
             stdout=subprocess.PIPE,
             text=True,
         )
