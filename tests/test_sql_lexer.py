@@ -70,3 +70,13 @@ def test_table_references_become_views() -> None:
     assert rewrite_table_refs("SELECT * FROM t, LATERAL TABLE(f(t.k)) AS d", view_for) == (
         "SELECT * FROM t, LATERAL TABLE(f(t.k)) AS d"
     )
+
+
+def test_without_options_leaves_the_other_options_and_the_text_before_them() -> None:
+    from lakelog.operators.sql.lexer import with_options, without_options
+
+    stmt = "CREATE TABLE t (a INT) WITH ('connector' = 'lakelog', 's3.secret-key' = 'x''y', 'note' = 'it''s')"
+    out = without_options(stmt, {"s3.secret-key"})
+    assert out.startswith("CREATE TABLE t (a INT) WITH (")
+    assert with_options(out) == {"connector": "lakelog", "note": "it's"}
+    assert without_options("CREATE TABLE t (a INT)", {"x"}) == "CREATE TABLE t (a INT)"

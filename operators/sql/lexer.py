@@ -9,11 +9,12 @@ everything else (white space, comments, formatting) as it was. No pyflink here.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Optional
 
 from lakelog.connector.errors import OptionError
+from lakelog.operators.sql.table_ddl import quote_str
 
 __all__ = [
     "Token",
@@ -152,6 +153,16 @@ def with_options(stmt: str) -> dict[str, str]:
     """The options of a DDL statement's trailing ``WITH (...)`` clause; {} without one."""
     m = re.search(r"\bWITH\s*\((.*)\)\s*$", stmt, re.I | re.S)
     return string_pairs(m.group(1)) if m else {}
+
+
+def without_options(stmt: str, keys: Collection[str]) -> str:
+    """``stmt`` with the options ``keys`` left out of its trailing ``WITH (...)`` clause."""
+    m = re.search(r"\bWITH\s*\((.*)\)\s*$", stmt, re.I | re.S)
+    if m is None:
+        return stmt
+    kept = {k: v for k, v in string_pairs(m.group(1)).items() if k not in keys}
+    body = ", ".join(f"{quote_str(k)} = {quote_str(v)}" for k, v in kept.items())
+    return stmt[: m.start(1)] + body + stmt[m.end(1) :]
 
 
 def hint_options(hint: Optional[str]) -> dict[str, str]:

@@ -23,17 +23,20 @@ This module imports pyflink.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from pyflink.common import JobClient
+from pyflink.java_gateway import get_gateway
 from pyflink.table import EnvironmentSettings, StreamTableEnvironment
-from pyflink.table.catalog import ObjectPath
+from pyflink.table.catalog import CatalogBaseTable, ObjectPath
 from pyflink.util.java_utils import get_field_value
 
 from lakelog.connector.errors import LakelogError, OptionError, TableAlreadyExistsError
-from lakelog.connector.format.fileio import location
+from lakelog.connector.format.fileio import io_for, is_object_store, location, register_io
+from lakelog.connector.format.objectstore import S3_OPTION_KEYS
 from lakelog.connector.format.options import validate_options
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.catalog import Catalog, parse_table_path
@@ -42,7 +45,13 @@ from lakelog.operators.lookup import register_lookup_function
 from lakelog.operators.sink import sink_table_to_lakelog
 from lakelog.operators.sql import ddl, dml, reads
 from lakelog.operators.sql.errors import SqlError, UnsupportedStatementError, flink_error, message_of
-from lakelog.operators.sql.lexer import hint_options, significant, split_statements, with_options
+from lakelog.operators.sql.lexer import (
+    hint_options,
+    significant,
+    split_statements,
+    with_options,
+    without_options,
+)
 from lakelog.operators.sql.mirror import Mirror
 from lakelog.operators.sql.procedures import CallContext, call_procedure, parse_call, procedure_names
 from lakelog.operators.sql.results import SqlResult
@@ -267,7 +276,13 @@ class LakelogSql:
         return cat, db, parts[0] if parts else ""
 
     def _catalog_table(self, cat: str, db: str, name: str) -> Any:
+        """Flink's table ``cat.db.name`` (a temporary one first, as Flink resolves names), or None."""
         try:
+            jvm = get_gateway().jvm
+            ident = jvm.org.apache.flink.table.catalog.ObjectIdentifier.of(cat, db, name)
+            found = self.t_env._j_tenv.getCatalogManager().getTable(ident)
+            if found.isPresent() and found.get().isTemporary():
+                return CatalogBaseTable._get(found.get().getTable())
             c = self.t_env.get_catalog(cat)
             if c is None:
                 return None
@@ -639,6 +654,8 @@ def _create_table(sql: LakelogSql, st: Statement) -> Any:
     lake = sql.mirror.is_lakelog(cat)
     opts = with_options(st.text)
     connector = opts.get("connector")
+    if connector == "lakelog" and not lake:
+        st = _store_options_apart(st, opts)
     if st.temporary and connector != "lakelog":
         res = sql._pass(st)
         sql._temporary.add((cat, db, name))
@@ -694,6 +711,25 @@ def _create_table(sql: LakelogSql, st: Statement) -> Any:
     if st.temporary:
         sql._temporary.discard((cat, db, name))
     return res
+
+
+def _store_options_apart(st: Statement, opts: Mapping[str, str]) -> Statement:
+    """A ``'path'`` table's object-store options (``s3.endpoint``, ``s3.access-key``, ...; Paimon's
+    names) configure the file IO of its location in this session, from which the jobs that read
+    and write it ship it to their workers; they are no table options, so the statement goes on
+    without them: neither the table's schema file nor Flink's catalog (``SHOW CREATE TABLE``) ever
+    holds a secret."""
+    store = {k: v for k, v in opts.items() if k in S3_OPTION_KEYS}
+    if not store:
+        return st
+    path = opts.get("path")
+    if not path or not is_object_store(path):
+        raise OptionError(
+            f"{st.head}: options {sorted(store)} configure an s3:// location, but 'path' is "
+            f"{path!r}"
+        )
+    register_io(path, io_for(path, store))
+    return dataclasses.replace(st, text=without_options(st.text, store))
 
 
 def _ctas(sql: LakelogSql, st: Statement) -> Any:

@@ -46,3 +46,31 @@ def test_sql_insert_select_and_compaction_job_on_s3(s3_server: S3Server) -> None
     for key in s3_server.keys(prefix):
         assert SECRET_KEY.encode() not in client.get_object(Bucket=BUCKET, Key=key)["Body"].read(), key
     assert SECRET_KEY not in str(query(sql, "SELECT * FROM shop.`orders$options`"))
+
+
+def test_a_path_table_on_s3_takes_its_store_options_in_with_and_keeps_them_out_of_sight(
+    s3_server: S3Server,
+) -> None:
+    """``'connector' = 'lakelog', 'path' = 's3://...'`` with Paimon's ``s3.*`` options in the same
+    WITH clause, in a bucket no catalog of this process has opened: the options reach the store
+    (the INSERT's workers and the SELECT get them with the job), and they are no table options:
+    not in the schema file, not in Flink's catalog (``SHOW CREATE TABLE``)."""
+    bucket = "path-tables"
+    s3_server.client().create_bucket(Bucket=bucket)
+    path = f"s3://{bucket}/wh/shop.db/p"
+    sql = session()
+    sql.execute(
+        "CREATE TEMPORARY TABLE p (id INT NOT NULL, v STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ("
+        f"'connector' = 'lakelog', 'path' = '{path}', 'bucket' = '1', {_with(s3_server.options())})"
+    )
+    sql.execute("INSERT INTO p VALUES (1, 'a'), (2, 'b')")
+    assert sorted(query(sql, "SELECT * FROM p")) == [(1, "a"), (2, "b")]
+    shown = str(query(sql, "SHOW CREATE TABLE p"))
+    assert "'bucket'" in shown and SECRET_KEY not in shown and "s3.access-key" not in shown
+    t = lakelog.Catalog(f"s3://{bucket}/wh", options=s3_server.options()).get_table("shop.p")
+    assert sorted(t.to_arrow().column("id").to_pylist()) == [1, 2]
+    assert not [k for k in t.options if k.startswith("s3.")]
+    client = s3_server.client()
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for o in page.get("Contents", []):
+            assert SECRET_KEY.encode() not in client.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
