@@ -71,6 +71,21 @@ class Node:
                 out.append(int(proc.name))
         return out
 
+    def leftovers(self) -> list[int]:
+        """Every process of this node, its JVMs' Python workers included (a killed TaskManager
+        orphans them): the ones whose environment names this node's configuration folder."""
+        out = []
+        mark = f"FLINK_CONF_DIR={self.conf_dir}".encode()
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) == os.getpid():
+                continue
+            try:
+                if mark in (proc / "environ").read_bytes().split(b"\0"):
+                    out.append(int(proc.name))
+            except OSError:
+                continue
+        return out
+
     def logs(self, n: int = 3000) -> str:
         return "\n".join(f"{p.name}:\n{p.read_text(errors='replace')[-n:]}" for p in self.log_dir.glob("*.log"))
 
@@ -170,7 +185,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
     finally:
         for node in (*tms, jm):
-            for pid in node.pids():
+            for pid in node.leftovers():
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
 
