@@ -11,6 +11,8 @@ Printed, all measured in this one run:
 * write and read throughput of one primary-key table (4 buckets, ``--commits`` commits of
   ``--rows``/``--commits`` rows, then a full read), S3 as a ratio to local disk;
 * requests per commit and per read of one snapshot (the server's request log);
+* one commit of ``--bulk-rows`` rows that rolls over many data files, its uploads one at a time
+  vs on the upload threads (a ratio);
 * commits/s from ``--writers`` racing processes into one S3 table: conditional creates (lease
   lock) vs the JDBC lock (SQLite), as a ratio.
 
@@ -79,15 +81,39 @@ def _throughput(warehouse: str, options: dict[str, str], rows: int, commits: int
     return out
 
 
+def _bulk(server: S3Server, rows: int, threads: int) -> float:
+    """Seconds for one commit of ``rows`` rows into an append table whose writer rolls over at
+    1 MiB, with ``threads`` upload threads (1: each file uploaded before the next is encoded)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lakelog.connector.format import objectstore
+
+    pool = ThreadPoolExecutor(max_workers=threads)
+    objectstore._uploads[:] = [pool]  # the process's upload pool, sized for this run
+    try:
+        cat = lakelog.Catalog(server.warehouse(), options=server.options())
+        t = cat.create_table("db.bulk", ORDERS, options={"bucket": "1", "bucket-key": "id",
+                                                          "target-file-size": "1 mb"})
+        batch = _batch(0, rows)
+        t0 = time.perf_counter()
+        t.write(batch)
+        return time.perf_counter() - t0
+    finally:
+        objectstore._uploads[:] = []
+        pool.shutdown()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=400_000)
     ap.add_argument("--commits", type=int, default=10)
     ap.add_argument("--writers", type=int, default=4)
     ap.add_argument("--race-commits", type=int, default=15)
+    ap.add_argument("--bulk-rows", type=int, default=2_000_000)
     a = ap.parse_args()
     server = S3Server().start()
     try:
+        bulk = {n: _bulk(server, a.bulk_rows, n) for n in (1, objectstore_threads())}
         with tempfile.TemporaryDirectory(prefix="bench-s3-") as tmp:
             local = _throughput(f"{tmp}/local", {}, a.rows, a.commits, None)
             s3 = _throughput(server.warehouse(), server.options(), a.rows, a.commits, _Requests(server))
@@ -113,10 +139,19 @@ def main() -> None:
     for k in ("write rows/s", "read rows/s"):
         print(f"{k:22} {local[k]:12.0f} {s3[k]:12.0f} {s3[k] / local[k]:8.2f}x")
     print(f"requests per commit: {s3['requests/commit']:.1f}; per read of one snapshot: {s3['requests/read']:.0f}")
+    one, many = bulk[1], bulk[objectstore_threads()]
+    print(f"\none commit of {a.bulk_rows} rows in 1 MiB files (append table, one bucket):")
+    print(f"uploads one at a time {one:6.2f} s, {objectstore_threads()} at once {many:6.2f} s: {one / many:.2f}x")
     print(f"\n{a.writers} racing processes, {a.race_commits} one-row commits each, into one S3 table")
     base = race["S3, conditional creates"]
     for name, r in race.items():
         print(f"{name:28} {r:8.1f} commits/s {r / base:6.2f}x")
+
+
+def objectstore_threads() -> int:
+    from lakelog.connector.format.objectstore import UPLOAD_THREADS
+
+    return UPLOAD_THREADS
 
 
 if __name__ == "__main__":
