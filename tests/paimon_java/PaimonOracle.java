@@ -76,6 +76,7 @@ import org.apache.paimon.data.InternalArray;
 import org.apache.paimon.data.InternalMap;
 import org.apache.paimon.data.InternalRow;
 import org.apache.paimon.data.Timestamp;
+import org.apache.paimon.disk.IOManager;
 import org.apache.paimon.index.HashBucketAssigner;
 import org.apache.paimon.options.Options;
 import org.apache.paimon.reader.RecordReader;
@@ -409,6 +410,11 @@ public final class PaimonOracle {
         return schema(catalog, cmd);
     }
 
+    /** A writer with a temp directory: lookups (deletion vectors, the lookup changelog producer) spill there. */
+    private static BatchTableWrite withDisk(BatchTableWrite w) {
+        return (BatchTableWrite) w.withIOManager(IOManager.create(System.getProperty("java.io.tmpdir")));
+    }
+
     private static JsonNode write(Catalog catalog, JsonNode cmd) throws Exception {
         Table t = table(catalog, cmd);
         RowType type = t.rowType();
@@ -438,7 +444,7 @@ public final class PaimonOracle {
                     maxBuckets == null ? -1 : maxBuckets);
             keys = new RowPartitionKeyExtractor(ft.schema());
         }
-        try (BatchTableWrite w = builder.newWrite(); BatchTableCommit c = builder.newCommit()) {
+        try (BatchTableWrite w = withDisk(builder.newWrite()); BatchTableCommit c = builder.newCommit()) {
             for (int i = 0; i < rows.size(); i++) {
                 InternalRow row = decodeRow(rows.get(i), type, "row " + i);
                 if (assigner == null) {
@@ -465,7 +471,7 @@ public final class PaimonOracle {
         RowType type = t.rowType();
         ArrayNode rows = readRows(cmd);
         ArrayNode out = NODES.arrayNode();
-        try (BatchTableWrite w = t.newBatchWriteBuilder().newWrite()) {
+        try (BatchTableWrite w = withDisk(t.newBatchWriteBuilder().newWrite())) {
             for (int i = 0; i < rows.size(); i++) {
                 out.add(w.getBucket(decodeRow(rows.get(i), type, "row " + i)));
             }
@@ -522,7 +528,7 @@ public final class PaimonOracle {
         BatchWriteBuilder builder = t.newBatchWriteBuilder();
         boolean full = cmd.path("full").asBoolean(true);
         Set<List<Object>> done = new HashSet<>();
-        try (BatchTableWrite w = builder.newWrite(); BatchTableCommit c = builder.newCommit()) {
+        try (BatchTableWrite w = withDisk(builder.newWrite()); BatchTableCommit c = builder.newCommit()) {
             for (Split s : t.newReadBuilder().newScan().plan().splits()) {
                 if (!(s instanceof DataSplit)) {
                     throw new OracleException("compact: unexpected split " + s.getClass().getName());
