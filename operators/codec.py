@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from lakelog.connector.errors import CorruptFileError
 from lakelog.connector.format.commit_message import CommitMessage
-from lakelog.connector.format.index_file import HASH_INDEX, IndexFileMeta
+from lakelog.connector.format.index_file import DELETION_VECTORS_INDEX, HASH_INDEX, IndexFileMeta
 from lakelog.connector.format.manifest import DataFileMeta, SimpleStats
 
 __all__ = ["Committable", "encode_committable", "decode_committable", "message_to_dict", "message_from_dict"]
@@ -173,6 +173,41 @@ def index_file_from_dict(d: Any) -> IndexFileMeta:
     )
 
 
+def dv_file_to_dict(f: IndexFileMeta) -> dict[str, Any]:
+    """A compaction's ``DELETION_VECTORS`` index file, its per-data-file ranges included."""
+    if f.index_type != DELETION_VECTORS_INDEX:
+        raise ValueError(f"not a deletion-vector index file: {f.index_type} ({f.file_name})")
+    ranges = [
+        {"file": r["f0"], "offset": r["f1"], "length": r["f2"], "cardinality": r.get("_CARDINALITY")}
+        for r in f.dv_ranges or ()
+    ]
+    return {"file_name": f.file_name, "file_size": f.file_size, "row_count": f.row_count, "ranges": ranges}
+
+
+def dv_file_from_dict(d: Any) -> IndexFileMeta:
+    if not isinstance(d, dict) or not isinstance(d.get("file_name"), str):
+        raise CorruptFileError("committable: a deletion-vector index file entry lacks 'file_name'")
+    name = d["file_name"]
+    ranges = d.get("ranges")
+    if not isinstance(ranges, list):
+        raise CorruptFileError(f"committable: deletion-vector index file {name} has no 'ranges' list")
+    out = []
+    for r in ranges:
+        if not isinstance(r, dict) or not isinstance(r.get("file"), str):
+            raise CorruptFileError(f"committable: a range of deletion-vector index file {name} lacks 'file'")
+        card = r.get("cardinality")
+        out.append({
+            "f0": r["file"],
+            "f1": _int(r.get("offset"), f"{name}.offset"),
+            "f2": _int(r.get("length"), f"{name}.length"),
+            "_CARDINALITY": None if card is None else _int(card, f"{name}.cardinality"),
+        })
+    return IndexFileMeta(
+        DELETION_VECTORS_INDEX, name, _int(d.get("file_size"), f"{name}.file_size"),
+        _int(d.get("row_count"), f"{name}.row_count"), dv_ranges=tuple(out),
+    )
+
+
 def message_to_dict(m: CommitMessage) -> dict[str, Any]:
     d: dict[str, Any] = {
         "partition": _b64(m.partition),
@@ -181,6 +216,9 @@ def message_to_dict(m: CommitMessage) -> dict[str, Any]:
         "index_files": [index_file_to_dict(f) for f in m.index_files],
         "index_base": m.index_base,
     }
+    if m.dv_changed:  # deletion-vector mode (absent otherwise: committables of other tables unchanged)
+        d["dv_base"] = m.dv_base
+        d["dv_file"] = None if m.dv_file is None else dv_file_to_dict(m.dv_file)
     for name in _FILE_LISTS:
         d[name] = [file_to_dict(f) for f in getattr(m, name)]
     return d
@@ -201,7 +239,7 @@ def message_from_dict(d: Any) -> CommitMessage:
     base = d.get("index_base")
     if base is not None and not isinstance(base, str):
         raise CorruptFileError(f"committable field 'index_base': expected a file name, got {base!r}")
-    return CommitMessage(
+    msg = CommitMessage(
         partition=_unb64(d.get("partition"), "partition"),
         bucket=_int(d.get("bucket"), "bucket"),
         total_buckets=_int(d.get("total_buckets"), "total_buckets"),
@@ -209,6 +247,13 @@ def message_from_dict(d: Any) -> CommitMessage:
         index_base=base,
         **lists,
     )
+    if "dv_file" in d:
+        dv_base = d.get("dv_base")
+        if dv_base is not None and not isinstance(dv_base, str):
+            raise CorruptFileError(f"committable field 'dv_base': expected a file name, got {dv_base!r}")
+        msg.dv_changed, msg.dv_base = True, dv_base
+        msg.dv_file = None if d["dv_file"] is None else dv_file_from_dict(d["dv_file"])
+    return msg
 
 
 def encode_committable(c: Committable) -> str:

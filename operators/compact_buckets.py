@@ -30,10 +30,11 @@ import logging
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from lakelog.connector.errors import CommitConflictError, InvalidInputError
 from lakelog.connector.format.commit_message import CommitMessage
+from lakelog.connector.format.index_file import IndexManifestEntry
 from lakelog.connector.format.lock import LockTimeoutError
 from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.snapshot import Snapshot
@@ -81,13 +82,17 @@ class BucketFiles:
     bucket: int
     total_buckets: int
     files: list[DataFileMeta]
+    deletion_vectors: Optional[dict[str, Any]] = None  # deletion-vector mode: the bucket's
 
     @property
     def key(self) -> str:
         return bucket_key(self.partition, self.bucket)
 
     def split(self, files: Optional[list[DataFileMeta]] = None) -> Split:
-        return Split(self.snapshot_id, self.partition, self.bucket, self.total_buckets, files or self.files)
+        return Split(
+            self.snapshot_id, self.partition, self.bucket, self.total_buckets, files or self.files,
+            deletion_vectors=self.deletion_vectors,
+        )
 
 
 def bucket_key(partition: bytes, bucket: int) -> str:
@@ -134,6 +139,16 @@ def live_buckets(
         if b is None:
             b = out[key] = BucketFiles(snapshot.id, e.partition, e.bucket, e.total_buckets, [])
         b.files.append(e.file)
+    if store.is_primary_key_table and store.options.deletion_vectors_enabled:
+        from lakelog.connector.format.index_file import DELETION_VECTORS_INDEX
+        from lakelog.connector.lsm.deletion_vectors import deletion_files
+
+        for b in out.values():
+            b.deletion_vectors = {}
+        for ie in store.index_entries(snapshot):
+            b = out.get(bucket_key(ie.partition, ie.bucket))
+            if b is not None and ie.index_file.index_type == DELETION_VECTORS_INDEX:
+                b.deletion_vectors = deletion_files(store, ie)
     return out
 
 
@@ -165,8 +180,12 @@ def compaction_input(store: TableStore, b: BucketFiles, *, full: bool) -> Option
     if not b.files:
         return None
     if store.is_primary_key_table:
-        comp = BucketCompactor(store, b.partition, b.bucket, Levels.of(b.files, num_levels(store)))
-        return list(b.files) if comp.pick(full=full) is not None else None
+        levels = Levels.of(b.files, num_levels(store))
+        comp = BucketCompactor(store, b.partition, b.bucket, levels)
+        if comp.pick(full=full) is not None:
+            return list(b.files)
+        # deletion vectors: level 0 is invisible to Paimon's readers until compacted
+        return list(b.files) if b.deletion_vectors is not None and levels.level0 else None
     min_files = 2 if full else max(2, int(store.options.get(store.options.COMPACTION_MIN_FILE_NUM)))
     return _append_run(store, b.files, min_files)
 
@@ -264,9 +283,9 @@ def stale_inputs(
 def _discard(store: TableStore, c: Committable) -> int:
     """Delete what a dropped compaction wrote: its outputs that are not also its inputs (an
     upgraded file keeps its name) and not live in the latest snapshot. Returns files deleted."""
-    live = {
-        (e.partition, e.bucket, e.file.file_name) for e in store.live_entries(store.snapshot_manager.latest())
-    }
+    latest = store.snapshot_manager.latest()
+    live = {(e.partition, e.bucket, e.file.file_name) for e in store.live_entries(latest)}
+    live_index = {e.index_file.file_name for e in store.index_entries(latest)}
     n = 0
     for m in c.messages:
         inputs = {f.file_name for f in m.compact_before}
@@ -276,6 +295,9 @@ def _discard(store: TableStore, c: Committable) -> int:
             n += store.file_io.delete(
                 store.data_file_path(m.partition, m.bucket, f.file_name, f.external_path)
             )
+        if m.dv_file is not None and m.dv_file.file_name not in live_index:
+            dv = IndexManifestEntry(0, m.partition, m.bucket, m.dv_file)
+            n += store.file_io.delete(store.index_file_path(dv))
     return n
 
 

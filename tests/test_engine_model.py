@@ -384,6 +384,23 @@ def test_engine_model_stream_writer(tmp_path: Path, name: str, producer: str) ->
               nkeys=6, extra={"lookup-wait": "false", "num-sorted-run.stop-trigger": "4"}, stream=True)
 
 
+# merge-on-write: every engine Paimon allows with deletion vectors, and the producers it allows
+DV_CASES = [_case(c, p) for c in CONFIGS if c != "first-row" for p in ("none", "input", "lookup")]
+
+
+@pytest.mark.parametrize("name,producer", DV_CASES)
+def test_engine_model_deletion_vectors(tmp_path: Path, name: str, producer: str) -> None:
+    run_model(tmp_path, name, producer, seed=zlib.crc32(f"dv/{name}/{producer}".encode()), steps=14, nkeys=6,
+              extra={"deletion-vectors.enabled": "true"})
+
+
+@pytest.mark.parametrize("name,producer", DV_CASES)
+def test_engine_model_deletion_vectors_stream_writer(tmp_path: Path, name: str, producer: str) -> None:
+    run_model(tmp_path, name, producer, seed=zlib.crc32(f"dv-stream/{name}/{producer}".encode()), steps=16,
+              nkeys=6, extra={"deletion-vectors.enabled": "true", "lookup-wait": "false",
+                              "num-sorted-run.stop-trigger": "4"}, stream=True)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(2))
 @pytest.mark.parametrize("name,producer", CASES)

@@ -64,6 +64,11 @@ CONFIGS = [
         overwrite=True, cross=True,
     ),
     Config("append-rescaled", False, 2, {"bucket": "2", "bucket-key": "id"}, 8, rescale=True),
+    # merge-on-write: deletion vectors (the engines and changelog producers with them:
+    # tests/test_engine_model.py)
+    Config("pk-dv", True, 3, {"bucket": "2", "deletion-vectors.enabled": "true"}, 12, rescale=True, overwrite=True),
+    Config("pk-dv-dynamic", True, 2, {"bucket": "-1", "deletion-vectors.enabled": "true",
+                                      "dynamic-bucket.target-row-num": "4"}, 12, overwrite=True),
 ]
 
 

@@ -113,7 +113,7 @@ def test_duration_details() -> None:
         ({"snapshot.num-retained.min": "0"}, ["'snapshot.num-retained.min'", "at least 1"]),
         ({"fields.a.aggregate-function": "median"}, ["'fields.a.aggregate-function'", "'median'", "sum"]),
         ({"fields.a.ignore-retract": "maybe"}, ["'fields.a.ignore-retract'"]),
-        ({"deletion-vectors.enabled": "true"}, ["'deletion-vectors.enabled'", "deletion vectors"]),
+        ({"deletion-vectors.enabled": "maybe"}, ["'deletion-vectors.enabled'", "'maybe'", "true or false"]),
         ({"scan.snapshot-id": "0"}, ["'scan.snapshot-id'"]),
         ({"metadata.stats-mode": "most"}, ["'metadata.stats-mode'", "truncate"]),
         ({"type": "format-table"}, ["'type'", "'format-table'", "'table'"]),
@@ -339,7 +339,9 @@ HONOURED_BY: dict[str, str] = {
     "manifest.target-file-size": "tests/test_option_effects.py::test_manifest_target_file_size_rolls_manifest_files",
     "manifest.merge-min-count":
         "tests/test_option_effects.py::test_manifest_merge_min_count_bounds_the_manifests_a_snapshot_reads",
-    "deletion-vectors.enabled": _MALFORMED,  # false only
+    "deletion-vectors.enabled":
+        "tests/test_deletion_vectors.py::test_updates_mark_rows_instead_of_rewriting_the_files_above",
+    "deletion-vectors.bitmap64": "tests/test_deletion_vectors.py::test_bitmap64_vectors_carry_the_64_bit_magic",
     # merge tree and engines
     "merge-engine": "tests/test_merge_engine.py::test_first_row",
     "changelog-producer": "tests/test_stream_writer.py::test_lookup_wait_true_changelog_follows_every_commit",

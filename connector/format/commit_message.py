@@ -34,10 +34,18 @@ class CommitMessage:
     # additions into the new file when no key went to two buckets (see TableCommit).
     index_files: list[IndexFileMeta] = field(default_factory=list)
     index_base: Optional[str] = None
+    # Deletion-vector mode: a compaction changed the bucket's vectors (``dv_changed``); its new
+    # DELETION_VECTORS index file (None: no vector is left), committed with the compaction, and the
+    # file the writer's vectors started from (``dv_base``; None: the bucket had none). The committer
+    # drops the compaction when the bucket's live file is another one by then.
+    dv_changed: bool = False
+    dv_file: Optional[IndexFileMeta] = None
+    dv_base: Optional[str] = None
 
     def is_empty(self) -> bool:
         return not (
             self.new_files
+            or self.dv_changed
             or self.index_files
             or self.changelog_files
             or self.compact_before

@@ -459,13 +459,6 @@ def _file_name_part(v: str) -> str | None:
     return "expected letters, digits, '_', '-', '.' or '=' (part of a file name; not starting with '.')"
 
 
-def _must_be_false(what: str) -> Validator:
-    def check(v: bool) -> str | None:
-        return None if v is False else f"lakelog does not support {what}"
-
-    return check
-
-
 AGGREGATE_FUNCTIONS = frozenset(
     {
         "sum", "product", "count", "max", "min", "avg", "last_value", "last_non_null_value", "listagg",
@@ -632,8 +625,15 @@ class CoreOptions:
         unsupported="lakelog merges manifests by their number ('manifest.merge-min-count'), into one set of "
         "live entries")
     DELETION_VECTORS_ENABLED: ClassVar[ConfigOption[bool]] = _opt(
-        "deletion-vectors.enabled", bool, False, "Deletion vectors mode (not supported by lakelog).",
-        validator=_must_be_false("deletion vectors"))
+        "deletion-vectors.enabled", bool, False,
+        "Merge-on-write: compactions mark the rows they supersede in per-file deletion vectors, and "
+        "reads open each file above level 0 alone (primary-key tables; level-0 files are visible "
+        "once compacted, which every commit does). Set when the table is created.",
+        immutable=True)
+    DELETION_VECTORS_BITMAP64: ClassVar[ConfigOption[bool]] = _opt(
+        "deletion-vectors.bitmap64", bool, False,
+        "Write deletion vectors as 64-bit Roaring bitmaps (the layout Iceberg reads) instead of "
+        "32-bit ones.")
 
     # ---- merge tree ---------------------------------------------------------------------------------
     MERGE_ENGINE: ClassVar[ConfigOption[MergeEngine]] = _opt(
@@ -1160,6 +1160,14 @@ class CoreOptions:
     @property
     def rowkind_field(self) -> str | None:
         return self.get(self.ROWKIND_FIELD)
+
+    @property
+    def deletion_vectors_enabled(self) -> bool:
+        return self.get(self.DELETION_VECTORS_ENABLED)
+
+    @property
+    def deletion_vectors_bitmap64(self) -> bool:
+        return self.get(self.DELETION_VECTORS_BITMAP64)
 
     @property
     def ignore_delete(self) -> bool:

@@ -167,6 +167,8 @@ def _validate_merge_options(
             "merge-engine 'first-row' supports changelog-producer 'none' or 'lookup', "
             f"not '{producer.value}'"
         )
+    if core.deletion_vectors_enabled:
+        _validate_deletion_vectors(has_pk, engine, producer)
     if schema.options.get("partition.expiration-time") is not None and not schema.partition_keys:
         raise OptionError("'partition.expiration-time' needs a partitioned table")
     check_partition_time_options(core, schema.partition_keys)
@@ -235,3 +237,22 @@ def _validate_merge_options(
             "there means 'keep the current value'"
         )
     default_values(schema.fields, schema.options)  # each parses as a value of its column's type
+
+
+def _validate_deletion_vectors(has_pk: bool, engine: MergeEngine, producer: ChangelogProducer) -> None:
+    """Paimon's rules for ``deletion-vectors.enabled``, and lakelog's one limit."""
+    if not has_pk:
+        raise OptionError(
+            "'deletion-vectors.enabled' on an append table (Paimon marks the rows a DELETE removes) is "
+            "not supported by lakelog yet; lakelog supports it on primary-key tables"
+        )
+    if engine == MergeEngine.FIRST_ROW:
+        raise OptionError(
+            "'deletion-vectors.enabled' cannot be used with merge-engine 'first-row': that engine never "
+            "replaces a row, so there is nothing to mark deleted (Paimon refuses it too)"
+        )
+    if producer not in (ChangelogProducer.NONE, ChangelogProducer.INPUT, ChangelogProducer.LOOKUP):
+        raise OptionError(
+            f"'deletion-vectors.enabled' works with changelog-producer 'none', 'input' or 'lookup', not "
+            f"'{producer.value}' (as in Paimon)"
+        )

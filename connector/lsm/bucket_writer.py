@@ -34,6 +34,7 @@ from lakelog.connector.format.options import ChangelogProducer
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.changelog import write_changelog
 from lakelog.connector.lsm.compaction import BucketCompactor, CompactResult, num_levels
+from lakelog.connector.lsm.deletion_vectors import BucketDeletionVectors
 from lakelog.connector.lsm.kv import merge_sorted, sort_indices
 from lakelog.connector.lsm.levels import CompactUnit, Levels
 from lakelog.connector.lsm.sort_merge import merge_streams
@@ -65,6 +66,8 @@ class WriterContext(Protocol):
 
     def committed_files(self, partition: bytes, bucket: int) -> list[DataFileMeta]: ...
 
+    def committed_vectors(self, partition: bytes, bucket: int) -> BucketDeletionVectors: ...
+
 
 __all__ = ["WriterContext", "KeyValueBucketWriter", "AppendBucketWriter"]
 
@@ -80,12 +83,21 @@ class KeyValueBucketWriter:
     """One bucket of a primary-key table."""
 
     def __init__(
-        self, tw: WriterContext, partition: bytes, bucket: int, committed: list[DataFileMeta]
+        self,
+        tw: WriterContext,
+        partition: bytes,
+        bucket: int,
+        committed: list[DataFileMeta],
+        vectors: Optional[BucketDeletionVectors] = None,
     ) -> None:
         self.tw = tw
         self.store = tw.store
         self.partition = partition
         self.bucket = bucket
+        # deletion-vector mode: the vectors of the bucket's files (see lsm/deletion_vectors.py)
+        self.dv: Optional[BucketDeletionVectors] = None
+        if self.store.options.deletion_vectors_enabled:
+            self.dv = vectors if vectors is not None else BucketDeletionVectors({}, None)
         self.levels = Levels.of(committed, num_levels(self.store))
         self.committed = list(committed)  # the bucket's files in the last snapshot this writer knows
         self.next_seq = max((f.max_sequence_number for f in committed), default=-1) + 1
@@ -107,6 +119,7 @@ class KeyValueBucketWriter:
         self._pending_keys: list[tuple[int, pa.Table]] = []
         self._ready_keys: list[pa.Table] = []
         self._changelog_base = [f for f in committed if f.level > 0]
+        self._changelog_base_dv = self.dv.view() if self.dv is not None else None
         self._foreign_level0 = {f.file_name: f for f in committed if f.level == 0} if self._lookup else {}
 
     # ---- input ------------------------------------------------------------------------------
@@ -193,8 +206,20 @@ class KeyValueBucketWriter:
     def _apply(self, res: CompactResult) -> None:
         self.levels.update(res.before, res.after)
         self.compacted.extend(res)
+        if self.dv is not None:
+            self.dv.update(res.removed, res.dv_marks)
         if self._lookup:
             self._note_level0_compacted(res.before)
+
+    def _compute_args(self, unit: CompactUnit) -> tuple[Any, ...]:
+        """What :meth:`BucketCompactor.compute` takes for ``unit``, as of now (deletion-vector
+        mode: the vectors and the files above level 0 outside the unit)."""
+        drop = self.compactor.drop_deletes(unit)
+        if self.dv is None:
+            return (unit, drop)
+        inside = {f.file_name for f in unit.files}
+        outside = [f for f in self.levels.all_files() if f.level > 0 and f.file_name not in inside]
+        return (unit, drop, self.dv.view(), outside)
 
     def _run(self, full: bool = False, level0: bool = False) -> bool:
         """Compact now, on this thread (after the compaction in flight, if any)."""
@@ -203,7 +228,7 @@ class KeyValueBucketWriter:
         if unit is None:
             return False
         try:
-            res = self.compactor.compute(unit, self.compactor.drop_deletes(unit))
+            res = self.compactor.compute(*self._compute_args(unit))
         except MissingFileError as e:
             self._inputs_gone(e)
             return False
@@ -243,6 +268,8 @@ class KeyValueBucketWriter:
         uncommitted level-0 files; compaction results not yet committed are dropped (they were
         computed from files that are gone), and the files they wrote deleted."""
         latest = self.tw.committed_files(self.partition, self.bucket)
+        if self.dv is not None:
+            self.dv = self.tw.committed_vectors(self.partition, self.bucket)
         keep = {f.file_name for f in latest + self.new_files + self.committed}
         done = self.compacted
         for f in done.after + done.intermediate + done.changelog:
@@ -258,8 +285,8 @@ class KeyValueBucketWriter:
         unit = self._pick()
         if unit is None:
             return False
-        drop = self.compactor.drop_deletes(unit)
-        self._running = self.tw.compaction_executor().submit(self.compactor.compute, unit, drop)
+        args = self._compute_args(unit)
+        self._running = self.tw.compaction_executor().submit(self.compactor.compute, *args)
         return True
 
     def _poll(self) -> None:
@@ -340,10 +367,11 @@ class KeyValueBucketWriter:
         if not self._ready_keys:
             return
         upper = [f for f in self.levels.all_files() if f.level > 0]
+        now = self.dv.view() if self.dv is not None else None
         self.compacted.changelog += self.compactor.lookup_changelog(
-            self._changelog_base, upper, self._ready_keys
+            self._changelog_base, upper, self._ready_keys, self._changelog_base_dv, now
         )
-        self._changelog_base = upper
+        self._changelog_base, self._changelog_base_dv = upper, now
         self._ready_keys = []
 
     # ---- commit -----------------------------------------------------------------------------
@@ -376,7 +404,9 @@ class KeyValueBucketWriter:
             if delta and (self.tw.delta_commits_before() + self.commits) % delta == 0:
                 if self._run(full=True):
                     self.tw.full_compacted = True
-            elif self._lookup and opts.lookup_wait:
+            elif self.dv is not None or (self._lookup and opts.lookup_wait):
+                # deletion vectors: level 0 is invisible to readers until compacted, so every
+                # commit pushes it up (as Paimon does by default)
                 self._run(level0=True)
         if self._lookup:
             self._lookup_changelog()
@@ -392,6 +422,11 @@ class KeyValueBucketWriter:
             compact_after=self.compacted.after,
             compact_changelog_files=self.compacted.changelog,
         )
+        if self.dv is not None and self.dv.changed:
+            msg.dv_changed, msg.dv_base = True, self.dv.base
+            msg.dv_file = self.dv.write(self.store, self.partition, self.bucket)
+            self.dv.base = msg.dv_file.file_name if msg.dv_file is not None else None
+            self.dv.changed = False
         self.committed = self.levels.all_files()
         self.new_files, self.changelog, self.compacted = [], [], CompactResult()
         self._restores = 0

@@ -12,7 +12,7 @@ columns) and are listed in the snapshot's changelog manifest list, as Paimon doe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Optional
 
 import numpy as np
@@ -58,11 +58,15 @@ def keyed_state(
     bucket: int,
     files: Sequence[DataFileMeta],
     keys: Optional[pa.Table] = None,
+    vectors: Optional[Mapping[str, np.ndarray]] = None,
 ) -> pa.Table:
-    """The merged live rows of ``files`` (one bucket), restricted to the keys in ``keys``."""
+    """The merged live rows of ``files`` (one bucket), restricted to the keys in ``keys``; with
+    ``vectors`` (deletion-vector mode) the rows of its files above level 0 that they do not delete."""
     from lakelog.connector.lsm.split_read import SplitRead
 
     split = Split(0, partition, bucket, store.options.bucket, list(files))
+    if vectors is not None:
+        split.deletion_vectors = dict(vectors)
     rows = SplitRead(store).read_splits([split]) if files else store.schema.arrow_schema().empty_table()
     if keys is not None:
         rows = semi_join(rows, keys, store.key_names)
@@ -77,10 +81,14 @@ def state_change(
     after_files: Sequence[DataFileMeta],
     keys: pa.Table,
     seq: int,
+    *,
+    before_dv: Optional[Mapping[str, np.ndarray]] = None,
+    after_dv: Optional[Mapping[str, np.ndarray]] = None,
 ) -> pa.Table:
-    """Changelog (key-value layout) for ``keys`` between two sets of files of one bucket."""
-    old = keyed_state(store, partition, bucket, before_files, keys)
-    new = keyed_state(store, partition, bucket, after_files, keys)
+    """Changelog (key-value layout) for ``keys`` between two sets of files of one bucket (with
+    their deletion vectors, in deletion-vector mode)."""
+    old = keyed_state(store, partition, bucket, before_files, keys, before_dv)
+    new = keyed_state(store, partition, bucket, after_files, keys, after_dv)
     opts = store.options
     rows, kinds = diff_by_key(
         old,

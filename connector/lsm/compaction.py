@@ -8,9 +8,11 @@ chunk, whatever the bucket size. Committing the result is the table layer's job.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
+import numpy as np
 import pyarrow as pa
 
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
@@ -18,6 +20,8 @@ from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.options import ChangelogProducer
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.changelog import state_change, write_changelog
+from lakelog.connector.lsm.diff import semi_join
+from lakelog.connector.lsm.kv import DEDUPLICATE, comparable_value, sort_indices
 from lakelog.connector.lsm.levels import (
     CompactUnit,
     EarlyFullCompaction,
@@ -51,6 +55,16 @@ class CompactResult:
     changelog: list[DataFileMeta] = field(default_factory=list)
     # written by one compaction and consumed by a later one before any commit: never committed
     intermediate: list[DataFileMeta] = field(default_factory=list)
+    # deletion-vector mode: positions of files the compaction left in place whose rows it
+    # superseded (data file name -> sorted positions)
+    dv_marks: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def removed(self) -> list[str]:
+        """Names of the files ``before`` holds that ``after`` does not (a file moved up a level
+        keeps its name)."""
+        kept = {f.file_name for f in self.after}
+        return [f.file_name for f in self.before if f.file_name not in kept]
 
     def extend(self, other: CompactResult) -> None:
         """Chain ``other`` (which ran after this) into one result for a single commit."""
@@ -64,6 +78,11 @@ class CompactResult:
         self.before += [f for f in other.before if f.file_name not in chained]
         self.after += other.after
         self.changelog += other.changelog
+        gone = set(other.removed)
+        marks = {k: v for k, v in self.dv_marks.items() if k not in gone}
+        for name, pos in other.dv_marks.items():
+            marks[name] = np.union1d(marks[name], pos) if name in marks else pos
+        self.dv_marks = marks
 
     def is_empty(self) -> bool:
         return not (self.before or self.after or self.changelog)
@@ -91,6 +110,7 @@ class BucketCompactor:
         )
         self.merge = merge_function_for(store)
         self.primary_key = store.is_primary_key_table
+        self._key_cache: dict[str, pa.Table] = {}  # deletion-vector lookups: keys of files above level 0
 
     # ---- picking --------------------------------------------------------------------------------
     def pick(self, *, full: bool = False) -> Optional[CompactUnit]:
@@ -105,11 +125,16 @@ class BucketCompactor:
         return self.picker.pick(self.levels.num_levels, runs)
 
     def pick_level0(self) -> Optional[CompactUnit]:
-        """Push every level-0 file up (lookup changelog producer): all level-0 runs plus the
-        first run above them, written into that run's level (the top level if none)."""
+        """Push every level-0 file up. Lookup changelog producer: all level-0 runs plus the first
+        run above them, written into that run's level (the top level if none). Deletion-vector
+        mode: what universal compaction picks, else the level-0 runs (and the runs after them not
+        much bigger) into the level below the first run left out, whose rows they supersede get
+        marked instead of rewritten."""
         runs = self.levels.sorted_runs()
         if not self.levels.level0:
             return None
+        if self.store.options.deletion_vectors_enabled:
+            return self.picker.pick_up_level0(self.levels.num_levels, runs)
         n0 = len(self.levels.level0)
         if n0 < len(runs):
             nxt = runs[n0]
@@ -128,9 +153,24 @@ class BucketCompactor:
         self.levels.update(res.before, res.after)
         return res
 
-    def compute(self, unit: CompactUnit, drop_deletes: bool) -> CompactResult:
+    def compute(
+        self,
+        unit: CompactUnit,
+        drop_deletes: bool,
+        vectors: Optional[Mapping[str, np.ndarray]] = None,
+        outside: Sequence[DataFileMeta] = (),
+    ) -> CompactResult:
         """The result of compacting ``unit``, without touching the levels: safe to run on a
-        background thread while the writer adds level-0 files (the unit's files never change)."""
+        background thread while the writer adds level-0 files (the unit's files never change).
+
+        Deletion-vector mode (``vectors``: the bucket's vectors when the unit was picked;
+        ``outside``: the bucket's files above level 0 that are not in the unit): the unit's files
+        are read without their deleted rows, retractions go (the rows they retract are marked
+        instead), and the older live rows, in ``outside``, of every key the unit's level-0 files
+        hold are marked deleted in ``dv_marks`` (merged into the output first, unless the engine
+        is a plain deduplicate, where the newer row wins anyway)."""
+        if vectors is not None:
+            return self._compute_merge_on_write(unit, vectors, outside)
         out_level = unit.output_level
         produce_full_changelog = (
             self.primary_key
@@ -147,6 +187,73 @@ class BucketCompactor:
         after = self._rewrite(unit.files, out_level, drop_deletes)
         return CompactResult(list(unit.files), after, changelog)
 
+    # ---- deletion vectors (merge-on-write) ---------------------------------------------------
+    def _compute_merge_on_write(
+        self, unit: CompactUnit, vectors: Mapping[str, np.ndarray], outside: Sequence[DataFileMeta]
+    ) -> CompactResult:
+        level0 = [f for f in unit.files if f.level == 0]
+        if not level0 and len(unit.files) == 1 and unit.files[0].level != unit.output_level:
+            f = unit.files[0]  # a move up: metadata only, and its deletion vector keeps its name
+            return CompactResult([f], [f.upgrade(unit.output_level)])
+        marks: dict[str, np.ndarray] = {}
+        older: Optional[pa.Table] = None
+        if level0 and outside:
+            keys = pa.concat_tables([self.keys_of(f) for f in level0])
+            keys = keys.group_by(self.store.key_names).aggregate([])
+            marks, older = self._older_rows(keys, vectors, outside, rows=self.merge is not DEDUPLICATE)
+        after = self._rewrite(unit.files, unit.output_level, True, vectors=vectors, older=older)
+        live = {f.file_name for f in outside}
+        for name in [n for n in self._key_cache if n not in live]:  # compacted away: never looked up again
+            del self._key_cache[name]
+        return CompactResult(list(unit.files), after, dv_marks=marks)
+
+    def _older_rows(
+        self, keys: pa.Table, vectors: Mapping[str, np.ndarray], files: Sequence[DataFileMeta], *, rows: bool
+    ) -> tuple[dict[str, np.ndarray], Optional[pa.Table]]:
+        """(positions of the live rows of ``files`` holding one of ``keys``, by file; with ``rows``
+        those rows too, in the key-value layout and sorted by key)."""
+        store = self.store
+        names = store.key_names
+        kcols = [key_column(k) for k in names]
+        lo, hi = _key_range(keys, names)
+        decode = key_decoder(store.key_types)
+        read = SplitRead(store)
+        marks: dict[str, np.ndarray] = {}
+        found: list[pa.Table] = []
+        for f in files:
+            if decode(f.max_key) < lo or decode(f.min_key) > hi:
+                continue
+            held = self._file_keys(f)
+            hit = semi_join(held, keys.rename_columns(kcols), kcols)
+            if hit.num_rows == 0:
+                continue
+            pos = hit.column(_POSITION).to_numpy().astype(np.uint64)
+            dead = vectors.get(f.file_name)
+            if dead is not None and len(dead):
+                pos = pos[~np.isin(pos, dead)]
+            if not len(pos):
+                continue
+            marks[f.file_name] = np.sort(pos)
+            if rows:
+                whole = read.read_file(self._split([f]), f, system=True)
+                found.append(whole.take(pa.array(marks[f.file_name].astype(np.int64))))
+        if not rows or not found:
+            return marks, None
+        older = pa.concat_tables(found)
+        return marks, older.take(pa.array(sort_indices(older, kcols)))
+
+    def _file_keys(self, f: DataFileMeta) -> pa.Table:
+        """The key columns (``_KEY_*``) of a data file with each row's position, kept for the
+        compactor's life (files never change), so that later commits look keys up in memory."""
+        got = self._key_cache.get(f.file_name)
+        if got is None:
+            names = self.store.key_names
+            t = SplitRead(self.store, columns=names).read_file(self._split([f]), f, system=True)
+            got = t.select([key_column(k) for k in names])
+            got = got.append_column(_POSITION, pa.array(np.arange(got.num_rows, dtype=np.int64)))
+            self._key_cache[f.file_name] = got
+        return got
+
     # ---- lookup changelog -------------------------------------------------------------------
     def keys_of(self, f: DataFileMeta) -> pa.Table:
         """Every key a data file holds (deleted ones too), as table columns."""
@@ -155,7 +262,12 @@ class BucketCompactor:
         return t.select([key_column(k) for k in names]).rename_columns(names)
 
     def lookup_changelog(
-        self, before_upper: list[DataFileMeta], after_upper: list[DataFileMeta], keys: list[pa.Table]
+        self,
+        before_upper: list[DataFileMeta],
+        after_upper: list[DataFileMeta],
+        keys: list[pa.Table],
+        before_dv: Optional[Mapping[str, np.ndarray]] = None,
+        after_dv: Optional[Mapping[str, np.ndarray]] = None,
     ) -> list[DataFileMeta]:
         """Changelog files of the lookup producer: for ``keys`` (those of level-0 files that were
         compacted up), the change from the bucket's files above level 0 before to after. Produced
@@ -165,24 +277,44 @@ class BucketCompactor:
         names = self.store.key_names
         distinct = pa.concat_tables(keys).group_by(names).aggregate([])
         seq = max((f.max_sequence_number for f in after_upper), default=0)
-        kv = state_change(self.store, self.partition, self.bucket, before_upper, after_upper, distinct, seq)
+        kv = state_change(
+            self.store, self.partition, self.bucket, before_upper, after_upper, distinct, seq,
+            before_dv=before_dv, after_dv=after_dv,
+        )
         return write_changelog(self.store, self.partition, self.bucket, kv)
 
     def _split(self, files: list[DataFileMeta]) -> Split:
         return Split(0, self.partition, self.bucket, self.store.options.bucket, files)
 
-    def _rewrite(self, files: list[DataFileMeta], level: int, drop_deletes: bool) -> list[DataFileMeta]:
+    def _rewrite(
+        self,
+        files: list[DataFileMeta],
+        level: int,
+        drop_deletes: bool,
+        *,
+        vectors: Optional[Mapping[str, np.ndarray]] = None,
+        older: Optional[pa.Table] = None,
+    ) -> list[DataFileMeta]:
+        """Merge ``files`` into sorted files at ``level``; with ``vectors`` without the rows they
+        delete, and ``older`` (rows of other files, key-sorted) merged in as the oldest run."""
         store = self.store
         read = SplitRead(store)
         split = self._split(files)
         writer = store.file_writer(self.partition, self.bucket).rolling(level=level, file_source=1)
+        dead = vectors or {}
         try:
             if self.primary_key:
                 keys = [key_column(k) for k in store.key_names]
                 cols = keys + [SEQUENCE_NUMBER, VALUE_KIND] + read.read_columns
                 key_types = store.key_types
-                for sec in sections(files, key_decoder(key_types)):
-                    streams = [read.iter_file(split, f, system=True) for f in sec]
+                # rows of other files join the merge: one section then (they may fall in any)
+                groups = sections(files, key_decoder(key_types)) if older is None else [list(files)]
+                for sec in groups:
+                    streams = [
+                        read.iter_file(split, f, system=True, deleted=dead.get(f.file_name)) for f in sec
+                    ]
+                    if older is not None:
+                        streams.append(iter([older.select(cols)]))
                     for merged in merge_streams(streams, keys, merge=self.merge, drop_deletes=drop_deletes):
                         writer.write(merged.select(cols))
             else:
@@ -228,3 +360,17 @@ class BucketCompactor:
             seq,
         )
         return write_changelog(store, self.partition, self.bucket, kv)
+
+
+_POSITION = "__lakelog_position"
+
+
+def _key_range(keys: pa.Table, names: Sequence[str]) -> tuple[Any, Any]:
+    """The smallest and largest of ``keys`` (columns ``names``), as :func:`key_decoder` gives a
+    file's min and max key, for comparing with them."""
+    order = sort_indices(keys, list(names))
+    first, last = keys.slice(int(order[0]), 1).to_pylist()[0], keys.slice(int(order[-1]), 1).to_pylist()[0]
+    return (
+        tuple(comparable_value(first[n]) for n in names),
+        tuple(comparable_value(last[n]) for n in names),
+    )

@@ -170,6 +170,18 @@ class UniversalCompaction:
             self.early.full_compaction_picked()
         return unit
 
+    def pick_up_level0(self, num_levels: int, runs: Sequence[SortedRun]) -> Optional[CompactUnit]:
+        """What :meth:`pick` picks; else every level-0 run, with the runs after it that are not
+        much bigger (size ratio), written one level below the first run left out: level 0 leaves
+        without rewriting the big runs above it (Paimon's ``ForceUpLevel0Compaction``)."""
+        unit = self.pick(num_levels, runs)
+        if unit is not None:
+            return unit
+        n0 = 0
+        while n0 < len(runs) and runs[n0].level == 0:
+            n0 += 1
+        return self._pick_for_size_ratio(num_levels - 1, runs, n0, force=True) if n0 else None
+
     def _pick(self, max_level: int, runs: Sequence[SortedRun]) -> Optional[CompactUnit]:
         if self.early is not None and self.early.enabled:
             unit = self.early.pick(max_level, runs)

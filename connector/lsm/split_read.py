@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -25,6 +26,7 @@ from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.schema_evolution import evolve_table, physical_names
 from lakelog.connector.format.store import TableStore, file_schema
 from lakelog.connector.format.types import DataType
+from lakelog.connector.lsm.deletion_vectors import DeletionVectorReader, keep_mask
 from lakelog.connector.lsm.kv import DEDUPLICATE, MergeFunction, comparable_value
 from lakelog.connector.lsm.merge.engine import merge_function_for
 from lakelog.connector.lsm.sort_merge import merge_streams
@@ -108,6 +110,7 @@ class SplitRead:
         # (sequence fields, sequence groups, every aggregated field): merge whole rows, project after
         plain = self.merge_function is DEDUPLICATE
         self.merge_read_columns = self.read_columns if plain else list(full.names)
+        self._vectors = DeletionVectorReader()
 
     # ---- files ------------------------------------------------------------------------------------
     def _file_schema(self, schema_id: int) -> TableSchema:
@@ -146,9 +149,29 @@ class SplitRead:
         system: bool,
         batch_rows: int = 0,
         columns: Optional[Sequence[str]] = None,
+        deleted: Optional[np.ndarray] = None,
     ) -> Iterator[pa.Table]:
         """A data file's rows in chunks: system columns (when ``system``) and the read columns,
-        evolved to the current schema."""
+        evolved to the current schema; without the rows at the positions ``deleted`` names (its
+        deletion vector)."""
+        if deleted is None or len(deleted) == 0:
+            yield from self._iter_file(split, f, system=system, batch_rows=batch_rows, columns=columns)
+            return
+        start = 0
+        for chunk in self._iter_file(split, f, system=system, batch_rows=batch_rows, columns=columns):
+            keep = keep_mask(deleted, start, chunk.num_rows)
+            start += chunk.num_rows
+            yield chunk if keep is None else chunk.filter(pa.array(keep))
+
+    def _iter_file(
+        self,
+        split: Split,
+        f: DataFileMeta,
+        *,
+        system: bool,
+        batch_rows: int = 0,
+        columns: Optional[Sequence[str]] = None,
+    ) -> Iterator[pa.Table]:
         path = self.store.data_file_path(split.partition, split.bucket, f.file_name, f.external_path)
         sys_cols = self.key_names + [SEQUENCE_NUMBER, VALUE_KIND] if system else []
         rows = batch_rows or self.batch_rows
@@ -172,8 +195,18 @@ class SplitRead:
             yield values
 
     # ---- splits -----------------------------------------------------------------------------------
+    def deleted(self, split: Split, f: DataFileMeta) -> Optional[np.ndarray]:
+        """The positions of ``f`` that the split's deletion vectors delete (None: not in
+        deletion-vector mode)."""
+        if split.deletion_vectors is None:
+            return None
+        return self._vectors.positions(split.deletion_vectors.get(f.file_name))
+
     def read_split(self, split: Split) -> Iterator[pa.Table]:
         """Tables of the split's rows (chunks of sections), projected and filtered."""
+        if split.deletion_vectors is not None and self.store.is_primary_key_table:
+            yield from self._read_without_merge(split)
+            return
         if not self.store.is_primary_key_table:
             for f in sorted(split.files, key=lambda f: f.min_sequence_number):
                 for chunk in self.iter_file(split, f, system=False):
@@ -188,6 +221,45 @@ class SplitRead:
             streams = [self.iter_file(split, f, system=True, columns=self.merge_read_columns) for f in sec]
             for merged in merge_streams(streams, self.key_names, merge=self.merge_function):
                 yield self._finish(merged)
+
+    def _read_without_merge(self, split: Split) -> Iterator[pa.Table]:
+        """Deletion-vector mode: every file above level 0 alone, without its deleted rows. A file
+        holding retractions (Paimon may leave them in files it wrote) keeps only its inserts and
+        updates.
+
+        Level-0 files (not compacted yet: a snapshot between a commit's APPEND and its COMPACT,
+        or the rows of write-only writers) are merged with the files whose key ranges they
+        overlap, so that every snapshot reads as what was committed. Paimon's readers skip them
+        until a compaction has pushed them up."""
+        upper = [f for f in split.files if f.level > 0]
+        if len(upper) == len(split.files):
+            groups = [[f] for f in sorted(upper, key=lambda f: (f.level, f.file_name))]
+        else:
+            groups = sections(split.files, key_decoder(self._key_types))
+        for sec in groups:
+            if all(f.level > 0 for f in sec):
+                for f in sec:
+                    yield from self._read_alone(split, f)
+                continue
+            streams = [
+                self.iter_file(
+                    split, f, system=True, columns=self.merge_read_columns, deleted=self.deleted(split, f)
+                )
+                for f in sec
+            ]
+            for merged in merge_streams(streams, self.key_names, merge=self.merge_function):
+                yield self._finish(merged)
+
+    def _read_alone(self, split: Split, f: DataFileMeta) -> Iterator[pa.Table]:
+        deleted = self.deleted(split, f)
+        if f.delete_row_count == 0:
+            for chunk in self.iter_file(split, f, system=False, deleted=deleted):
+                yield self._finish(chunk)
+            return
+        for chunk in self.iter_file(split, f, system=True, deleted=deleted):
+            kinds = chunk.column(VALUE_KIND)
+            live = pc.is_in(kinds, value_set=pa.array([0, 2], kinds.type))
+            yield self._finish(chunk.filter(live).select(self.read_columns))
 
     def _finish(self, t: pa.Table) -> pa.Table:
         if self.filter is not None and t.num_rows:

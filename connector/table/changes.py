@@ -44,7 +44,7 @@ from lakelog.connector.log.publisher import BucketChanges
 from lakelog.connector.lsm.diff import diff_by_key
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
-from lakelog.connector.table.scan import plan_splits
+from lakelog.connector.table.scan import deletion_vectors_of, plan_splits
 
 __all__ = [
     "ROWKIND_COLUMN",
@@ -79,13 +79,21 @@ def overwrite_rows(store: TableStore, snapshot: Snapshot, read: Optional[SplitRe
     read = read if read is not None else SplitRead(store)
     parts: list[pa.Table] = []
     entries = store.delta_entries(snapshot)
+    # deletion-vector mode: the files it deleted are read with the vectors they had before it
+    before = deletion_vectors_of(store, store.snapshot_manager.snapshot(snapshot.id - 1)) if (
+        store.options.deletion_vectors_enabled and snapshot.id > 1
+    ) else None
     for kind, code in ((1, RowKind.DELETE), (KIND_ADD, RowKind.INSERT)):
         groups: dict[tuple[bytes, int], list[ManifestEntry]] = {}
         for e in entries:
             if e.kind == kind:
                 groups.setdefault((e.partition, e.bucket), []).append(e)
+        vectors = before if kind == 1 else deletion_vectors_of(store, snapshot)
         splits = [
-            Split(snapshot.id, p, b, es[0].total_buckets, [e.file for e in es])
+            Split(
+                snapshot.id, p, b, es[0].total_buckets, [e.file for e in es],
+                deletion_vectors=None if vectors is None else dict(vectors.get((p, b), {})),
+            )
             for (p, b), es in sorted(groups.items(), key=lambda kv: kv[0])
         ]
         if splits:

@@ -26,7 +26,7 @@ from lakelog.connector.errors import (
     TableNotFoundError,
 )
 from lakelog.connector.format.commit_message import CommitMessage
-from lakelog.connector.format.index_file import IndexManifestEntry
+from lakelog.connector.format.index_file import DELETION_VECTORS_INDEX, IndexManifestEntry
 from lakelog.connector.format.index_manifest import combine_index_entries
 from lakelog.connector.format.manifest import DataFileMeta, ManifestEntry, ManifestFileMeta, merge_entries
 from lakelog.connector.format.options import LogSystem
@@ -202,7 +202,7 @@ class TableCommit:
                 self.compaction_discarded = True
             messages = [m for m in messages if (m.partition, m.bucket) not in rebase.buckets]
         _, compacts = _split(messages)
-        if compacts.entries or compacts.changelog:
+        if compacts.entries or compacts.changelog or compacts.messages:
             try:
                 first_guard = guard if last is None else None  # our own APPEND snapshot is not news
                 last = self._commit_delta(compacts, commit_identifier, properties, first_guard)
@@ -304,17 +304,15 @@ class TableCommit:
         replays its committables must keep them instead."""
         store = self.store
         appended = len(self.published) > 0
+        self._discard_compaction(messages)
+        if appended:
+            return
         for m in messages:
-            inputs = {f.file_name for f in m.compact_before}
-            files = [f for f in m.compact_after + m.compact_changelog_files if f.file_name not in inputs]
-            if not appended:
-                files += m.new_files + m.changelog_files
-            for f in files:
+            for f in m.new_files + m.changelog_files:
                 store.file_io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))
-            if not appended:
-                for meta in m.index_files:
-                    entry = IndexManifestEntry(0, m.partition, m.bucket, meta)
-                    store.file_io.delete(store.index_file_path(entry))
+            for meta in m.index_files:
+                entry = IndexManifestEntry(0, m.partition, m.bucket, meta)
+                store.file_io.delete(store.index_file_path(entry))
 
     def last_committed_identifier(self) -> int:
         """The highest commit identifier this commit user has committed (0 if none); batch commits
@@ -326,13 +324,17 @@ class TableCommit:
         return 0
 
     def _discard_compaction(self, messages: Sequence[CommitMessage]) -> None:
-        """Delete the files that uncommitted compaction results wrote (never an upgraded input)."""
+        """Delete the files that uncommitted compaction results wrote (never an upgraded input),
+        their deletion vectors included."""
         store = self.store
         for m in messages:
             inputs = {f.file_name for f in m.compact_before}
             for f in m.compact_after + m.compact_changelog_files:
                 if f.file_name not in inputs:
                     store.file_io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))
+            if m.dv_file is not None:
+                dv = IndexManifestEntry(0, m.partition, m.bucket, m.dv_file)
+                store.file_io.delete(store.index_file_path(dv))
 
     def _find_committed(self, identifier: int) -> Optional[int]:
         if identifier == BATCH_COMMIT_IDENTIFIER:
@@ -561,13 +563,20 @@ class TableCommit:
         changes no index file, else a new full-state manifest."""
         store = self.store
         previous = store.index_entries(latest)
-        if hash_index is not None:
+        dropped = None
+        if delta.kind == CommitKind.COMPACT:  # a compaction's deletion vectors
+            changed = [m for m in delta.messages if m.dv_changed]
+            self._check_dv_bases(previous, changed)
+            added = [IndexManifestEntry(0, m.partition, m.bucket, m.dv_file) for m in changed if m.dv_file]
+            emptied = {(m.partition, m.bucket, DELETION_VECTORS_INDEX) for m in changed if m.dv_file is None}
+            if any(e.slot() in emptied for e in previous):
+                dropped = lambda e: e.slot() in emptied  # noqa: E731
+        elif hash_index is not None:
             added = hash_index.resolve(previous, delta.messages)
         else:
             added = [
                 IndexManifestEntry(0, m.partition, m.bucket, f) for m in delta.messages for f in m.index_files
             ]
-        dropped = None
         if overwrite is not None and any(e.bucket >= 0 and overwrite(e.partition) for e in previous):
             dropped = lambda e: e.bucket >= 0 and overwrite(e.partition)  # noqa: E731
         if not added and dropped is None:
@@ -576,6 +585,22 @@ class TableCommit:
         if not entries and (latest is None or not latest.index_manifest):
             return None
         return store.index_manifest_file.write(entries)
+
+    def _check_dv_bases(
+        self, previous: Sequence[IndexManifestEntry], changed: Sequence[CommitMessage]
+    ) -> None:
+        """Deletion vectors are replaced a bucket at a time: a compaction's new file holds every
+        vector of its bucket as the compaction saw them, so the bucket's live file must still be
+        the one it started from (another compaction would otherwise lose its marks)."""
+        live = {e.slot(): e.index_file.file_name for e in previous}
+        for m in changed:
+            now = live.get((m.partition, m.bucket, DELETION_VECTORS_INDEX))
+            if now != m.dv_base:
+                where = partition_label(self.store, m.partition)
+                raise CommitConflictError(
+                    f"the deletion vectors of bucket {m.bucket} of {where} in {self.store.path} changed "
+                    f"since this compaction began ({m.dv_base} is now {now})"
+                )
 
     def _check_total_buckets(
         self, latest: Optional[Snapshot], entries: list[ManifestEntry], live: Optional[list[ManifestEntry]]
@@ -799,4 +824,6 @@ def _split(messages: Sequence[CommitMessage]) -> tuple[_Delta, _Delta]:
         compacts.entries += [entry(1, f) for f in m.compact_before]
         compacts.entries += [entry(0, f) for f in m.compact_after]
         compacts.changelog += [entry(0, f) for f in m.compact_changelog_files]
+        if m.dv_changed:
+            compacts.messages.append(m)  # its deletion vectors go with the compaction
     return appends, compacts

@@ -20,6 +20,7 @@ from lakelog.connector.format.lock import LockTimeoutError
 from lakelog.connector.format.options import ChangelogProducer
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.compaction import BucketCompactor, num_levels
+from lakelog.connector.lsm.deletion_vectors import BucketDeletionVectors
 from lakelog.connector.lsm.levels import (
     CompactUnit,
     Levels,
@@ -57,12 +58,15 @@ def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Opti
         if not layout.fits_record(f):
             path = store.data_file_path(split.partition, split.bucket, f.file_name, f.external_path)
             raise layout.refused_record(path)
+    dv = None
     if store.is_primary_key_table:
         levels = Levels.of(split.files, num_levels(store))
         comp = BucketCompactor(store, split.partition, split.bucket, levels)
         unit = comp.pick(full=full)
-        if unit is None and store.options.changelog_producer == ChangelogProducer.LOOKUP:
-            unit = comp.pick_level0()  # level-0 data waits for its lookup changelog
+        if split.deletion_vectors is not None:
+            dv = BucketDeletionVectors.of_split(split.deletion_vectors)
+        if unit is None and (store.options.changelog_producer == ChangelogProducer.LOOKUP or dv is not None):
+            unit = comp.pick_level0()  # level-0 data waits for its lookup changelog / its vectors
     else:
         levels = Levels.of([f.upgrade(0) if f.level else f for f in split.files], num_levels(store))
         comp = BucketCompactor(store, split.partition, split.bucket, levels)
@@ -71,7 +75,15 @@ def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Opti
     if unit is None:
         return None
     before_upper = [f for f in split.files if f.level > 0]
-    res = comp.run(unit)
+    before_dv = dv.view() if dv is not None else None
+    if dv is None:
+        res = comp.run(unit)
+    else:  # merge-on-write: the unit's rows supersede older rows outside it, which get marked
+        inside = {f.file_name for f in unit.files}
+        outside = [f for f in before_upper if f.file_name not in inside]
+        res = comp.compute(unit, True, dv.view(), outside)
+        levels.update(res.before, res.after)
+        dv.update(res.removed, res.dv_marks)
     if (
         store.is_primary_key_table
         and store.options.changelog_producer == ChangelogProducer.LOOKUP
@@ -80,8 +92,9 @@ def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Opti
         # level-0 data moves up: its changelog (write-only writers leave this to compaction)
         keys = [comp.keys_of(f) for f in unit.files if f.level == 0]
         upper = [f for f in levels.all_files() if f.level > 0]
-        res.changelog += comp.lookup_changelog(before_upper, upper, keys)
-    return CommitMessage(
+        after_dv = dv.view() if dv is not None else None
+        res.changelog += comp.lookup_changelog(before_upper, upper, keys, before_dv, after_dv)
+    msg = CommitMessage(
         partition=split.partition,
         bucket=split.bucket,
         total_buckets=split.total_buckets,
@@ -89,6 +102,10 @@ def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Opti
         compact_after=res.after,
         compact_changelog_files=res.changelog,
     )
+    if dv is not None and dv.changed:
+        msg.dv_changed, msg.dv_base = True, dv.base
+        msg.dv_file = dv.write(store, split.partition, split.bucket)
+    return msg
 
 
 def compact_table(
@@ -163,9 +180,6 @@ def compact_table(
 
 
 def _discard(store: TableStore, messages: list[CommitMessage]) -> None:
-    """Delete what uncommitted compactions wrote (an upgraded file stays: it is the live input)."""
-    for m in messages:
-        live = {f.file_name for f in m.compact_before}
-        for f in m.compact_after + m.compact_changelog_files:
-            if f.file_name not in live:
-                store.file_io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))
+    """Delete what uncommitted compactions wrote (an upgraded file stays: it is the live input),
+    their deletion-vector files included."""
+    TableCommit(store).discard_unpublished(messages)

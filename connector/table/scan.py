@@ -23,7 +23,7 @@ from lakelog.connector.format.types import DataType
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import referenced_columns
 
-__all__ = ["plan_splits"]
+__all__ = ["plan_splits", "deletion_vectors_of"]
 
 
 def _typed(v: Any, atype: pa.DataType) -> pc.Expression:
@@ -130,11 +130,32 @@ def plan_splits(
     groups: dict[tuple[bytes, int], list[ManifestEntry]] = {}
     for e in entries:
         groups.setdefault((e.partition, e.bucket), []).append(e)
+    vectors = deletion_vectors_of(store, snapshot)
     splits = []
     for (part, bucket), es in groups.items():
-        splits.append(Split(snapshot.id, part, bucket, es[0].total_buckets, [e.file for e in es]))
+        split = Split(snapshot.id, part, bucket, es[0].total_buckets, [e.file for e in es])
+        if vectors is not None:
+            split.deletion_vectors = dict(vectors.get((part, bucket), {}))
+        splits.append(split)
     splits.sort(key=lambda s: (s.partition, s.bucket))
     return splits
+
+
+def deletion_vectors_of(
+    store: TableStore, snapshot: Snapshot
+) -> Optional[dict[tuple[bytes, int], dict[str, Any]]]:
+    """Deletion-vector mode: each (partition, bucket)'s deletion files in ``snapshot``, for
+    :attr:`Split.deletion_vectors`; None otherwise."""
+    if not store.options.deletion_vectors_enabled:
+        return None
+    from lakelog.connector.format.index_file import DELETION_VECTORS_INDEX
+    from lakelog.connector.lsm.deletion_vectors import deletion_files
+
+    out: dict[tuple[bytes, int], dict[str, Any]] = {}
+    for e in store.index_entries(snapshot):
+        if e.index_file.index_type == DELETION_VECTORS_INDEX:
+            out.setdefault((e.partition, e.bucket), {}).update(deletion_files(store, e))
+    return out
 
 
 def _prune(
@@ -162,8 +183,9 @@ def _prune(
             )
         keep_parts = {parts[i] for i in _surviving(guarantees, arrow_schema, expr)}
         entries = [e for e in entries if e.partition in keep_parts]
-    # 2. file skipping by min/max statistics
-    if store.is_primary_key_table:
+    # 2. file skipping by min/max statistics (a primary-key table's values too in deletion-vector
+    #    mode, where each file above level 0 is read alone)
+    if store.is_primary_key_table and not store.options.deletion_vectors_enabled:
         names, types = store.key_names, store.key_types
         stat_of = lambda f: f.key_stats  # noqa: E731
     else:
@@ -175,8 +197,11 @@ def _prune(
     guarantees = []
     for e in entries:
         f = e.file
+        if store.is_primary_key_table and store.options.deletion_vectors_enabled and f.level == 0:
+            guarantees.append(pc.scalar(True))  # level 0 is for compaction, not read
+            continue
         if (
-            not store.is_primary_key_table
+            stat_of(f) is f.value_stats
             and f.value_stats_cols is not None
             and list(f.value_stats_cols) != names
         ):

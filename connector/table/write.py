@@ -404,6 +404,13 @@ class TableWrite:
         _, live = self.store.on_latest(self.store.live_entries)
         return [e.file for e in live if e.partition == partition and e.bucket == bucket]
 
+    def committed_vectors(self, partition: bytes, bucket: int) -> Any:
+        """The bucket's deletion vectors in the latest snapshot (deletion-vector mode)."""
+        from lakelog.connector.lsm.deletion_vectors import BucketDeletionVectors
+
+        _, index = self.store.on_latest(self.store.index_entries)
+        return BucketDeletionVectors.load(self.store, _dv_entry(index, partition, bucket))
+
     def _hash_index(self, partition: bytes, bucket: int) -> Any:
         from lakelog.connector.table.dynamic_bucket import BucketHashIndex
 
@@ -429,9 +436,11 @@ class TableWrite:
         from lakelog.connector.lsm.bucket_writer import AppendBucketWriter, KeyValueBucketWriter
 
         dynamic = self.mode == BucketMode.HASH_DYNAMIC
+        vectors = self.pk and self.store.options.deletion_vectors_enabled
 
         def read(snap: Optional[Snapshot]) -> tuple[list[Any], list[IndexManifestEntry]]:
-            return self.store.live_entries(snap), (self.store.index_entries(snap) if dynamic else [])
+            wanted = dynamic or vectors
+            return self.store.live_entries(snap), (self.store.index_entries(snap) if wanted else [])
 
         latest, (live, index) = self.store.on_latest(read)  # retried when expired under us
         if self.view_snapshot_id is None:
@@ -450,10 +459,18 @@ class TableWrite:
             for p in partitions:
                 if not self.assigner.loaded(p):
                     self.assigner.load(p, index)
-        cls = KeyValueBucketWriter if self.pk else AppendBucketWriter
         for (p, b), fs in files.items():
-            if (p, b) not in self._buckets:
-                self._buckets[(p, b)] = cls(self, p, b, fs)
+            if (p, b) in self._buckets:
+                continue
+            if not self.pk:
+                self._buckets[(p, b)] = AppendBucketWriter(self, p, b, fs)
+                continue
+            dv = None
+            if vectors:
+                from lakelog.connector.lsm.deletion_vectors import BucketDeletionVectors
+
+                dv = BucketDeletionVectors.load(self.store, _dv_entry(index, p, b))
+            self._buckets[(p, b)] = KeyValueBucketWriter(self, p, b, fs, dv)
         self._restored |= partitions
 
     # ---- dynamic modes: refreshing the view, cross-partition keys --------------------------------
@@ -622,8 +639,8 @@ class TableWrite:
         from lakelog.connector.lsm.split_read import key_decoder, sections
 
         files = m.new_files
-        if not files or any(f.level != 0 for f in files):
-            return m
+        if not files or any(f.level != 0 for f in files) or m.compact_before:
+            return m  # (a compaction that took them up already: deletion-vector mode)
         if any(len(s) > 1 for s in sections(files, key_decoder(self.store.key_types))):
             return m
         top = max_level(self.store)
@@ -677,6 +694,18 @@ class TableWrite:
 
 _WRITE_THREADS = 4
 _COMPACT_THREADS = 4
+
+
+def _dv_entry(
+    index: Sequence[IndexManifestEntry], partition: bytes, bucket: int
+) -> Optional[IndexManifestEntry]:
+    """The bucket's deletion-vector index entry among ``index`` (None: it has no vectors)."""
+    from lakelog.connector.format.index_file import DELETION_VECTORS_INDEX
+
+    for e in index:
+        if e.slot() == (partition, bucket, DELETION_VECTORS_INDEX):
+            return e
+    return None
 
 
 def _in_parallel(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
