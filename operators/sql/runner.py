@@ -282,7 +282,9 @@ class LakelogSql:
             ident = jvm.org.apache.flink.table.catalog.ObjectIdentifier.of(cat, db, name)
             found = self.t_env._j_tenv.getCatalogManager().getTable(ident)
             if found.isPresent() and found.get().isTemporary():
-                return CatalogBaseTable._get(found.get().getTable())
+                table = found.get().getTable()
+                # a temporary view is no lakelog table (and has no options to ask)
+                return CatalogBaseTable._get(table) if table.getTableKind().name() == "TABLE" else None
             c = self.t_env.get_catalog(cat)
             if c is None:
                 return None
