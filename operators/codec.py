@@ -219,6 +219,8 @@ def message_to_dict(m: CommitMessage) -> dict[str, Any]:
     if m.dv_changed:  # deletion-vector mode (absent otherwise: committables of other tables unchanged)
         d["dv_base"] = m.dv_base
         d["dv_file"] = None if m.dv_file is None else dv_file_to_dict(m.dv_file)
+    if m.dv_view is not None:
+        d["dv_view"] = list(m.dv_view)
     for name in _FILE_LISTS:
         d[name] = [file_to_dict(f) for f in getattr(m, name)]
     return d
@@ -253,6 +255,11 @@ def message_from_dict(d: Any) -> CommitMessage:
             raise CorruptFileError(f"committable field 'dv_base': expected a file name, got {dv_base!r}")
         msg.dv_changed, msg.dv_base = True, dv_base
         msg.dv_file = None if d["dv_file"] is None else dv_file_from_dict(d["dv_file"])
+    if "dv_view" in d:
+        view = d["dv_view"]
+        if not isinstance(view, list) or not all(isinstance(n, str) for n in view):
+            raise CorruptFileError("committable field 'dv_view': expected a list of file names")
+        msg.dv_view = list(view)
     return msg
 
 

@@ -274,8 +274,17 @@ def test_racing_compactions_never_lose_a_mark(catalog: lakelog.Catalog) -> None:
     TableCommit(t.store).commit([first])
     before = sorted(os.listdir(t.store.index_dir))
     # its inputs are gone; and were they not, its vectors' base is: each check refuses it alone
-    vectors_only = dataclasses.replace(second, compact_before=[], compact_after=[])
-    for msg, why in ((second, "no longer in the latest snapshot"), (vectors_only, "deletion vectors of bucket 0")):
+    vectors_only = dataclasses.replace(second, compact_before=[], compact_after=[], dv_view=None)
+    # a view of the files above level 0 that is not the bucket's (another compaction rewrote one)
+    viewed = dataclasses.replace(
+        first, compact_before=[], compact_after=[], dv_changed=False,
+        dv_view=[*(first.dv_view or []), "data-gone.parquet"],
+    )
+    for msg, why in (
+        (second, "no longer in the latest snapshot"),
+        (vectors_only, "deletion vectors of bucket 0"),
+        (viewed, "files above level 0 of bucket 0 .* changed since this compaction looked up its keys"),
+    ):
         with pytest.raises(CommitConflictError, match=why):
             TableCommit(t.store).commit([msg])
     loser = TableCommit(t.store)
@@ -318,3 +327,25 @@ def test_pypaimon_reads_every_compacted_snapshot_as_lakelog_does(warehouse: str,
         want = sorted(map(tuple, (r.values() for r in t.to_arrow(snapshot_id=sid).to_pylist())))
         got = sorted(map(tuple, (r.values() for r in pp_read(warehouse, "db.t", snapshot_id=sid).to_pylist())))
         assert got == want, f"snapshot {sid}"
+
+
+def test_a_writer_on_a_stale_view_of_the_bucket_never_commits_its_lookups(catalog: lakelog.Catalog) -> None:
+    """A long-lived writer restores the bucket, then another writer rewrites the files above level
+    0 (a full compaction, which marks nothing, so the bucket's vectors stay as they were). The first
+    writer's compaction looked its keys up in files that are gone and not in the new ones: the
+    committer drops it (the rows commit at level 0), and no older row comes back."""
+    t = catalog.create_table("db.t", SCHEMA, primary_key=["id"], options=DV)
+    t.write(rows(list(range(100))))
+    t.compact(full=True)
+    with t.stream_writer() as w:
+        w.write(rows([1, 2], "stream"))
+        w.commit()  # the writer holds the bucket as of now
+        t.write(rows(list(range(50, 60)), "other"))
+        t.compact(full=True)  # rewrites the top level: new files, no marks
+        w.write(rows([55], "stream"))
+        w.commit()
+    got = content(t)
+    assert len(got) == 100 and got[1] == got[2] == got[55] == "stream" and got[56] == "other"
+    assert t.to_arrow().num_rows == 100  # each key once
+    t.write(rows([3], "later"))  # a later commit compacts what was left at level 0
+    assert content(t)[55] == "stream" and t.to_arrow().num_rows == 100

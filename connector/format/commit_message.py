@@ -41,6 +41,10 @@ class CommitMessage:
     dv_changed: bool = False
     dv_file: Optional[IndexFileMeta] = None
     dv_base: Optional[str] = None
+    # Deletion-vector mode, a compaction's view: the bucket's files above level 0 after it, as the
+    # writer saw them. Its lookups (which rows it marked) assume exactly these; the committer drops
+    # the compaction when another commit changed them meanwhile.
+    dv_view: Optional[list[str]] = None
 
     def is_empty(self) -> bool:
         return not (

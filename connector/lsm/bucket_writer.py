@@ -422,6 +422,8 @@ class KeyValueBucketWriter:
             compact_after=self.compacted.after,
             compact_changelog_files=self.compacted.changelog,
         )
+        if self.dv is not None and (self.dv.changed or msg.compact_before):
+            msg.dv_view = [f.file_name for f in self.levels.all_files() if f.level > 0]
         if self.dv is not None and self.dv.changed:
             msg.dv_changed, msg.dv_base = True, self.dv.base
             msg.dv_file = self.dv.write(self.store, self.partition, self.bucket)

@@ -567,6 +567,7 @@ class TableCommit:
         if delta.kind == CommitKind.COMPACT:  # a compaction's deletion vectors
             changed = [m for m in delta.messages if m.dv_changed]
             self._check_dv_bases(previous, changed)
+            self._check_dv_views(latest, [m for m in delta.messages if m.dv_view is not None])
             added = [IndexManifestEntry(0, m.partition, m.bucket, m.dv_file) for m in changed if m.dv_file]
             emptied = {(m.partition, m.bucket, DELETION_VECTORS_INDEX) for m in changed if m.dv_file is None}
             if any(e.slot() in emptied for e in previous):
@@ -600,6 +601,26 @@ class TableCommit:
                 raise CommitConflictError(
                     f"the deletion vectors of bucket {m.bucket} of {where} in {self.store.path} changed "
                     f"since this compaction began ({m.dv_base} is now {now})"
+                )
+
+    def _check_dv_views(self, latest: Optional[Snapshot], messages: Sequence[CommitMessage]) -> None:
+        """A merge-on-write compaction marked the older rows of its keys in the files above level
+        0 it knew of: when another commit has put other files there since (a compaction of its
+        own), those may hold older rows it never marked, so it must not commit."""
+        if not messages:
+            return
+        upper: dict[tuple[bytes, int], set[str]] = {}
+        for e in self.store.live_entries(latest):
+            if e.file.level > 0:
+                upper.setdefault((e.partition, e.bucket), set()).add(e.file.file_name)
+        for m in messages:
+            now = upper.get((m.partition, m.bucket), set()) - {f.file_name for f in m.compact_before}
+            now |= {f.file_name for f in m.compact_after if f.level > 0}
+            if now != set(m.dv_view or ()):
+                where = partition_label(self.store, m.partition)
+                raise CommitConflictError(
+                    f"the files above level 0 of bucket {m.bucket} of {where} in {self.store.path} changed "
+                    "since this compaction looked up its keys in them"
                 )
 
     def _check_total_buckets(
@@ -824,6 +845,6 @@ def _split(messages: Sequence[CommitMessage]) -> tuple[_Delta, _Delta]:
         compacts.entries += [entry(1, f) for f in m.compact_before]
         compacts.entries += [entry(0, f) for f in m.compact_after]
         compacts.changelog += [entry(0, f) for f in m.compact_changelog_files]
-        if m.dv_changed:
-            compacts.messages.append(m)  # its deletion vectors go with the compaction
+        if m.dv_changed or m.dv_view is not None:
+            compacts.messages.append(m)  # its deletion vectors (and its view) go with the compaction
     return appends, compacts

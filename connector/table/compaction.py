@@ -102,6 +102,8 @@ def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Opti
         compact_after=res.after,
         compact_changelog_files=res.changelog,
     )
+    if dv is not None:
+        msg.dv_view = [f.file_name for f in levels.all_files() if f.level > 0]
     if dv is not None and dv.changed:
         msg.dv_changed, msg.dv_base = True, dv.base
         msg.dv_file = dv.write(store, split.partition, split.bucket)
