@@ -8,6 +8,8 @@ chunk, whatever the bucket size. Committing the result is the table layer's job.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -110,7 +112,8 @@ class BucketCompactor:
         )
         self.merge = merge_function_for(store)
         self.primary_key = store.is_primary_key_table
-        self._key_cache: dict[str, pa.Table] = {}  # deletion-vector lookups: keys of files above level 0
+        # deletion vectors: the keys of files above level 0 (see _file_keys)
+        self._key_cache: dict[str, pa.Table | np.ndarray] = {}
 
     # ---- picking --------------------------------------------------------------------------------
     def pick(self, *, full: bool = False) -> Optional[CompactUnit]:
@@ -202,7 +205,7 @@ class BucketCompactor:
             keys = keys.group_by(self.store.key_names).aggregate([])
             marks, older = self._older_rows(keys, vectors, outside, rows=self.merge is not DEDUPLICATE)
         after = self._rewrite(unit.files, unit.output_level, True, vectors=vectors, older=older)
-        live = {f.file_name for f in outside}
+        live = {f.file_name for f in list(outside) + after}
         for name in [n for n in self._key_cache if n not in live]:  # compacted away: never looked up again
             del self._key_cache[name]
         return CompactResult(list(unit.files), after, dv_marks=marks)
@@ -220,14 +223,21 @@ class BucketCompactor:
         read = SplitRead(store)
         marks: dict[str, np.ndarray] = {}
         found: list[pa.Table] = []
+        wanted = keys.rename_columns(kcols)
+        probe = _int_key(wanted, kcols)
         for f in files:
             if decode(f.max_key) < lo or decode(f.min_key) > hi:
                 continue
             held = self._file_keys(f)
-            hit = semi_join(held, keys.rename_columns(kcols), kcols)
-            if hit.num_rows == 0:
+            if probe is not None and isinstance(held, np.ndarray):
+                # one integer key: a file above level 0 holds each key once, sorted; binary search
+                at = np.minimum(np.searchsorted(held, probe), len(held) - 1)
+                pos = np.unique(at[held[at] == probe]).astype(np.uint64)
+            else:
+                hit = semi_join(held, wanted, kcols)
+                pos = hit.column(_POSITION).to_numpy().astype(np.uint64)
+            if not len(pos):
                 continue
-            pos = hit.column(_POSITION).to_numpy().astype(np.uint64)
             dead = vectors.get(f.file_name)
             if dead is not None and len(dead):
                 pos = pos[~np.isin(pos, dead)]
@@ -242,16 +252,24 @@ class BucketCompactor:
         older = pa.concat_tables(found)
         return marks, older.take(pa.array(sort_indices(older, kcols)))
 
-    def _file_keys(self, f: DataFileMeta) -> pa.Table:
-        """The key columns (``_KEY_*``) of a data file with each row's position, kept for the
-        compactor's life (files never change), so that later commits look keys up in memory."""
+    def _file_keys(self, f: DataFileMeta) -> pa.Table | np.ndarray:
+        """The keys of a data file, by row position: one integer key as a numpy array, else the key
+        columns (``_KEY_*``) with a position column. Kept (files never change) for the compactor's
+        life, and in the process's :data:`FILE_KEYS` for the writers of later commits."""
         got = self._key_cache.get(f.file_name)
+        path = self.store.data_file_path(self.partition, self.bucket, f.file_name, f.external_path)
+        if got is None:
+            got = FILE_KEYS.get(path)
         if got is None:
             names = self.store.key_names
             t = SplitRead(self.store, columns=names).read_file(self._split([f]), f, system=True)
-            got = t.select([key_column(k) for k in names])
-            got = got.append_column(_POSITION, pa.array(np.arange(got.num_rows, dtype=np.int64)))
-            self._key_cache[f.file_name] = got
+            keys = t.select([key_column(k) for k in names])
+            one = _int_key(keys, keys.column_names)
+            got = one if one is not None else keys.append_column(
+                _POSITION, pa.array(np.arange(keys.num_rows, dtype=np.int64))
+            )
+            FILE_KEYS.put(path, got)
+        self._key_cache[f.file_name] = got
         return got
 
     # ---- lookup changelog -------------------------------------------------------------------
@@ -302,11 +320,18 @@ class BucketCompactor:
         split = self._split(files)
         writer = store.file_writer(self.partition, self.bucket).rolling(level=level, file_source=1)
         dead = vectors or {}
+        # deletion vectors with one integer key: the keys written, for the lookups of later commits
+        written: Optional[list[np.ndarray]] = None
         try:
             if self.primary_key:
                 keys = [key_column(k) for k in store.key_names]
                 cols = keys + [SEQUENCE_NUMBER, VALUE_KIND] + read.read_columns
                 key_types = store.key_types
+                arrow = store.schema.arrow_schema()
+                if vectors is not None and len(keys) == 1 and pa.types.is_integer(
+                    arrow.field(store.key_names[0]).type
+                ):
+                    written = []
                 # rows of other files join the merge: one section then (they may fall in any)
                 groups = sections(files, key_decoder(key_types)) if older is None else [list(files)]
                 for sec in groups:
@@ -317,6 +342,8 @@ class BucketCompactor:
                         streams.append(iter([older.select(cols)]))
                     for merged in merge_streams(streams, keys, merge=self.merge, drop_deletes=drop_deletes):
                         writer.write(merged.select(cols))
+                        if written is not None:
+                            written.append(merged.column(keys[0]).to_numpy())
             else:
                 for f in sorted(files, key=lambda f: f.min_sequence_number):
                     for chunk in read.iter_file(split, f, system=False):
@@ -330,6 +357,12 @@ class BucketCompactor:
             for m in out:
                 m.min_sequence_number, m.max_sequence_number = start, start + m.row_count - 1
                 start += m.row_count
+        if written is not None:  # the files hold the rows in the order written
+            allkeys = np.concatenate(written) if written else np.empty(0, dtype=np.int64)
+            bounds = np.cumsum([0] + [m.row_count for m in out])
+            for m, a, b in zip(out, bounds[:-1], bounds[1:]):
+                self._key_cache[m.file_name] = allkeys[a:b]
+                FILE_KEYS.put(store.data_file_path(self.partition, self.bucket, m.file_name), allkeys[a:b])
         return out
 
     def _full_compaction_changelog(self, unit: CompactUnit) -> list[DataFileMeta]:
@@ -365,6 +398,42 @@ class BucketCompactor:
 _POSITION = "__lakelog_position"
 
 
+class _FileKeys:
+    """The keys of data files by path, least recently used first out past ``max_bytes``: the
+    deletion-vector lookups of one writer's commits, and of the writers of later one-shot
+    writes in this process (data files never change, so an entry never goes stale)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[str, pa.Table | np.ndarray] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, path: str) -> Optional[pa.Table | np.ndarray]:
+        with self._lock:
+            got = self._entries.get(path)
+            if got is not None:
+                self._entries.move_to_end(path)
+            return got
+
+    def put(self, path: str, keys: pa.Table | np.ndarray) -> None:
+        size = int(keys.nbytes)
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            old = self._entries.pop(path, None)
+            if old is not None:
+                self._bytes -= int(old.nbytes)
+            self._entries[path] = keys
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, gone = self._entries.popitem(last=False)
+                self._bytes -= int(gone.nbytes)
+
+
+FILE_KEYS = _FileKeys(128 << 20)
+
+
 def _key_range(keys: pa.Table, names: Sequence[str]) -> tuple[Any, Any]:
     """The smallest and largest of ``keys`` (columns ``names``), as :func:`key_decoder` gives a
     file's min and max key, for comparing with them."""
@@ -374,3 +443,11 @@ def _key_range(keys: pa.Table, names: Sequence[str]) -> tuple[Any, Any]:
         tuple(comparable_value(first[n]) for n in names),
         tuple(comparable_value(last[n]) for n in names),
     )
+
+
+def _int_key(keys: pa.Table, names: Sequence[str]) -> Optional[np.ndarray]:
+    """The values of a one-column integer key as numpy (no nulls: keys never are); None for other
+    keys."""
+    if len(names) != 1 or not pa.types.is_integer(keys.schema.field(names[0]).type):
+        return None
+    return keys.column(names[0]).to_numpy()
