@@ -608,7 +608,7 @@ def read_data_file(
         f = _open_checked(path, expect, layout)
         _check_columns(f, path, cols, expect)
         with readable(f, path, cols) as source:
-            table = source.read(columns=cols, use_threads=False)
+            table = source.read(columns=cols, use_threads=True)
         return conform(table, schema, path)
 
 
