@@ -613,9 +613,10 @@ class TableCommit:
         for e in self.store.live_entries(latest):
             if e.file.level > 0:
                 upper.setdefault((e.partition, e.bucket), set()).add(e.file.file_name)
-        for m in messages:
+        for m in messages:  # in order: compactions of one bucket chained in one commit see each other
             now = upper.get((m.partition, m.bucket), set()) - {f.file_name for f in m.compact_before}
             now |= {f.file_name for f in m.compact_after if f.level > 0}
+            upper[(m.partition, m.bucket)] = now
             if now != set(m.dv_view or ()):
                 where = partition_label(self.store, m.partition)
                 raise CommitConflictError(
