@@ -27,13 +27,13 @@ SCHEMA = pa.schema(
 )
 
 
-def _pk_table(wh: str) -> lakelog.Table:
+def _pk_table(wh: str, **extra: str) -> lakelog.Table:
     return lakelog.Catalog(wh).create_table(
         "db.t",
         SCHEMA,
         primary_key=["dt", "id"],
         partition_by=["dt"],
-        options={"bucket": "2", "write-only": "true"},
+        options={"bucket": "2", "write-only": "true", **extra},
     )
 
 
@@ -102,7 +102,8 @@ def test_batch_job_through_the_cli(tmp_path: Any) -> None:
 def test_streaming_job_compacts_while_a_writer_writes(tmp_path: Any, flink_env: Any) -> None:
     from lakelog.jobs.compact import start_compaction
 
-    t = _pk_table(str(tmp_path / "wh"))
+    # merge-on-write: write-only writers add level 0, the job pushes it up and marks older rows
+    t = _pk_table(str(tmp_path / "wh"), **{"deletion-vectors.enabled": "true"})
     expected: dict[tuple[str, int], str] = {}
     for i in range(6):
         _write(t, "a", i, expected)
@@ -135,6 +136,8 @@ def test_streaming_job_compacts_while_a_writer_writes(tmp_path: Any, flink_env: 
     assert _content(t) == expected
     trigger = t.store.options.num_sorted_run_compaction_trigger
     assert max(sorted_run_counts(t.store).values()) <= trigger  # writes alone: `i` runs per bucket
+    marked = {e.index_file.index_type for s in snaps for e in t.store.index_entries(s)}
+    assert marked == {"DELETION_VECTORS"}  # the job marked rows instead of rewriting every file
 
 
 @pytest.mark.e2e
