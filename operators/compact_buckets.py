@@ -292,9 +292,7 @@ def _discard(store: TableStore, c: Committable) -> int:
         for f in m.compact_after + m.compact_changelog_files:
             if f.file_name in inputs or (m.partition, m.bucket, f.file_name) in live:
                 continue
-            n += store.file_io.delete(
-                store.data_file_path(m.partition, m.bucket, f.file_name, f.external_path)
-            )
+            n += store.delete_data_file(m.partition, m.bucket, f)
         if m.dv_file is not None and m.dv_file.file_name not in live_index:
             dv = IndexManifestEntry(0, m.partition, m.bucket, m.dv_file)
             n += store.file_io.delete(store.index_file_path(dv))

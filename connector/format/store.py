@@ -29,7 +29,7 @@ from lakelog.connector.format.fileio import FileIO, io_for, location, register_i
 from lakelog.connector.format.index_file import IndexManifestEntry
 from lakelog.connector.format.index_manifest import IndexManifestFile
 from lakelog.connector.format.key_value import key_column
-from lakelog.connector.format.manifest import ManifestEntry, ManifestFileMeta, merge_entries
+from lakelog.connector.format.manifest import DataFileMeta, ManifestEntry, ManifestFileMeta, merge_entries
 from lakelog.connector.format.manifest_files import ManifestFile, ManifestList
 from lakelog.connector.format.options import CoreOptions
 from lakelog.connector.format.parquet_layout import data_file_schema
@@ -239,6 +239,13 @@ class TableStore:
         if external_path:
             return location(external_path)
         return os.path.join(self.bucket_dir(partition, bucket), file_name)
+
+    def delete_data_file(self, partition: bytes, bucket: int, f: DataFileMeta) -> bool:
+        """Delete a data (or changelog) file and its extra files (a file index beside it); True
+        when the data file was there."""
+        for extra in f.extra_files:
+            self.file_io.delete(self.data_file_path(partition, bucket, extra))
+        return self.file_io.delete(self.data_file_path(partition, bucket, f.file_name, f.external_path))
 
     def index_file_path(self, entry: IndexManifestEntry) -> str:
         """Where an index file lives: ``<table>/index/``, or its bucket directory for tables made with

@@ -274,7 +274,7 @@ class KeyValueBucketWriter:
         done = self.compacted
         for f in done.after + done.intermediate + done.changelog:
             if f.file_name not in keep:
-                self.store.file_io.delete(self.store.data_file_path(self.partition, self.bucket, f.file_name))
+                self.store.delete_data_file(self.partition, self.bucket, f)
         self.compacted = CompactResult()
         self.committed = list(latest)
         self.levels = Levels.of(latest + self.new_files, num_levels(self.store))
@@ -387,7 +387,7 @@ class KeyValueBucketWriter:
         live = {f.file_name for f in res.before}
         for f in res.after + res.changelog:
             if f.file_name not in live:
-                self.store.file_io.delete(self.store.data_file_path(self.partition, self.bucket, f.file_name))
+                self.store.delete_data_file(self.partition, self.bucket, f)
 
     def prepare_commit(self, *, wait_compaction: bool = True) -> CommitMessage:
         from lakelog.connector.format.commit_message import CommitMessage
@@ -411,7 +411,7 @@ class KeyValueBucketWriter:
         if self._lookup:
             self._lookup_changelog()
         for f in self.compacted.intermediate:
-            self.store.file_io.delete(self.store.data_file_path(self.partition, self.bucket, f.file_name))
+            self.store.delete_data_file(self.partition, self.bucket, f)
         msg = CommitMessage(
             partition=self.partition,
             bucket=self.bucket,
@@ -446,7 +446,7 @@ class KeyValueBucketWriter:
             + self.compacted.intermediate
         ):
             if f.file_name not in committed:
-                fio.delete(self.store.data_file_path(self.partition, self.bucket, f.file_name))
+                self.store.delete_data_file(self.partition, self.bucket, f)
         for p in self.spills:
             fio.delete(p)
         self.new_files, self.changelog, self.compacted, self.spills = [], [], CompactResult(), []
@@ -490,7 +490,7 @@ class AppendBucketWriter:
 
     def abort(self) -> None:
         for f in self.new_files:
-            self.store.file_io.delete(self.store.data_file_path(self.partition, self.bucket, f.file_name))
+            self.store.delete_data_file(self.partition, self.bucket, f)
         self.new_files = []
 
 

@@ -295,7 +295,7 @@ class TableCommit:
     def _discard_changelog(self, messages: Sequence[CommitMessage]) -> None:
         for m in messages:
             for f in m.changelog_files + m.compact_changelog_files:
-                self.store.file_io.delete(self.store.data_file_path(m.partition, m.bucket, f.file_name))
+                self.store.delete_data_file(m.partition, m.bucket, f)
 
     def discard_unpublished(self, messages: Sequence[CommitMessage]) -> None:
         """After :meth:`commit` raised: delete the files of ``messages`` that it did not publish
@@ -309,7 +309,7 @@ class TableCommit:
             return
         for m in messages:
             for f in m.new_files + m.changelog_files:
-                store.file_io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))
+                store.delete_data_file(m.partition, m.bucket, f)
             for meta in m.index_files:
                 entry = IndexManifestEntry(0, m.partition, m.bucket, meta)
                 store.file_io.delete(store.index_file_path(entry))
@@ -331,7 +331,7 @@ class TableCommit:
             inputs = {f.file_name for f in m.compact_before}
             for f in m.compact_after + m.compact_changelog_files:
                 if f.file_name not in inputs:
-                    store.file_io.delete(store.data_file_path(m.partition, m.bucket, f.file_name))
+                    store.delete_data_file(m.partition, m.bucket, f)
             if m.dv_file is not None:
                 dv = IndexManifestEntry(0, m.partition, m.bucket, m.dv_file)
                 store.file_io.delete(store.index_file_path(dv))
@@ -807,13 +807,13 @@ class _SequenceRebase:
         for m in self.original:
             if (m.partition, m.bucket) in self.buckets:
                 for f in m.new_files + m.changelog_files:
-                    self.store.file_io.delete(self.store.data_file_path(m.partition, m.bucket, f.file_name))
+                    self.store.delete_data_file(m.partition, m.bucket, f)
         self._copies = []
 
     def abandon(self) -> None:
         """Delete the copies not (or not yet) published."""
         for partition, bucket, f in self._copies:
-            self.store.file_io.delete(self.store.data_file_path(partition, bucket, f.file_name))
+            self.store.delete_data_file(partition, bucket, f)
         self._copies = []
 
 

@@ -51,13 +51,18 @@ def _snapshot_references(store: TableStore, s: Snapshot) -> tuple[set[str], set[
             meta.add(m.file_name)
             entries.extend(store.read_manifest(m.file_name))
     for e in entries:
-        data.add(store.data_file_path(e.partition, e.bucket, e.file.file_name, e.file.external_path))
-        for extra in e.file.extra_files:
-            data.add(store.data_file_path(e.partition, e.bucket, extra))
+        data |= _entry_paths(store, e)
     if s.index_manifest:
         meta.add(s.index_manifest)
         data |= _index_files(store, s)
     return data, meta
+
+
+def _entry_paths(store: TableStore, e: ManifestEntry) -> set[str]:
+    """A data file's path and its extra files' (a file index written beside it)."""
+    out = {store.data_file_path(e.partition, e.bucket, e.file.file_name, e.file.external_path)}
+    out.update(store.data_file_path(e.partition, e.bucket, extra) for extra in e.file.extra_files)
+    return out
 
 
 def _index_files(store: TableStore, s: Snapshot) -> set[str]:
@@ -95,10 +100,9 @@ def _other_references(store: TableStore) -> list[Snapshot]:
 
 
 def _live_data_files(store: TableStore, s: Snapshot) -> set[str]:
-    live = {
-        store.data_file_path(e.partition, e.bucket, e.file.file_name, e.file.external_path)
-        for e in store.live_entries(s)
-    }
+    live: set[str] = set()
+    for e in store.live_entries(s):
+        live |= _entry_paths(store, e)
     return live | _index_files(store, s)
 
 
@@ -200,7 +204,7 @@ def _delete_unreferenced(
     # the first kept snapshot's delta may delete files that only expired snapshots still held
     if kept:
         for e in store.delta_entries(kept[0]):
-            cand_data.add(store.data_file_path(e.partition, e.bucket, e.file.file_name, e.file.external_path))
+            cand_data |= _entry_paths(store, e)
     dead_data = sorted(cand_data - live_data)
     for path in dead_data:
         store.file_io.delete(path)
