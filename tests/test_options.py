@@ -365,6 +365,14 @@ HONOURED_BY: dict[str, str] = {
     "fields.*.list-agg-delimiter": "tests/test_merge_engine.py::test_aggregate_options",
     "fields.*.sequence-group": "tests/test_merge_engine.py::test_partial_update_sequence_group_doc_example",
     "fields.*.default-value": "tests/test_table.py::test_default_values_fill_nulls_and_missing_columns_on_write",
+    "file-index.bloom-filter.*.fpp": "tests/test_file_index.py::test_items_and_fpp_size_each_columns_filter",
+    "file-index.bloom-filter.*.items": "tests/test_file_index.py::test_items_and_fpp_size_each_columns_filter",
+    "file-index.bloom-filter.columns":
+        "tests/test_file_index.py::test_a_point_query_opens_only_the_files_that_may_hold_the_value",
+    "file-index.read.enabled":
+        "tests/test_file_index.py::test_a_point_query_opens_only_the_files_that_may_hold_the_value",
+    "file-index.in-manifest-threshold":
+        "tests/test_file_index.py::test_a_large_index_is_written_beside_its_file_and_goes_with_it",
     # writing and compaction
     "write-buffer-size": "tests/test_lsm.py::test_write_buffer_flushes_or_spills_when_full",
     "write-buffer-spillable": "tests/test_lsm.py::test_write_buffer_flushes_or_spills_when_full",

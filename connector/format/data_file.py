@@ -12,6 +12,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Optional
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -19,6 +20,13 @@ import pyarrow.parquet as pq
 from lakelog.connector.errors import CorruptFileError, LakelogError, MissingFileError
 from lakelog.connector.format import parquet_footer, parquet_layout
 from lakelog.connector.format.binary_row import serialize_row
+from lakelog.connector.format.file_index import (
+    BLOOM_FILTER,
+    BloomFilter,
+    bloom_hashes,
+    encode_container,
+    index_file_name,
+)
 from lakelog.connector.format.fileio import io_for, os_error_code, storage_errors
 from lakelog.connector.format.key_value import KEY_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.manifest import DataFileMeta, SimpleStats, local_now_millis
@@ -210,6 +218,10 @@ class DataFileWriter:
     key_stats_mode: StatsMode = DEFAULT_STATS_MODE
     file_schema: Optional[pa.Schema] = None  # every chunk is cast to it (nullability differences)
     layout: Optional[WriteLayout] = None  # None: parquet_layout.DEFAULT_LAYOUT
+    # file-index.bloom-filter.columns: column -> (items, fpp); the index rides in the manifest up to
+    # index_in_manifest bytes, else it is written beside the data file (file_index.py)
+    bloom_columns: Optional[dict[str, tuple[int, float]]] = None
+    index_in_manifest: int = 500
 
     def rolling(self, *, level: int, file_source: int = 0) -> RollingFileWriter:
         return RollingFileWriter(self, level=level, file_source=file_source)
@@ -252,6 +264,7 @@ class RollingFileWriter:
         self.files: list[DataFileMeta] = []
         self.paths: list[str] = []
         self._uploads: list[Future[None]] = []  # of finished files (object stores)
+        self._bloom: dict[str, list[np.ndarray]] = {}  # the file being written: hashes per column
         self._writer: Optional[pq.ParquetWriter] = None
         self._physical: Optional[PhysicalLayout] = None
         self._sink: Any = None
@@ -318,6 +331,8 @@ class RollingFileWriter:
             kinds = chunk.column("_VALUE_KIND")
             self._deletes += int(pc.sum(pc.is_in(kinds, value_set=pa.array([1, 3], kinds.type))).as_py() or 0)
         self._value_stats.update([chunk.column(c) for c in spec.value_columns])
+        for c in spec.bloom_columns or ():
+            self._bloom.setdefault(c, []).append(np.unique(bloom_hashes(chunk.column(c))))
         if self._sink.tell() >= spec.target_file_size:
             self._finish_file()
 
@@ -343,6 +358,7 @@ class RollingFileWriter:
             size = os.path.getsize(local)
         if not self._io.is_local:  # uploads while the next file is written; close() waits for it
             self._uploads.append(self._io.upload_in_background(local, path))
+        embedded, extra = self._file_index(path)
         if spec.key_columns:
             assert self._first_key is not None and self._last_key is not None
             min_key = serialize_row(self._first_key, spec.key_types)
@@ -366,10 +382,10 @@ class RollingFileWriter:
                 max_sequence_number=max_seq,
                 schema_id=spec.schema_id,
                 level=self.level,
-                extra_files=[],
+                extra_files=extra,
                 creation_time_millis=local_now_millis(),
                 delete_row_count=self._deletes,
-                embedded_file_index=None,
+                embedded_file_index=embedded,
                 file_source=self.file_source,
                 value_stats_cols=None
                 if self._value_stats.all_kept
@@ -382,6 +398,30 @@ class RollingFileWriter:
         self._writer = None
         self._sink = None
         self._reset_stats()
+
+    def _file_index(self, path: str) -> tuple[Optional[bytes], list[str]]:
+        """(the index to embed in the manifest record, extra files) of the file being finished: its
+        bloom filters in Paimon's container, embedded when small, else written beside the file."""
+        spec = self.spec
+        if not spec.bloom_columns:
+            return None, []
+        bodies: dict[str, dict[str, Optional[bytes]]] = {}
+        for c, (items, fpp) in spec.bloom_columns.items():
+            bloom = BloomFilter.sized(items, fpp)
+            parts = self._bloom.get(c)
+            if parts:
+                bloom.add(np.unique(np.concatenate(parts)))
+            bodies[c] = {BLOOM_FILTER: bloom.to_bytes()}
+        self._bloom = {}
+        data = encode_container(bodies)
+        if len(data) <= spec.index_in_manifest:
+            return data, []
+        name = index_file_name(os.path.basename(path))
+        target = os.path.join(spec.bucket_dir, name)
+        self.paths.append(target)
+        with storage_errors("write the file index", target):
+            self._io.write_bytes(target, data)
+        return None, [name]
 
     def close(self) -> list[DataFileMeta]:
         """Finish the last file and return every file written, once all of them are in place."""

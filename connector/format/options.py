@@ -425,6 +425,10 @@ def _at_least(n: int) -> Validator:
     return check
 
 
+def _fraction(v: float) -> str | None:
+    return None if 0.0 < v < 1.0 else "must be between 0 and 1 (exclusive)"
+
+
 def _positive_size(v: MemorySize) -> str | None:
     return None if v.bytes > 0 else "must be greater than 0 bytes"
 
@@ -630,6 +634,20 @@ class CoreOptions:
         "reads open each file above level 0 alone (primary-key tables; level-0 files are visible "
         "once compacted, which every commit does). Set when the table is created.",
         immutable=True)
+    FILE_INDEX_BLOOM_FILTER_COLUMNS: ClassVar[ConfigOption[list[str]]] = _opt(
+        "file-index.bloom-filter.columns", list, None,
+        "Columns whose values every data file indexes in a bloom filter (Paimon's file index), so that "
+        "reads with column = value or IN skip the files that cannot hold it.")
+    FILE_INDEX_IN_MANIFEST_THRESHOLD: ClassVar[ConfigOption[MemorySize]] = _opt(
+        "file-index.in-manifest-threshold", MemorySize, MemorySize(500),
+        "A data file's index up to this size rides in its manifest record; a larger one is written "
+        "beside the data file as <data file>.index.")
+    FILE_INDEX_READ_ENABLED: ClassVar[ConfigOption[bool]] = _opt(
+        "file-index.read.enabled", bool, True, "Whether reads skip data files by their file indexes.")
+    FILE_INDEX_BITMAP_COLUMNS: ClassVar[ConfigOption[list[str]]] = _opt(
+        "file-index.bitmap.columns", list, None, "Columns indexed by bitmaps (Paimon's file index).",
+        unsupported="lakelog writes and reads bloom-filter file indexes ('file-index.bloom-filter.columns'), "
+        "not bitmap ones yet")
     DELETION_VECTORS_BITMAP64: ClassVar[ConfigOption[bool]] = _opt(
         "deletion-vectors.bitmap64", bool, False,
         "Write deletion vectors as 64-bit Roaring bitmaps (the layout Iceberg reads) instead of "
@@ -893,6 +911,12 @@ class CoreOptions:
         "kafka.*", str, None, "Properties of the Kafka log system's clients.")
     FIELD_STATS_MODE: ClassVar[PatternOption] = PatternOption(
         "fields.*.stats-mode", str, None, "Column statistics mode of one field.", _stats_mode)
+    FILE_INDEX_BLOOM_FILTER_FPP: ClassVar[PatternOption] = PatternOption(
+        "file-index.bloom-filter.*.fpp", float, 0.1, "False-positive rate of a column's bloom filter index.",
+        _fraction)
+    FILE_INDEX_BLOOM_FILTER_ITEMS: ClassVar[PatternOption] = PatternOption(
+        "file-index.bloom-filter.*.items", int, 1_000_000,
+        "Distinct values a column's bloom filter index is sized for (per data file).", _at_least(1))
     FIELD_DEFAULT_VALUE: ClassVar[PatternOption] = PatternOption(
         "fields.*.default-value", str, None, "Default value of a field.")
     FLINK_SCHEMA: ClassVar[PatternOption] = PatternOption(
@@ -1160,6 +1184,17 @@ class CoreOptions:
     @property
     def rowkind_field(self) -> str | None:
         return self.get(self.ROWKIND_FIELD)
+
+    def bloom_filter_columns(self) -> dict[str, tuple[int, float]]:
+        """Column -> (items, fpp) of ``file-index.bloom-filter.columns``."""
+        cols = self.get(self.FILE_INDEX_BLOOM_FILTER_COLUMNS) or []
+        return {
+            c: (
+                int(self._field_option(self.FILE_INDEX_BLOOM_FILTER_ITEMS, c)),
+                float(self._field_option(self.FILE_INDEX_BLOOM_FILTER_FPP, c)),
+            )
+            for c in cols
+        }
 
     @property
     def deletion_vectors_enabled(self) -> bool:

@@ -169,6 +169,18 @@ def _validate_merge_options(
         )
     if core.deletion_vectors_enabled:
         _validate_deletion_vectors(has_pk, engine, producer)
+    for c in core.bloom_filter_columns():
+        if c not in by_name:
+            raise OptionError(
+                f"'file-index.bloom-filter.columns' names unknown column {c!r} (columns: {names})"
+            )
+        root = by_name[c].type.root
+        if root in NESTED_ROOTS or root in ("BOOLEAN", "DECIMAL", "VARIANT"):
+            shown = type_to_string(by_name[c].type)
+            raise OptionError(
+                f"'file-index.bloom-filter.columns': column {c!r} has type {shown}, which Paimon's bloom "
+                "filter index does not hash (booleans, decimals, nested types)"
+            )
     if schema.options.get("partition.expiration-time") is not None and not schema.partition_keys:
         raise OptionError("'partition.expiration-time' needs a partitioned table")
     check_partition_time_options(core, schema.partition_keys)

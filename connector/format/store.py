@@ -231,6 +231,8 @@ class TableStore:
             value_stats_modes=[StatsMode.parse(opts.stats_mode(f.name)) for f in schema.fields],
             key_stats_mode=_key_stats_mode(StatsMode.parse(opts.stats_mode(None))),
             file_schema=file_schema(self),
+            bloom_columns=None if changelog else opts.bloom_filter_columns() or None,
+            index_in_manifest=int(opts.get(opts.FILE_INDEX_IN_MANIFEST_THRESHOLD)),
         )
 
     def data_file_path(

@@ -16,12 +16,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.connector.format.binary_row import deserialize_row
+from lakelog.connector.format.file_index import (
+    BLOOM_FILTER,
+    BloomFilter,
+    bloom_hashes,
+    bloom_supported,
+    decode_container,
+)
 from lakelog.connector.format.manifest import ManifestEntry
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.types import DataType
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import referenced_columns
+from lakelog.connector.table.point_filter import point_values
 
 __all__ = ["plan_splits", "deletion_vectors_of"]
 
@@ -127,6 +135,7 @@ def plan_splits(
     arrow_schema = schema.arrow_schema()
     if filter is not None and entries:
         entries = _prune(store, entries, filter, arrow_schema)
+        entries = _skip_by_file_index(store, entries, filter, arrow_schema)
     groups: dict[tuple[bytes, int], list[ManifestEntry]] = {}
     for e in entries:
         groups.setdefault((e.partition, e.bucket), []).append(e)
@@ -215,3 +224,54 @@ def _prune(
         )
     keep = set(_surviving(guarantees, arrow_schema, expr))
     return [e for i, e in enumerate(entries) if i in keep]
+
+
+def _skip_by_file_index(
+    store: TableStore, entries: list[ManifestEntry], expr: pc.Expression, arrow_schema: pa.Schema
+) -> list[ManifestEntry]:
+    """Drop the files whose bloom-filter index says they hold none of the values the filter pins a
+    column to (``column = v``, ``IN``). Files of a merge-on-read primary-key table are skipped by key
+    columns only (a newer version of a row elsewhere may change its other columns); files without
+    an index for the column (older ones, Paimon's without it) are kept."""
+    opts = store.options
+    if not opts.get(opts.FILE_INDEX_READ_ENABLED):
+        return entries
+    pinned = point_values(expr, arrow_schema)
+    if store.is_primary_key_table and not opts.deletion_vectors_enabled:
+        pinned = {c: v for c, v in pinned.items() if c in store.schema.primary_keys}
+    if not pinned:
+        return entries
+    hashes: dict[str, Any] = {}
+    for c, values in pinned.items():
+        if bloom_supported(values.type):
+            hashes[c] = bloom_hashes(values)
+    if not hashes:
+        return entries
+    overlays = store.is_primary_key_table and opts.deletion_vectors_enabled  # level 0 is merged on read
+    kept = []
+    for e in entries:
+        if overlays and e.file.level == 0:
+            kept.append(e)  # its deletes and updates overlay the files above, whatever their values
+            continue
+        indexes = _file_indexes(store, e)
+        skip = False
+        for c, h in hashes.items():
+            body = indexes.get(c, {}).get(BLOOM_FILTER) if indexes else None
+            if body is not None and not BloomFilter.from_bytes(body, e.file.file_name).might_contain(h).any():
+                skip = True
+                break
+        if not skip:
+            kept.append(e)
+    return kept
+
+
+def _file_indexes(store: TableStore, e: ManifestEntry) -> Optional[dict[str, dict[str, Optional[bytes]]]]:
+    """The file index container of a data file: embedded in its record, or its ``.index`` file."""
+    f = e.file
+    if f.embedded_file_index:
+        return decode_container(f.embedded_file_index, f.file_name)
+    for extra in f.extra_files:
+        if extra.endswith(".index"):
+            path = store.data_file_path(e.partition, e.bucket, extra)
+            return decode_container(store.file_io.read_bytes(path), path)
+    return None

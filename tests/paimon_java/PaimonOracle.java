@@ -79,6 +79,8 @@ import org.apache.paimon.data.Timestamp;
 import org.apache.paimon.disk.IOManager;
 import org.apache.paimon.index.HashBucketAssigner;
 import org.apache.paimon.options.Options;
+import org.apache.paimon.predicate.Predicate;
+import org.apache.paimon.predicate.PredicateBuilder;
 import org.apache.paimon.reader.RecordReader;
 import org.apache.paimon.schema.Schema;
 import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.JsonNode;
@@ -306,6 +308,8 @@ public final class PaimonOracle {
                     return changelog(catalog, cmd);
                 case "compact":
                     return compact(catalog, cmd);
+                case "plan":
+                    return plan(catalog, cmd);
                 default:
                     throw new OracleException("unknown op " + op);
             }
@@ -368,6 +372,31 @@ public final class PaimonOracle {
             reader.forEachRemaining(row -> rows.add(encodeRow(row, rowType)));
         }
         return rows;
+    }
+
+    /** The data files a read with {@code column = value} (or {@code IN values}) plans: Paimon skips files by their stats and embedded file indexes here. */
+    private static JsonNode plan(Catalog catalog, JsonNode cmd) throws Exception {
+        Table t = table(catalog, cmd);
+        RowType type = t.rowType();
+        String column = text(cmd, "column");
+        int idx = type.getFieldIndex(column);
+        if (idx < 0) {
+            throw new OracleException("plan: no column " + column);
+        }
+        DataType ft = type.getTypeAt(idx);
+        List<Object> values = new ArrayList<>();
+        for (JsonNode v : cmd.get("values")) {
+            values.add(decode(v, ft, "plan value"));
+        }
+        PredicateBuilder pb = new PredicateBuilder(type);
+        Predicate p = values.size() == 1 ? pb.equal(idx, values.get(0)) : pb.in(idx, values);
+        int files = 0;
+        for (Split s : t.newReadBuilder().withFilter(p).newScan().plan().splits()) {
+            files += ((DataSplit) s).dataFiles().size();
+        }
+        ObjectNode out = NODES.objectNode();
+        out.put("files", files);
+        return out;
     }
 
     private static JsonNode schema(Catalog catalog, JsonNode cmd) throws Exception {

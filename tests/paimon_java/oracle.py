@@ -449,6 +449,12 @@ class PaimonOracle:
         return self.call("changelog", warehouse=str(warehouse), table=table,
                          fromSnapshot=from_snapshot, toSnapshot=to_snapshot)
 
+    def plan_files(self, warehouse: str, table: str, column: str, values: Sequence[Any]) -> int:
+        """How many data files Paimon plans for a read with ``column = value`` (``IN`` for several):
+        it skips files by their statistics and embedded file indexes when planning."""
+        return int(self.call("plan", warehouse=str(warehouse), table=table, column=column,
+                             values=list(values))["files"])
+
     def compact(self, warehouse: str, table: str, *, full: bool = True) -> Optional[int]:
         """Compact every (partition, bucket) of the latest snapshot in one commit; the new snapshot id."""
         return self.call("compact", warehouse=str(warehouse), table=table, full=full)["snapshot"]

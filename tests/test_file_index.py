@@ -1,0 +1,212 @@
+"""File indexes (``file-index.bloom-filter.columns``): Paimon's bloom-filter index per data file, and
+reads that open only the files that may hold a value.
+
+The hashes against the xxhash package (XXH64) and Paimon's formulas; the container and the bloom
+filter's bits; which files a point query opens on append, merge-on-read and merge-on-write
+tables; where the index goes (the manifest record, or ``<data file>.index``) and that it follows
+its data file; refusals and damaged indexes. Paimon's Java code reads and writes the same indexes:
+tests/test_interop_paimon_java.py.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import lakelog
+from lakelog.connector.errors import CorruptFileError, OptionError
+from lakelog.connector.format.file_index import (
+    BLOOM_FILTER,
+    BloomFilter,
+    bloom_hashes,
+    decode_container,
+    encode_container,
+)
+from lakelog.connector.format.xxhash64 import xxh64_array
+from lakelog.connector.table.point_filter import point_values
+from lakelog.connector.table.scan import plan_splits
+
+SCHEMA = pa.schema([pa.field("id", pa.int64(), False), ("name", pa.string()), ("n", pa.int32())])
+BLOOM = {"file-index.bloom-filter.columns": "name,n", "file-index.bloom-filter.name.items": "100",
+         "file-index.bloom-filter.n.items": "100"}
+
+
+def batch(i: int) -> pa.Table:
+    return pa.table({"id": list(range(i * 10, i * 10 + 10)), "name": [f"user-{i}-{j}" for j in range(10)],
+                     "n": [i] * 10}, schema=SCHEMA)
+
+
+def planned(t: lakelog.Table, expr: pc.Expression) -> int:
+    return sum(len(s.files) for s in plan_splits(t.store, t.latest_snapshot(), filter=expr))
+
+
+# ---- the bytes ----------------------------------------------------------------------------------------
+def test_xxh64_of_every_length_is_the_xxhash_package_s() -> None:
+    xxhash = pytest.importorskip("xxhash")
+    rng = np.random.default_rng(5)
+    values = [rng.bytes(int(n)) for n in rng.choice([0, 1, 3, 4, 7, 8, 9, 31, 32, 33, 64, 100, 777], 2000)]
+    got = xxh64_array(pa.array(values, pa.binary()))
+    assert got.tolist() == [xxhash.xxh64_intdigest(v) for v in values]
+    text = pa.array(["héllo", None, "", "x" * 45], pa.string())
+    assert xxh64_array(text)[[0, 2, 3]].tolist() == [xxhash.xxh64_intdigest(s.encode()) for s in ("héllo", "", "x" * 45)]
+    assert xxh64_array(pa.array(values[:50], pa.binary()).slice(10, 20)).tolist() == got[10:30].tolist()
+
+
+def test_integer_hashes_are_thomas_wangs_with_java_arithmetic() -> None:
+    """Java's long arithmetic (signed shifts, wraparound); a few values worked out by hand."""
+    def wang(key: int) -> int:
+        m = (1 << 64) - 1
+
+        def signed(x: int) -> int:
+            x &= m
+            return x - (1 << 64) if x >> 63 else x
+
+        k = signed(~key + (key << 21))
+        k = signed(k ^ (k >> 24))
+        k = signed(k + (k << 3) + (k << 8))
+        k = signed(k ^ (k >> 14))
+        k = signed(k + (k << 2) + (k << 4))
+        k = signed(k ^ (k >> 28))
+        return signed(k + (k << 31)) & m
+
+    values = [0, 1, -1, 42, 2**31 - 1, -(2**31), 2**62, -(2**63)]
+    assert bloom_hashes(pa.array(values, pa.int64())).tolist() == [wang(v) for v in values]
+    assert bloom_hashes(pa.array([5, -5], pa.int8())).tolist() == [wang(5), wang(-5)]
+
+
+def test_bloom_filters_are_sized_and_set_as_paimon_s() -> None:
+    b = BloomFilter.sized(100, 0.1)
+    assert (b.num_bits, b.num_hashes) == (480, 3)  # 479 bits rounded up past a byte; round(480/100*ln 2)
+    h = bloom_hashes(pa.array(np.arange(100), pa.int64()))
+    b.add(h)
+    assert b.might_contain(h).all()
+    miss = b.might_contain(bloom_hashes(pa.array(np.arange(1000, 3000), pa.int64()))).mean()
+    assert miss < 0.2  # about the configured 10% false positives
+    again = BloomFilter.from_bytes(b.to_bytes(), "x")
+    assert again.num_hashes == 3 and again.might_contain(h).all()
+
+
+def test_the_container_round_trips_and_damage_is_named() -> None:
+    data = encode_container({"name": {BLOOM_FILTER: b"abc"}, "n": {BLOOM_FILTER: None}})
+    assert decode_container(data, "f") == {"name": {BLOOM_FILTER: b"abc"}, "n": {BLOOM_FILTER: None}}
+    with pytest.raises(CorruptFileError, match="f.index.*not a file index"):
+        decode_container(b"\x00" * 8 + data[8:], "f.index")
+    with pytest.raises(CorruptFileError, match="cut short|outside"):
+        decode_container(data[:-2], "f.index")
+
+
+def test_point_values_read_only_what_renders_back() -> None:
+    schema = pa.schema([("a", pa.int32()), ("s", pa.string()), ("x", pa.int64())])
+    cases = [
+        ((pc.field("a") == 5) & (pc.field("x") > 3), {"a": [5]}),
+        ((pc.field("a") == 5) | (pc.field("a") == 7), {"a": [5, 7]}),
+        ((pc.field("a") == 5) | (pc.field("x") > 3), {}),
+        (pc.field("s").isin(["p", "q"]) & (pc.field("a") == 1), {"s": ["p", "q"], "a": [1]}),
+        (pc.field("a") == 5.5, {}),  # no INT value equals it: no guess
+        (pc.field("a") == 3_000_000_000, {}),
+        (~(pc.field("a") == 5), {}),
+    ]
+    for expr, want in cases:
+        assert {k: v.to_pylist() for k, v in point_values(expr, schema).items()} == want, str(expr)
+
+
+# ---- tables ---------------------------------------------------------------------------------------------
+def test_a_point_query_opens_only_the_files_that_may_hold_the_value(catalog: lakelog.Catalog) -> None:
+    t = catalog.create_table("db.a", SCHEMA, options={"bucket": "1", "bucket-key": "id", **BLOOM})
+    for i in range(20):
+        t.write(batch(i))
+    assert planned(t, pc.field("id") >= 0) == 20
+    assert planned(t, pc.field("name") == "user-7-3") == 1
+    assert planned(t, pc.field("n").isin([3, 11])) == 2
+    assert planned(t, pc.field("name") == "nobody") == 0
+    assert t.to_arrow(filter="name = 'user-7-3'").to_pylist() == [{"id": 73, "name": "user-7-3", "n": 7}]
+    assert t.to_arrow(filter="n = 11 AND id > 113").num_rows == 6
+    t.alter(lakelog.SetOption("file-index.read.enabled", "false"))
+    assert planned(catalog.get_table("db.a"), pc.field("name") == "user-7-3") == 20
+    f = plan_splits(t.store, t.latest_snapshot())[0].files[0]
+    assert f.embedded_file_index and not f.extra_files  # small: in the manifest record
+
+
+def test_primary_key_tables_skip_by_key_in_merge_on_read_by_any_column_with_vectors(
+    catalog: lakelog.Catalog,
+) -> None:
+    """Merge-on-read: a newer version elsewhere may change a row's other columns, so only key
+    columns skip; merge-on-write reads files alone and skips by any column (never level 0, whose
+    deletes and updates overlay the files above)."""
+    opts = {"bucket": "1", **BLOOM, "file-index.bloom-filter.columns": "id,name,n",
+            "file-index.bloom-filter.id.items": "100"}
+    mor = catalog.create_table("db.mor", SCHEMA, primary_key=["id"], options={**opts, "write-only": "true"})
+    dv = catalog.create_table("db.dv", SCHEMA, primary_key=["id"], options={**opts, "deletion-vectors.enabled": "true"})
+    for t in (mor, dv):
+        for i in range(6):
+            t.write(batch(i))
+    assert planned(mor, pc.field("id") == 42) == 1 and planned(mor, pc.field("name") == "user-4-2") == 6
+    assert planned(dv, pc.field("name") == "user-4-2") < planned(dv, pc.field("id") >= 0)
+    dv.delete(pa.table({"id": [42]}, schema=pa.schema([pa.field("id", pa.int64(), False)])))
+    dv_wo = catalog.create_table("db.dvwo", SCHEMA, primary_key=["id"],
+                                 options={**opts, "deletion-vectors.enabled": "true", "write-only": "true"})
+    dv_wo.write(batch(4))
+    dv_wo.compact(full=True)
+    dv_wo.write(pa.table({"id": [42], "name": ["renamed"], "n": [4]}, schema=SCHEMA))  # level 0
+    assert dv_wo.to_arrow(filter="name = 'user-4-2'").num_rows == 0  # the level-0 update wins
+    assert dv.to_arrow(filter="name = 'user-4-2'").num_rows == 0  # deleted
+    assert mor.to_arrow(filter="id = 42").to_pylist() == [{"id": 42, "name": "user-4-2", "n": 4}]
+
+
+def test_a_large_index_is_written_beside_its_file_and_goes_with_it(catalog: lakelog.Catalog) -> None:
+    t = catalog.create_table(
+        "db.a", SCHEMA, options={"bucket": "1", "bucket-key": "id", **BLOOM, "file-index.in-manifest-threshold": "1 b",
+                                 "snapshot.num-retained.min": "1", "snapshot.num-retained.max": "1"},
+    )
+    for i in range(4):
+        t.write(batch(i))
+    files = plan_splits(t.store, t.latest_snapshot())[0].files
+    assert all(f.embedded_file_index is None and f.extra_files == [f.file_name + ".index"] for f in files)
+    assert planned(t, pc.field("name") == "user-2-5") == 1
+    bucket = Path(t.store.bucket_dir(b"", 0))  # unpartitioned
+    t.compact(full=True)  # rewrites the four files; expiration (retain 1) removes them and their indexes
+    names = sorted(p.name for p in bucket.iterdir())
+    assert len(names) == 2 and names[1] == names[0] + ".index", names
+    assert t.to_arrow(filter="name = 'user-2-5'").num_rows == 1
+    (bucket / names[1]).write_bytes(b"not an index")
+    with pytest.raises(CorruptFileError, match=names[1]):
+        t.to_arrow(filter="name = 'user-2-5'")
+
+
+@pytest.mark.parametrize(
+    "options,fragment",
+    [
+        ({"file-index.bloom-filter.columns": "nope"}, "unknown column 'nope'"),
+        ({"file-index.bloom-filter.columns": "flag"}, "BOOLEAN"),
+        ({"file-index.bloom-filter.columns": "name", "file-index.bloom-filter.name.fpp": "1.5"}, "between 0 and 1"),
+        ({"file-index.bitmap.columns": "name"}, "not supported by lakelog"),
+    ],
+    ids=["unknown", "boolean", "fpp", "bitmap"],
+)
+def test_bad_file_index_options_are_refused_naming_them(
+    catalog: lakelog.Catalog, options: dict[str, str], fragment: str
+) -> None:
+    schema = SCHEMA.append(pa.field("flag", pa.bool_()))
+    with pytest.raises(OptionError, match=fragment):
+        catalog.create_table("db.a", schema, options={"bucket": "1", "bucket-key": "id", **options})
+    assert not os.path.exists(os.path.join(catalog.warehouse, "db.db", "a", "schema", "schema-0"))
+
+
+def test_items_and_fpp_size_each_columns_filter(catalog: lakelog.Catalog) -> None:
+    opts = {"bucket": "1", "bucket-key": "id", "file-index.bloom-filter.columns": "name,n",
+            "file-index.bloom-filter.name.items": "100", "file-index.bloom-filter.n.items": "1000",
+            "file-index.bloom-filter.n.fpp": "0.01", "file-index.in-manifest-threshold": "64 kb"}
+    t = catalog.create_table("db.a", SCHEMA, options=opts)
+    t.write(batch(0))
+    f = plan_splits(t.store, t.latest_snapshot())[0].files[0]
+    assert f.embedded_file_index is not None
+    got = decode_container(f.embedded_file_index, f.file_name)
+    name = BloomFilter.from_bytes(got["name"][BLOOM_FILTER] or b"", "x")
+    n = BloomFilter.from_bytes(got["n"][BLOOM_FILTER] or b"", "x")
+    assert (name.num_bits, name.num_hashes) == (480, 3)
+    assert (n.num_bits, n.num_hashes) == (9592, 7)  # 1000 items at 1%
