@@ -210,3 +210,40 @@ def test_items_and_fpp_size_each_columns_filter(catalog: lakelog.Catalog) -> Non
     n = BloomFilter.from_bytes(got["n"][BLOOM_FILTER] or b"", "x")
     assert (name.num_bits, name.num_hashes) == (480, 3)
     assert (n.num_bits, n.num_hashes) == (9592, 7)  # 1000 items at 1%
+
+
+# ---- row groups -----------------------------------------------------------------------------------------
+def test_a_filter_reads_only_the_row_groups_its_statistics_allow(
+    catalog: lakelog.Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files read alone (append tables; merge-on-write tables above level 0) skip row groups by
+    their min/max statistics, and deletion vectors still hit the right rows (positions count the
+    skipped row groups)."""
+    import pyarrow.parquet as pq
+
+    n = 600_000  # row groups of 128k rows
+    ids = np.arange(n, dtype=np.int64)
+    data = pa.table({"id": ids, "name": pa.array(np.char.add("u", (ids % 7).astype(str))),
+                     "n": pa.array((ids // 1000).astype(np.int32))}, schema=SCHEMA)
+    app = catalog.create_table("db.a", SCHEMA, options={"bucket": "1", "bucket-key": "id"})
+    app.write(data)
+    dv = catalog.create_table("db.dv", SCHEMA, primary_key=["id"],
+                              options={"bucket": "1", "deletion-vectors.enabled": "true"})
+    dv.write(data)
+    dv.compact(full=True)
+    dv.delete(pa.table({"id": [550_000, 550_001]}, schema=pa.schema([pa.field("id", pa.int64(), False)])))
+    read = []
+    real = pq.ParquetFile.read_row_group
+
+    def counted(self, i, *a, **k):  # type: ignore[no-untyped-def]
+        read.append(i)
+        return real(self, i, *a, **k)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", counted)
+    assert app.to_arrow(filter="id = 300000").column("n").to_pylist() == [300]
+    assert read == [2]
+    read.clear()
+    assert app.to_arrow(filter="n > 100000").num_rows == 0 and read == []
+    read.clear()
+    got = dv.to_arrow(filter="id >= 549999 AND id <= 550002").column("id").to_pylist()
+    assert sorted(got) == [549_999, 550_002] and 4 in read and 0 not in read

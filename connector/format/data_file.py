@@ -32,6 +32,7 @@ from lakelog.connector.format.key_value import KEY_PREFIX, SEQUENCE_NUMBER, VALU
 from lakelog.connector.format.manifest import DataFileMeta, SimpleStats, local_now_millis
 from lakelog.connector.format.parquet_layout import PhysicalLayout, WriteLayout
 from lakelog.connector.format.parquet_read import conform, readable
+from lakelog.connector.format.pruning import row_groups_matching
 from lakelog.connector.format.types import NESTED_ROOTS, DataType
 
 __all__ = [
@@ -650,6 +651,35 @@ def read_data_file(
         with readable(f, path, cols) as source:
             table = source.read(columns=cols, use_threads=True)
         return conform(table, schema, path)
+
+
+def iter_row_groups_where(
+    path: str,
+    columns: Optional[Sequence[str]],
+    where: pc.Expression,
+    stats_schema: pa.Schema,
+    stats_columns: Sequence[str],
+    *,
+    expect: Optional[DataFileMeta] = None,
+    schema: Optional[pa.Schema] = None,
+    layout: Optional[FileLayout] = None,
+) -> Iterator[tuple[int, pa.Table]]:
+    """(position of its first row, its rows) of each row group of a data file that ``where`` may
+    match, judged by the row groups' statistics of ``stats_columns`` (typed by ``stats_schema``);
+    the others are not read. ``schema`` and ``layout`` as for :func:`read_data_file`."""
+    cols = list(columns) if columns is not None else None
+    with _named_errors(path):
+        f = _open_checked(path, expect, layout)
+        _check_columns(f, path, cols, expect)
+        md = f.metadata
+        chosen = row_groups_matching(md, where, stats_schema, stats_columns)
+        starts = [0]
+        for g in range(md.num_row_groups):
+            starts.append(starts[-1] + md.row_group(g).num_rows)
+        with readable(f, path, cols) as source:
+            for g in range(md.num_row_groups) if chosen is None else chosen:
+                rows = source.read_row_group(g, columns=cols, use_threads=True)
+                yield starts[g], conform(rows, schema, path)
 
 
 def iter_data_file(

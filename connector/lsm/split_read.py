@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from lakelog.connector.errors import CorruptFileError
 from lakelog.connector.format.binary_row import deserialize_row
-from lakelog.connector.format.data_file import iter_data_file, read_data_file
+from lakelog.connector.format.data_file import iter_data_file, iter_row_groups_where, read_data_file
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.schema import TableSchema
@@ -111,6 +111,8 @@ class SplitRead:
         plain = self.merge_function is DEDUPLICATE
         self.merge_read_columns = self.read_columns if plain else list(full.names)
         self._vectors = DeletionVectorReader()
+        self._stats_schema = full
+        self._filter_columns = filter_cols
 
     # ---- files ------------------------------------------------------------------------------------
     def _file_schema(self, schema_id: int) -> TableSchema:
@@ -209,7 +211,7 @@ class SplitRead:
             return
         if not self.store.is_primary_key_table:
             for f in sorted(split.files, key=lambda f: f.min_sequence_number):
-                for chunk in self.iter_file(split, f, system=False):
+                for chunk in self._iter_filtered(split, f, None):
                     yield self._finish(chunk)
             return
         key_types = self._key_types
@@ -253,13 +255,29 @@ class SplitRead:
     def _read_alone(self, split: Split, f: DataFileMeta) -> Iterator[pa.Table]:
         deleted = self.deleted(split, f)
         if f.delete_row_count == 0:
-            for chunk in self.iter_file(split, f, system=False, deleted=deleted):
+            for chunk in self._iter_filtered(split, f, deleted):
                 yield self._finish(chunk)
             return
         for chunk in self.iter_file(split, f, system=True, deleted=deleted):
             kinds = chunk.column(VALUE_KIND)
             live = pc.is_in(kinds, value_set=pa.array([0, 2], kinds.type))
             yield self._finish(chunk.filter(live).select(self.read_columns))
+
+    def _iter_filtered(
+        self, split: Split, f: DataFileMeta, deleted: Optional[np.ndarray]
+    ) -> Iterator[pa.Table]:
+        """A file read alone (no merge), its columns only: with a filter, only its row groups whose
+        statistics the filter may match (files of older schemas are read whole)."""
+        if self.filter is None or f.schema_id != self.schema.id or not self._filter_columns:
+            yield from self.iter_file(split, f, system=False, deleted=deleted)
+            return
+        path = self.store.data_file_path(split.partition, split.bucket, f.file_name, f.external_path)
+        for start, rows in iter_row_groups_where(
+            path, self.read_columns, self.filter, self._stats_schema, self._filter_columns, expect=f,
+            schema=self._file_arrow_schema(f.schema_id), layout=self._layout,
+        ):
+            keep = keep_mask(deleted, start, rows.num_rows) if deleted is not None else None
+            yield rows if keep is None else rows.filter(pa.array(keep))
 
     def _finish(self, t: pa.Table) -> pa.Table:
         if self.filter is not None and t.num_rows:

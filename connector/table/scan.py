@@ -9,7 +9,7 @@ older version of it in another file.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, Optional
 
 import pyarrow as pa
@@ -24,6 +24,7 @@ from lakelog.connector.format.file_index import (
     decode_container,
 )
 from lakelog.connector.format.manifest import ManifestEntry
+from lakelog.connector.format.pruning import conjunction, range_guarantee, surviving, typed_literal
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.types import DataType
@@ -32,65 +33,6 @@ from lakelog.connector.lsm.split_read import referenced_columns
 from lakelog.connector.table.point_filter import point_values
 
 __all__ = ["plan_splits", "deletion_vectors_of"]
-
-
-def _typed(v: Any, atype: pa.DataType) -> pc.Expression:
-    return pc.scalar(pa.scalar(v, type=atype))
-
-
-def _range_guarantee(
-    name: str, atype: pa.DataType, lo: Any, hi: Any, nulls: Optional[int], rows: int
-) -> Optional[pc.Expression]:
-    f = pc.field(name)
-    if nulls is not None and nulls == rows:
-        return f.is_null()
-    parts = []
-    try:
-        if lo is not None:
-            parts.append(f >= _typed(lo, atype))
-        if hi is not None:
-            parts.append(f <= _typed(hi, atype))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-        return None
-    if not parts:
-        return None
-    g = parts[0]
-    for p in parts[1:]:
-        g = g & p
-    if nulls is not None and nulls > 0:
-        g = g | f.is_null()
-    return g
-
-
-def _conjunction(parts: Iterable[Optional[pc.Expression]]) -> pc.Expression:
-    out: Optional[pc.Expression] = None
-    for p in parts:
-        if p is None:
-            continue
-        out = p if out is None else (out & p)
-    return out if out is not None else pc.scalar(True)
-
-
-def _surviving(guarantees: list[pc.Expression], schema: pa.Schema, expr: pc.Expression) -> list[int]:
-    """Indexes of the guarantees that ``expr`` may match."""
-    import pyarrow.dataset as ds
-    import pyarrow.fs as pafs
-
-    if not guarantees:
-        return []
-    paths = [f"/lakelog-prune/{i}" for i in range(len(guarantees))]
-    dataset = ds.FileSystemDataset.from_paths(
-        paths,
-        schema=schema,
-        format=ds.ParquetFileFormat(),
-        filesystem=pafs.LocalFileSystem(),
-        partitions=guarantees,
-    )
-    try:
-        frags = dataset.get_fragments(filter=expr)
-        return [int(fr.path.rsplit("/", 1)[1]) for fr in frags]
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return list(range(len(guarantees)))  # cannot reason about this filter: keep everything
 
 
 def _stats_guarantee(
@@ -115,7 +57,7 @@ def _stats_guarantee(
     for i, n in enumerate(names):
         if n in wanted:
             nc = nulls[i] if i < len(nulls) else None
-            out.append(_range_guarantee(n, arrow_schema.field(n).type, mins[i], maxs[i], nc, rows))
+            out.append(range_guarantee(n, arrow_schema.field(n).type, mins[i], maxs[i], nc, rows))
     return out
 
 
@@ -183,14 +125,14 @@ def _prune(
         for p in parts:
             values = deserialize_row(p, ptypes)
             guarantees.append(
-                _conjunction(
-                    (pc.field(k) == _typed(v, arrow_schema.field(k).type))
+                conjunction(
+                    (pc.field(k) == typed_literal(v, arrow_schema.field(k).type))
                     if v is not None
                     else pc.field(k).is_null()
                     for k, v in zip(pkeys, values)
                 )
             )
-        keep_parts = {parts[i] for i in _surviving(guarantees, arrow_schema, expr)}
+        keep_parts = {parts[i] for i in surviving(guarantees, arrow_schema, expr)}
         entries = [e for e in entries if e.partition in keep_parts]
     # 2. file skipping by min/max statistics (a primary-key table's values too in deletion-vector
     #    mode, where each file above level 0 is read alone)
@@ -220,9 +162,9 @@ def _prune(
             guarantees.append(pc.scalar(True))  # stats of an older schema: skip pruning for safety
             continue
         guarantees.append(
-            _conjunction(_stats_guarantee(names, types, arrow_schema, stat_of(f), f.row_count, wanted))
+            conjunction(_stats_guarantee(names, types, arrow_schema, stat_of(f), f.row_count, wanted))
         )
-    keep = set(_surviving(guarantees, arrow_schema, expr))
+    keep = set(surviving(guarantees, arrow_schema, expr))
     return [e for i, e in enumerate(entries) if i in keep]
 
 
