@@ -247,3 +247,63 @@ def test_a_filter_reads_only_the_row_groups_its_statistics_allow(
     read.clear()
     got = dv.to_arrow(filter="id >= 549999 AND id <= 550002").column("id").to_pylist()
     assert sorted(got) == [549_999, 550_002] and 4 in read and 0 not in read
+
+
+# ---- rewrite_file_index ---------------------------------------------------------------------------------
+def test_rewrite_file_index_indexes_files_already_written(catalog: lakelog.Catalog) -> None:
+    """Files written before the option was set get their index in one COMPACT snapshot, data files
+    untouched; a second rewrite after a change of the options writes the next index file of the
+    series (the older snapshot keeps its own); with nothing to change it commits nothing."""
+    t = catalog.create_table("db.a", SCHEMA, options={"bucket": "1", "bucket-key": "id"})
+    for i in range(6):  # each file's names span the others' (statistics cannot skip)
+        t.write(pa.table({"id": list(range(i * 10, i * 10 + 10)), "name": [f"user-{j}-{i}" for j in range(10)],
+                          "n": [i] * 10}, schema=SCHEMA))
+    before = {f.file_name for s in plan_splits(t.store, t.latest_snapshot()) for f in s.files}
+    assert planned(t, pc.field("name") == "user-4-4") == 6
+    t.alter(lakelog.SetOption("file-index.bloom-filter.columns", "name"),
+            lakelog.SetOption("file-index.bloom-filter.name.items", "100"),
+            lakelog.SetOption("file-index.in-manifest-threshold", "1 b"))
+    t = catalog.get_table("db.a")
+    sid = t.rewrite_file_index()
+    assert sid is not None and t.latest_snapshot().commit_kind == "COMPACT"
+    files = [f for s in plan_splits(t.store, t.latest_snapshot()) for f in s.files]
+    assert {f.file_name for f in files} == before
+    assert all(f.extra_files == [f.file_name + ".index"] for f in files)
+    assert planned(t, pc.field("name") == "user-4-4") == 1
+    assert t.to_arrow(filter="name = 'user-4-4'").column("id").to_pylist() == [44]  # file 4, row 4
+    assert t.rewrite_file_index() is None  # nothing changed
+    t.alter(lakelog.SetOption("file-index.bloom-filter.name.items", "1000"))
+    t = catalog.get_table("db.a")
+    t.rewrite_file_index(partitions=None)
+    files = [f for s in plan_splits(t.store, t.latest_snapshot()) for f in s.files]
+    assert all(f.extra_files == [f.file_name + "-1.index"] for f in files)
+    bucket = Path(t.store.bucket_dir(b"", 0))
+    assert len(list(bucket.glob("*.index"))) == 12  # the previous snapshot's stay while it lives
+    assert t.to_arrow(snapshot_id=sid).num_rows == 60 and t.to_arrow(snapshot_id=sid - 1).num_rows == 60
+    t.expire_snapshots(retain_max=1, retain_min=1)
+    assert sorted(p.name for p in bucket.glob("*.index")) == sorted(f.file_name + "-1.index" for f in files)
+    t.alter(lakelog.RemoveOption("file-index.bloom-filter.columns"))
+    t = catalog.get_table("db.a")
+    t.rewrite_file_index()  # no index asked for: the records drop theirs
+    assert all(not f.extra_files and f.embedded_file_index is None
+               for s in plan_splits(t.store, t.latest_snapshot()) for f in s.files)
+    assert t.to_arrow().num_rows == 60
+
+
+def test_call_sys_rewrite_file_index_as_paimon_documents_it(catalog: lakelog.Catalog) -> None:
+    """``CALL sys.rewrite_file_index('db.t')`` and with ``partitions``, named or positional."""
+    from lakelog.operators.sql.procedures import CallContext, call_procedure
+
+    schema = pa.schema([pa.field("dt", pa.string(), False), *SCHEMA])
+    t = catalog.create_table("db.t", schema, partition_by=["dt"], options={"bucket": "1", "bucket-key": "id"})
+    for dt in ("a", "b"):
+        t.write(batch(1).add_column(0, "dt", pa.array([dt] * 10)))
+    t.alter(lakelog.SetOption("file-index.bloom-filter.columns", "name"),
+            lakelog.SetOption("file-index.bloom-filter.name.items", "100"))
+    ctx = CallContext(catalog, "lk", "db")
+    call_procedure(ctx, "rewrite_file_index", ["db.t", "dt=a"], {})
+    indexed = {t.store.partition_values(s.partition)[0]: s.files[0].embedded_file_index is not None
+               for s in plan_splits(t.store, catalog.get_table("db.t").latest_snapshot())}
+    assert indexed == {"a": True, "b": False}
+    call_procedure(ctx, "rewrite_file_index", [], {"table": "db.t"})
+    assert all(s.files[0].embedded_file_index for s in plan_splits(t.store, catalog.get_table("db.t").latest_snapshot()))

@@ -20,13 +20,7 @@ import pyarrow.parquet as pq
 from lakelog.connector.errors import CorruptFileError, LakelogError, MissingFileError
 from lakelog.connector.format import parquet_footer, parquet_layout
 from lakelog.connector.format.binary_row import serialize_row
-from lakelog.connector.format.file_index import (
-    BLOOM_FILTER,
-    BloomFilter,
-    bloom_hashes,
-    encode_container,
-    index_file_name,
-)
+from lakelog.connector.format.file_index import bloom_container, bloom_hashes, index_file_name
 from lakelog.connector.format.fileio import io_for, os_error_code, storage_errors
 from lakelog.connector.format.key_value import KEY_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.manifest import DataFileMeta, SimpleStats, local_now_millis
@@ -406,15 +400,9 @@ class RollingFileWriter:
         spec = self.spec
         if not spec.bloom_columns:
             return None, []
-        bodies: dict[str, dict[str, Optional[bytes]]] = {}
-        for c, (items, fpp) in spec.bloom_columns.items():
-            bloom = BloomFilter.sized(items, fpp)
-            parts = self._bloom.get(c)
-            if parts:
-                bloom.add(np.unique(np.concatenate(parts)))
-            bodies[c] = {BLOOM_FILTER: bloom.to_bytes()}
+        hashes = {c: np.unique(np.concatenate(parts)) for c, parts in self._bloom.items() if parts}
         self._bloom = {}
-        data = encode_container(bodies)
+        data = bloom_container(hashes, spec.bloom_columns)
         if len(data) <= spec.index_in_manifest:
             return data, []
         name = index_file_name(os.path.basename(path))

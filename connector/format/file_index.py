@@ -40,6 +40,7 @@ __all__ = [
     "bloom_supported",
     "encode_container",
     "decode_container",
+    "bloom_container",
     "index_file_name",
 ]
 
@@ -49,9 +50,30 @@ BLOOM_FILTER = "bloom-filter"
 _EMPTY = -1
 
 
-def index_file_name(data_file: str) -> str:
-    """The name of a data file's separate index file (Paimon's ``<data file>.index``)."""
-    return data_file + ".index"
+def index_file_name(data_file: str, previous: Optional[str] = None) -> str:
+    """The name of a data file's separate index file: ``<data file>.index``; when it replaces
+    ``previous`` (a rewrite of the index), the next in Paimon's series ``<data file>-1.index``,
+    ``-2.index``, ... (an old snapshot keeps the file it names)."""
+    if previous is None:
+        return data_file + ".index"
+    stem = previous[: -len(".index")]
+    head, dash, num = stem.rpartition("-")
+    if dash and num.isdigit() and head:
+        return f"{head}-{int(num) + 1}.index"
+    return f"{stem}-1.index"
+
+
+def bloom_container(hashes: Mapping[str, np.ndarray], config: Mapping[str, tuple[int, float]]) -> bytes:
+    """A container holding a bloom filter per configured column (column -> (items, fpp)) of the
+    given hashes (a column without hashes gets an empty filter)."""
+    bodies: dict[str, dict[str, Optional[bytes]]] = {}
+    for c, (items, fpp) in config.items():
+        bloom = BloomFilter.sized(items, fpp)
+        h = hashes.get(c)
+        if h is not None and len(h):
+            bloom.add(h)
+        bodies[c] = {BLOOM_FILTER: bloom.to_bytes()}
+    return encode_container(bodies)
 
 
 # ---- hashing ----------------------------------------------------------------------------------------

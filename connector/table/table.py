@@ -570,6 +570,14 @@ class Table:
         progress = arg.callback("progress", progress)
         return compact_table(self._store, full=full, partitions=partitions, where=where, progress=progress)
 
+    def rewrite_file_index(self, *, partitions: Optional[Sequence[dict[str, Any]]] = None) -> Optional[int]:
+        """Give the live data files (of ``partitions``) the file indexes the table's options ask for
+        now (``file-index.bloom-filter.columns``), without rewriting data; return the COMPACT
+        snapshot's id, None when no index changed (Paimon's ``rewrite_file_index``)."""
+        from lakelog.connector.table.file_index_rewrite import rewrite_file_index
+
+        return rewrite_file_index(self._store, partitions=partitions)
+
     def expire_snapshots(self, **overrides: Any) -> list[int]:
         """Expire snapshots by the table's retention options (overridable); return expired ids."""
         from lakelog.connector.table.maintenance import expire_snapshots

@@ -357,6 +357,12 @@ def _rescale(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     return _success()
 
 
+def _rewrite_file_index(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    specs = _partition_specs(a["partitions"], "partitions") if a.get("partitions") else None
+    ctx.table(a["table"]).rewrite_file_index(partitions=specs)
+    return _success()
+
+
 PROCEDURES: dict[str, Procedure] = {
     p.name: p
     for p in (
@@ -382,6 +388,8 @@ PROCEDURES: dict[str, Procedure] = {
                   _reset_consumer, "move a consumer, or delete it without next_snapshot_id"),
         Procedure("rescale", ("table", "bucket_num", "partition", "scan_parallelism", "sink_parallelism"),
                   ("table",), _rescale, "rewrite partitions with another bucket count"),
+        Procedure("rewrite_file_index", ("table", "partitions"), ("table",), _rewrite_file_index,
+                  "give existing data files the file indexes the table's options ask for"),
         Procedure("expire_partitions",
                   ("table", "expiration_time", "timestamp_formatter", "timestamp_pattern", "expire_strategy",
                    "max_expires", "options"),
