@@ -266,3 +266,27 @@ def test_compaction_max_size_amplification_percent_decides_a_full_compaction(cat
     three = {"num-sorted-run.compaction-trigger": "3"}
     assert _picked(catalog, three, *runs) == ["f0", "f1", "f2"]  # default 200 %: compact everything
     assert _picked(catalog, {**three, "compaction.max-size-amplification-percent": "500"}, *runs) is None
+
+
+@pytest.mark.parametrize("newest_first", [False, True])
+def test_deduplicating_an_integer_key_keeps_the_highest_sequence_whatever_the_run_order(newest_first: bool) -> None:
+    """A merge takes its runs by key range, not age: the newer version may come first in the
+    concatenation. The winner of each key is still its highest sequence number, and the result is
+    what the general sort gives."""
+    from lakelog.connector.lsm.kv import DEDUPLICATE, merge_sorted, sort_indices
+
+    rng = np.random.default_rng(11)
+    runs = []
+    seq = 0
+    for r in range(5):
+        keys = np.sort(rng.choice(1000, 300, replace=False))
+        runs.append(pa.table({"_KEY_k": keys, "_SEQUENCE_NUMBER": np.arange(seq, seq + 300, dtype=np.int64),
+                              "_VALUE_KIND": np.zeros(300, dtype=np.int8), "v": np.full(300, r)}))
+        seq += 300
+    both = pa.concat_tables(runs[::-1] if newest_first else runs)
+    got = merge_sorted(both, ["_KEY_k"], DEDUPLICATE)
+    order = sort_indices(both, ["_KEY_k"], then=["_SEQUENCE_NUMBER"])
+    s = both.take(pa.array(order))
+    k = s.column("_KEY_k").to_numpy()
+    want = s.filter(pa.array(np.append(k[1:] != k[:-1], True)))
+    assert got.to_pylist() == want.to_pylist()

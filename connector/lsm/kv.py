@@ -223,10 +223,17 @@ def _deduplicate_int_key(table: pa.Table, key: str) -> pa.Table | None:
     ks = k[order]
     seq = _as_int64(table.column(SEQUENCE_NUMBER))[order]
     same_as_next = ks[1:] == ks[:-1]
-    if (same_as_next & (seq[1:] < seq[:-1])).any():
-        return None  # a newer version comes first somewhere: fall back to the full sort
     last = np.ones(len(ks), dtype=bool)
     last[:-1] = ~same_as_next
+    if (same_as_next & (seq[1:] < seq[:-1])).any():
+        # runs arrived in another order than oldest first (a merge takes them by key range): the
+        # winner of each key is its row with the highest sequence number, found per group
+        starts = np.flatnonzero(np.concatenate(([True], ~same_as_next)))
+        top = np.maximum.reduceat(seq, starts)
+        group = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(ks))))
+        last = seq == top[group]
+        if int(last.sum()) != len(starts):
+            return None  # one sequence number twice in a key: let the full sort order them
     return table.take(pa.array(order[last]))
 
 
