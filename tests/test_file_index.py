@@ -307,3 +307,17 @@ def test_call_sys_rewrite_file_index_as_paimon_documents_it(catalog: lakelog.Cat
     assert indexed == {"a": True, "b": False}
     call_procedure(ctx, "rewrite_file_index", [], {"table": "db.t"})
     assert all(s.files[0].embedded_file_index for s in plan_splits(t.store, catalog.get_table("db.t").latest_snapshot()))
+
+
+@pytest.mark.parametrize("threshold", ["64 kb", "1 b"], ids=["in-manifest", "beside"])
+def test_pypaimon_reads_and_filters_an_indexed_table(warehouse: str, threshold: str) -> None:
+    from tests.interop_util import pp_read
+
+    t = lakelog.Catalog(warehouse).create_table(
+        "db.a", SCHEMA, options={"bucket": "1", "bucket-key": "id", **BLOOM, "file-index.in-manifest-threshold": threshold}
+    )
+    for i in range(5):
+        t.write(batch(i))
+    assert pp_read(warehouse, "db.a").num_rows == 50
+    got = pp_read(warehouse, "db.a", predicate=lambda pb: pb.equal("name", "user-3-3"))
+    assert got.column("id").to_pylist() == [33]
