@@ -563,7 +563,7 @@ class TableCommit:
         changes no index file, else a new full-state manifest."""
         store = self.store
         previous = store.index_entries(latest)
-        dropped = None
+        drops: list[Callable[[IndexManifestEntry], bool]] = []
         if delta.kind == CommitKind.COMPACT:  # a compaction's deletion vectors
             changed = [m for m in delta.messages if m.dv_changed]
             self._check_dv_bases(previous, changed)
@@ -571,7 +571,7 @@ class TableCommit:
             added = [IndexManifestEntry(0, m.partition, m.bucket, m.dv_file) for m in changed if m.dv_file]
             emptied = {(m.partition, m.bucket, DELETION_VECTORS_INDEX) for m in changed if m.dv_file is None}
             if any(e.slot() in emptied for e in previous):
-                dropped = lambda e: e.slot() in emptied  # noqa: E731
+                drops.append(lambda e: e.slot() in emptied)
         elif hash_index is not None:
             added = hash_index.resolve(previous, delta.messages)
         else:
@@ -579,7 +579,8 @@ class TableCommit:
                 IndexManifestEntry(0, m.partition, m.bucket, f) for m in delta.messages for f in m.index_files
             ]
         if overwrite is not None and any(e.bucket >= 0 and overwrite(e.partition) for e in previous):
-            dropped = lambda e: e.bucket >= 0 and overwrite(e.partition)  # noqa: E731
+            drops.append(lambda e: e.bucket >= 0 and overwrite(e.partition))
+        dropped = (lambda e: any(d(e) for d in drops)) if drops else None
         if not added and dropped is None:
             return latest.index_manifest if latest is not None else None
         entries = combine_index_entries(previous, added, dropped=dropped)
