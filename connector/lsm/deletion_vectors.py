@@ -109,12 +109,12 @@ class BucketDeletionVectors:
         return cls(vectors, entry.index_file.file_name if entry is not None else None)
 
     @classmethod
-    def of_split(cls, split_vectors: Mapping[str, Union[DeletionFile, np.ndarray]]) -> BucketDeletionVectors:
-        """The vectors a split carries; the base is the index file its deletion files name."""
+    def of_split(
+        cls, split_vectors: Mapping[str, Union[DeletionFile, np.ndarray]], base: Optional[str]
+    ) -> BucketDeletionVectors:
+        """The vectors a split carries, loaded from the bucket's index file ``base``."""
         reader = DeletionVectorReader()
-        vectors = {name: reader.positions(dv) for name, dv in split_vectors.items()}
-        bases = {dv.path.rsplit("/", 1)[-1] for dv in split_vectors.values() if isinstance(dv, DeletionFile)}
-        return cls(vectors, next(iter(bases)) if len(bases) == 1 else None)
+        return cls({name: reader.positions(dv) for name, dv in split_vectors.items()}, base)
 
     def view(self) -> dict[str, np.ndarray]:
         return dict(self.vectors)
