@@ -113,6 +113,10 @@ def test_point_values_read_only_what_renders_back() -> None:
     ]
     for expr, want in cases:
         assert {k: v.to_pylist() for k, v in point_values(expr, schema).items()} == want, str(expr)
+    from lakelog.connector.table.expressions import parse_filter
+
+    big = pa.schema([("d", pa.decimal128(38, 0))])  # a literal beyond 64 bits prints as an integer
+    assert point_values(parse_filter("d = 1000000000000000000000000000000", big), big) == {}
 
 
 # ---- tables ---------------------------------------------------------------------------------------------

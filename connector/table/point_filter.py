@@ -33,8 +33,8 @@ def point_values(expr: Optional[pc.Expression], schema: pa.Schema) -> dict[str, 
         return {}
     try:
         found, rest = _parse(str(expr))
-    except (ValueError, IndexError, TypeError):
-        return {}
+    except (ValueError, IndexError, TypeError, OverflowError, pa.ArrowException):
+        return {}  # a filter read wrongly must never skip a file: no constraint
     if found is None or rest.strip():
         return {}
     out: dict[str, pa.Array] = {}
@@ -137,10 +137,11 @@ def _literal(text: str) -> Any:
 
 def _renders(text: str, column: str, value: Any) -> bool:
     """Whether ``column == value`` (either side first) prints as ``text``."""
-    for expr in (pc.field(column) == pc.scalar(value), pc.scalar(value) == pc.field(column)):
-        if str(expr) == text:
-            return True
-    return False
+    try:
+        scalar = pc.scalar(value)
+    except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+        return False  # e.g. an integer beyond 64 bits (a DECIMAL literal): no guess
+    return text in (str(pc.field(column) == scalar), str(scalar == pc.field(column)))
 
 
 def _is_in(text: str) -> tuple[Optional[Constraints], str]:
