@@ -135,9 +135,11 @@ def _read_log(path: Path) -> list[dict[str, Any]]:
 
 
 def _round(
-    tmp: Path, seed: int, *, writers: int, batches: int, rollbacks: bool, s3: Optional[tuple[str, dict[str, str]]] = None
+    tmp: Path, seed: int, *, writers: int, batches: int, rollbacks: bool, s3: Optional[tuple[str, dict[str, str]]] = None,
+    extra: Optional[dict[str, str]] = None,
 ) -> dict[str, int]:
-    """One round; ``s3``: (warehouse, catalog options) of an S3 warehouse (default: a local one)."""
+    """One round; ``s3``: (warehouse, catalog options) of an S3 warehouse (default: a local one);
+    ``extra``: more table options."""
     rnd = random.Random(seed)
     warehouse, opts = s3 if s3 is not None else (str(tmp / "wh"), None)
     rmin = rnd.randint(1, 2)
@@ -147,6 +149,7 @@ def _round(
         "snapshot.num-retained.max": str(rmin + rnd.randint(0, 1)),
         "num-sorted-run.compaction-trigger": "2",
         "num-sorted-run.stop-trigger": "3",
+        **(extra or {}),
     }
     lakelog.Catalog(warehouse, options=opts).create_table("c.t", S, primary_key=["id"], options=options)
     ctx = mp.get_context("spawn")
@@ -223,6 +226,13 @@ def test_racing_processes_on_an_s3_warehouse_against_the_model(
     """The same race on an S3 warehouse: conditional creates and leases instead of links and flock."""
     stats = _round(tmp_path, 3, writers=3, batches=8, rollbacks=True, s3=s3_catalog_args)
     assert stats["acked"] == 24
+
+
+def test_racing_processes_on_a_merge_on_write_table_against_the_model(tmp_path: Path) -> None:
+    """The same race on a table with deletion vectors: every writer's compaction marks rows, the
+    compactor's too, and the committer must drop those whose bucket moved on under them."""
+    stats = _round(tmp_path, 4, writers=4, batches=12, rollbacks=True, extra={"deletion-vectors.enabled": "true"})
+    assert stats["acked"] == 48
 
 
 # CI runs four long rounds (about 25 s each); LAKELOG_STRESS_ROUNDS=20 runs more
