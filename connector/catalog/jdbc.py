@@ -364,7 +364,7 @@ class JdbcMetastore(Metastore):
         (no snapshot lands meanwhile), the rows are renamed and every object is copied to the new
         directory inside the transaction; once it has committed, the old objects are deleted, still
         under the lock, so that a writer holding the old name finds the table gone instead of
-        committing into it (:meth:`SnapshotManager.try_commit`). Both directories carry a
+        committing into it (``TableCommit`` checks a first snapshot's schema). Both directories carry a
         :data:`_MOVING` marker meanwhile: what a crash leaves on the side the rows do not name is
         removed by the next create or rename of that name (:meth:`_clear_leftover`)."""
         from lakelog.connector.format.lock import LEASE_PREFIX
