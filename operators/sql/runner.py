@@ -29,9 +29,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from pyflink.common import JobClient
-from pyflink.java_gateway import get_gateway
 from pyflink.table import EnvironmentSettings, StreamTableEnvironment
-from pyflink.table.catalog import CatalogBaseTable, ObjectPath
+from pyflink.table.catalog import ObjectPath
 from pyflink.util.java_utils import get_field_value
 
 from lakelog.connector.errors import LakelogError, OptionError, TableAlreadyExistsError
@@ -103,6 +102,8 @@ class LakelogSql:
         self._env_stale = False
         self._lake_views: dict[tuple[str, str, str], str] = {}  # temporary views reading lakelog -> query
         self._temporary: set[tuple[str, str, str]] = set()  # temporary tables of other connectors
+        # TEMPORARY 'connector' = 'lakelog' tables: their paths (Flink's catalogs do not list them)
+        self._temporary_lake: dict[tuple[str, str, str], str] = {}
         self._views: list[str] = []  # internal views of the statement being run
         self._view_count = 0
         self._statement_set: Optional[Any] = None  # a Flink StatementSet while BEGIN STATEMENT SET is open
@@ -157,6 +158,7 @@ class LakelogSql:
         log = list(self._session_log)
         self.mirror = Mirror()
         self._temporary.clear()
+        self._temporary_lake.clear()
         self._replaying = True  # the log stays as it is: it describes the new session as well
         try:
             for stmt in log:
@@ -276,15 +278,7 @@ class LakelogSql:
         return cat, db, parts[0] if parts else ""
 
     def _catalog_table(self, cat: str, db: str, name: str) -> Any:
-        """Flink's table ``cat.db.name`` (a temporary one first, as Flink resolves names), or None."""
         try:
-            jvm = get_gateway().jvm
-            ident = jvm.org.apache.flink.table.catalog.ObjectIdentifier.of(cat, db, name)
-            found = self.t_env._j_tenv.getCatalogManager().getTable(ident)
-            if found.isPresent() and found.get().isTemporary():
-                table = found.get().getTable()
-                # a temporary view is no lakelog table (and has no options to ask)
-                return CatalogBaseTable._get(table) if table.getTableKind().name() == "TABLE" else None
             c = self.t_env.get_catalog(cat)
             if c is None:
                 return None
@@ -298,6 +292,8 @@ class LakelogSql:
         shadows a catalog table of the same name, as in Flink."""
         if (cat, db, name) in self._temporary or (cat, db, name) in self._lake_views:
             return None
+        if (cat, db, name) in self._temporary_lake:
+            return self._temporary_lake[(cat, db, name)]
         if self.mirror.is_lakelog(cat):
             catalog = self.mirror.catalog(cat)
             try:
@@ -712,6 +708,7 @@ def _create_table(sql: LakelogSql, st: Statement) -> Any:
     res = sql._pass(st)
     if st.temporary:
         sql._temporary.discard((cat, db, name))
+        sql._temporary_lake[(cat, db, name)] = location(path)
     return res
 
 
@@ -817,6 +814,7 @@ def _drop_table(sql: LakelogSql, st: Statement) -> Any:
     cat, db, name, path = sql.target(st)
     if st.temporary or (cat, db, name) in sql._temporary:
         sql._temporary.discard((cat, db, name))
+        sql._temporary_lake.pop((cat, db, name), None)
         return sql._pass(st)
     if not sql.mirror.is_lakelog(cat):
         return sql._pass(st)  # a 'connector' = 'lakelog' reference: the session entry only
