@@ -349,3 +349,43 @@ def test_a_writer_on_a_stale_view_of_the_bucket_never_commits_its_lookups(catalo
     assert t.to_arrow().num_rows == 100  # each key once
     t.write(rows([3], "later"))  # a later commit compacts what was left at level 0
     assert content(t)[55] == "stream" and t.to_arrow().num_rows == 100
+
+
+def test_compactions_of_one_bucket_chain_in_one_commit(catalog: lakelog.Catalog) -> None:
+    """A sink flushes several times between two checkpoints and commits all of it at once: each
+    flush's compaction began where the one before ended (its vectors, its files above level 0).
+    The commit takes the chain in order, publishes the last vector file only and deletes the
+    ones the chain replaced; a chain that began from vectors other than the bucket's is refused.
+    (Before, the second flush's vectors were refused as stale and the sink never compacted.)"""
+    from lakelog.connector.errors import CommitConflictError
+    from lakelog.connector.table.write import TableWrite
+    from lakelog.operators.committer import _cancel_chained_compactions
+
+    opts = {**DV, "num-sorted-run.compaction-trigger": "2"}
+    t = catalog.create_table("db.t", SCHEMA, primary_key=["id"], options=opts)
+    t.write(rows(list(range(1000))))
+    t.compact(full=True)
+    w = TableWrite(t.store, keep_view=True)
+    msgs = []
+    for i in range(3):
+        w.write(rows([i, 10 + i, 500], f"f{i}"))
+        msgs += w.prepare_commit(wait_compaction=True)
+    assert [m.dv_changed for m in msgs] == [True, True, True]
+    assert msgs[1].dv_base == msgs[0].dv_file.file_name  # type: ignore[union-attr]
+    chained = _cancel_chained_compactions(msgs)  # as the sink's committer does
+    # a chain that began from other vectors: refused, nothing published
+    stale = [dataclasses.replace(chained[0], dv_base="index-gone"), *chained[1:]]
+    with pytest.raises(CommitConflictError, match="deletion vectors of bucket 0"):
+        vectors_only = dict(new_files=[], compact_before=[], compact_after=[], dv_view=None)
+        TableCommit(t.store).commit([dataclasses.replace(m, **vectors_only) for m in stale])  # type: ignore[arg-type]
+    sid = TableCommit(t.store).commit(chained, 1)
+    assert t.store.snapshot_manager.snapshot(sid).commit_kind == "COMPACT"  # the compaction landed
+    (entry,) = vector_entries(t)
+    assert entry.index_file.file_name == msgs[-1].dv_file.file_name  # type: ignore[union-attr]
+    left = set(os.listdir(t.store.index_dir))
+    assert msgs[0].dv_file.file_name not in left and msgs[1].dv_file.file_name not in left  # type: ignore[union-attr]
+    got = content(t)
+    assert len(got) == 1000 and got[500] == "f2" and [got[i] for i in (0, 1, 2, 10, 11, 12)] == [
+        "f0", "f1", "f2", "f0", "f1", "f2"
+    ]
+    assert t.to_arrow().num_rows == 1000

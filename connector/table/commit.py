@@ -26,7 +26,7 @@ from lakelog.connector.errors import (
     TableNotFoundError,
 )
 from lakelog.connector.format.commit_message import CommitMessage
-from lakelog.connector.format.index_file import DELETION_VECTORS_INDEX, IndexManifestEntry
+from lakelog.connector.format.index_file import DELETION_VECTORS_INDEX, IndexFileMeta, IndexManifestEntry
 from lakelog.connector.format.index_manifest import combine_index_entries
 from lakelog.connector.format.manifest import DataFileMeta, ManifestEntry, ManifestFileMeta, merge_entries
 from lakelog.connector.format.options import LogSystem
@@ -122,6 +122,8 @@ class TableCommit:
         # set by commit(): the ids of the snapshots it published (an APPEND, then a COMPACT); when it
         # raises, what is not in them was not published
         self.published: list[int] = []
+        # deletion-vector files a later compaction of the same commit replaced (see _check_dv_bases)
+        self._unpublished_vectors: list[IndexManifestEntry] = []
         self._log: Optional[LogPublisher] = None  # the log's publisher during a commit of a log table
         self._eventual_offsets: Optional[dict[int, int]] = None
         # dynamic bucket mode: the hash index check (its cache of index files lives between commits);
@@ -206,6 +208,7 @@ class TableCommit:
             try:
                 first_guard = guard if last is None else None  # our own APPEND snapshot is not news
                 last = self._commit_delta(compacts, commit_identifier, properties, first_guard)
+                self._delete_unpublished_vectors()
             except CommitConflictError:
                 if last is None:
                     raise
@@ -565,11 +568,10 @@ class TableCommit:
         previous = store.index_entries(latest)
         drops: list[Callable[[IndexManifestEntry], bool]] = []
         if delta.kind == CommitKind.COMPACT:  # a compaction's deletion vectors
-            changed = [m for m in delta.messages if m.dv_changed]
-            self._check_dv_bases(previous, changed)
+            final = self._check_dv_bases(previous, [m for m in delta.messages if m.dv_changed])
             self._check_dv_views(latest, [m for m in delta.messages if m.dv_view is not None])
-            added = [IndexManifestEntry(0, m.partition, m.bucket, m.dv_file) for m in changed if m.dv_file]
-            emptied = {(m.partition, m.bucket, DELETION_VECTORS_INDEX) for m in changed if m.dv_file is None}
+            added = [IndexManifestEntry(0, p, b, f) for (p, b, _), f in final.items() if f is not None]
+            emptied = {slot for slot, f in final.items() if f is None}
             if any(e.slot() in emptied for e in previous):
                 drops.append(lambda e: e.slot() in emptied)
         elif hash_index is not None:
@@ -590,39 +592,71 @@ class TableCommit:
 
     def _check_dv_bases(
         self, previous: Sequence[IndexManifestEntry], changed: Sequence[CommitMessage]
-    ) -> None:
+    ) -> dict[tuple[bytes, int, str], Optional[IndexFileMeta]]:
         """Deletion vectors are replaced a bucket at a time: a compaction's new file holds every
         vector of its bucket as the compaction saw them, so the bucket's live file must still be
-        the one it started from (another compaction would otherwise lose its marks)."""
-        live = {e.slot(): e.index_file.file_name for e in previous}
+        the one it started from (another compaction would otherwise lose its marks). Compactions
+        of one bucket in one commit (a sink's flushes between two checkpoints) chain, in order:
+        each starts from the file of the one before. Returns each bucket's file after the commit
+        (None: no vectors left); the files a later one of the chain replaced are never published
+        and are deleted once the commit is (see :meth:`_delete_unpublished_vectors`)."""
+        live: dict[tuple[bytes, int, str], Optional[str]] = {
+            e.slot(): e.index_file.file_name for e in previous
+        }
+        final: dict[tuple[bytes, int, str], Optional[IndexFileMeta]] = {}
+        self._unpublished_vectors = []
         for m in changed:
-            now = live.get((m.partition, m.bucket, DELETION_VECTORS_INDEX))
+            slot = (m.partition, m.bucket, DELETION_VECTORS_INDEX)
+            now = live.get(slot)
             if now != m.dv_base:
                 where = partition_label(self.store, m.partition)
                 raise CommitConflictError(
                     f"the deletion vectors of bucket {m.bucket} of {where} in {self.store.path} changed "
                     f"since this compaction began ({m.dv_base} is now {now})"
                 )
+            replaced = final.get(slot)
+            if replaced is not None:
+                self._unpublished_vectors.append(IndexManifestEntry(0, m.partition, m.bucket, replaced))
+            final[slot] = m.dv_file
+            live[slot] = m.dv_file.file_name if m.dv_file is not None else None
+        return final
+
+    def _delete_unpublished_vectors(self) -> None:
+        """After a commit: delete the deletion-vector files that a later compaction of the same
+        bucket in the same commit replaced (no snapshot ever named them)."""
+        for e in self._unpublished_vectors:
+            self.store.file_io.delete(self.store.index_file_path(e))
+        self._unpublished_vectors = []
 
     def _check_dv_views(self, latest: Optional[Snapshot], messages: Sequence[CommitMessage]) -> None:
         """A merge-on-write compaction marked the older rows of its keys in the files above level
         0 it knew of: when another commit has put other files there since (a compaction of its
-        own), those may hold older rows it never marked, so it must not commit."""
+        own), those may hold older rows it never marked, so it must not commit.
+
+        Compactions of one bucket in one commit chain (each began where the one before ended), so
+        the files above level 0 after all of them must be what the last one saw: they differ when,
+        and only when, the chain began from other files than the bucket's committed ones. (The
+        chain is checked as a whole since a committer may have cancelled a file one of them wrote
+        and the next one removed.)"""
         if not messages:
             return
         upper: dict[tuple[bytes, int], set[str]] = {}
         for e in self.store.live_entries(latest):
             if e.file.level > 0:
                 upper.setdefault((e.partition, e.bucket), set()).add(e.file.file_name)
-        for m in messages:  # in order: compactions of one bucket chained in one commit see each other
-            now = upper.get((m.partition, m.bucket), set()) - {f.file_name for f in m.compact_before}
+        last: dict[tuple[bytes, int], CommitMessage] = {}
+        for m in messages:  # in commit order
+            key = (m.partition, m.bucket)
+            now = upper.setdefault(key, set())
+            now -= {f.file_name for f in m.compact_before}
             now |= {f.file_name for f in m.compact_after if f.level > 0}
-            upper[(m.partition, m.bucket)] = now
-            if now != set(m.dv_view or ()):
-                where = partition_label(self.store, m.partition)
+            last[key] = m
+        for key, m_last in last.items():
+            if upper[key] != set(m_last.dv_view or ()):
+                where = partition_label(self.store, m_last.partition)
                 raise CommitConflictError(
-                    f"the files above level 0 of bucket {m.bucket} of {where} in {self.store.path} changed "
-                    "since this compaction looked up its keys in them"
+                    f"the files above level 0 of bucket {m_last.bucket} of {where} in {self.store.path} "
+                    "changed since this compaction looked up its keys in them"
                 )
 
     def _check_total_buckets(
