@@ -8,7 +8,8 @@ names are in the PostgreSQL catalog.
 One test, in the order a user would run things: a streaming SQL ``INSERT`` (a rate-limited
 sequence into an append table) and a streaming read of that table into a second one run at once;
 one TaskManager is killed (SIGKILL) after both tables have committed data; both jobs fail over to
-the other TaskManager. Every row must land exactly once in both tables (append tables keep
+the other TaskManager (which a supervisor restarts if PyFlink takes it down during the failover,
+see :class:`Supervisor`). Every row must land exactly once in both tables (append tables keep
 duplicates, so a repeat would show). Then the dedicated compaction job compacts the first table
 on the cluster.
 """
@@ -22,6 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -190,6 +192,38 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                     os.kill(pid, signal.SIGKILL)
 
 
+class Supervisor:
+    """Restarts TaskManagers that die on their own, as a cluster manager (Kubernetes, YARN, systemd)
+    would; the one the test kills stays dead. PyFlink 2.3 can take the surviving TaskManager down
+    during the failover ("Reference count must not be negative", fatal in its Python worker's
+    shared resources), after which no TaskManager is left and the jobs wait for slots forever."""
+
+    def __init__(self, c: Cluster) -> None:
+        self.cluster = c
+        self.killed: set[str] = set()
+        self.restarts: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tm-supervisor", daemon=True)
+
+    def __enter__(self) -> Supervisor:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=150)
+
+    def _run(self) -> None:
+        while not self._stop.wait(2.0):
+            for tm in self.cluster.taskmanagers:
+                if tm.name in self.killed or tm.pids():
+                    continue
+                print(f"supervisor: {tm.name} died on its own; restarting it")
+                self.restarts.append(tm.name)
+                with contextlib.suppress(subprocess.SubprocessError, OSError):
+                    _daemon(tm, "taskmanager.sh", "start", self.cluster.flink_bin)
+
+
 def _rest(c: Cluster, path: str, method: str = "GET") -> Any:
     req = urllib.request.Request(f"http://localhost:{c.rest_port}{path}", method=method)
     with urllib.request.urlopen(req, timeout=10) as r:
@@ -272,6 +306,7 @@ INSERT INTO lk.shop.events SELECT seq, seq * 2 FROM gen;
     read.write_text(head + "INSERT INTO lk.shop.copy SELECT id, v FROM lk.shop.events;\n")
     logs = [tmp_path / "insert.log", tmp_path / "read.log"]
     inserting, reading = _submit(cluster, insert, logs[0]), _submit(cluster, read, logs[1])
+    supervisor = Supervisor(cluster).__enter__()
     try:
         _wait("both jobs to run", lambda: len(_running_jobs(cluster)) >= 2, 180, cluster, logs)
         # both jobs have tasks on both TaskManagers (evenly spread); kill one once both tables hold data
@@ -284,6 +319,7 @@ INSERT INTO lk.shop.events SELECT seq, seq * 2 FROM gen;
         before = len(_ids(catalog.get_table("shop.events")))
         assert before < ROWS, "the insert ended before the TaskManager was killed; slow the source down"
         victim = _victim(cluster)
+        supervisor.killed.add(victim.name)
         pids = victim.pids()
         assert pids, f"no process of {victim.name}"
         for pid in pids:
@@ -297,6 +333,8 @@ INSERT INTO lk.shop.events SELECT seq, seq * 2 FROM gen;
         )
         time.sleep(3)  # a duplicate committed late would show now
     finally:
+        supervisor.__exit__()
+        print("TaskManagers the supervisor restarted:", supervisor.restarts)
         for job in _running_jobs(cluster):
             with contextlib.suppress(Exception):
                 _rest(cluster, f"/jobs/{job['jid']}?mode=cancel", method="PATCH")
