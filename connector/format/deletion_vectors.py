@@ -92,13 +92,13 @@ def encode_roaring32(positions: np.ndarray) -> bytes:
     return header + desc.tobytes() + offsets.tobytes() + b"".join(bodies)
 
 
-def decode_roaring32(data: bytes, where: str) -> tuple[np.ndarray, int]:
+def decode_roaring32(data: bytes, where: str, what: str = "deletion vector") -> tuple[np.ndarray, int]:
     """(positions as sorted ``uint64``, bytes read) of a portable Roaring bitmap at the start of
-    ``data``; a malformed one raises :class:`CorruptFileError` naming ``where``."""
+    ``data``; a malformed one raises :class:`CorruptFileError` naming ``what`` and ``where``."""
     try:
         return _decode_roaring32(memoryview(data))
     except (struct.error, ValueError, IndexError) as e:
-        raise CorruptFileError(f"deletion vector in {where} is not a valid Roaring bitmap: {e}") from None
+        raise CorruptFileError(f"{what} in {where} is not a valid Roaring bitmap: {e}") from None
 
 
 def _decode_roaring32(buf: memoryview) -> tuple[np.ndarray, int]:
