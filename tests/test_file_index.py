@@ -188,14 +188,19 @@ def test_a_large_index_is_written_beside_its_file_and_goes_with_it(catalog: lake
         ({"file-index.bloom-filter.columns": "nope"}, "unknown column 'nope'"),
         ({"file-index.bloom-filter.columns": "flag"}, "BOOLEAN"),
         ({"file-index.bloom-filter.columns": "name", "file-index.bloom-filter.name.fpp": "1.5"}, "between 0 and 1"),
-        ({"file-index.bitmap.columns": "name"}, "not supported by lakelog"),
+        ({"file-index.bitmap.columns": "nope"}, "'file-index.bitmap.columns' names unknown column 'nope'"),
+        ({"file-index.bitmap.columns": "score"}, "'score' has type DOUBLE"),
+        ({"file-index.bitmap.columns": "name", "file-index.bitmap.name.version": "3"},
+         "file-index.bitmap.name.version.*expected one of '1', '2'"),
+        ({"file-index.bitmap.columns": "name", "file-index.bitmap.name.index-block-size": "0 b"},
+         "index-block-size.*greater than 0"),
     ],
-    ids=["unknown", "boolean", "fpp", "bitmap"],
+    ids=["unknown", "boolean", "fpp", "bitmap-unknown", "bitmap-double", "bitmap-version", "bitmap-block"],
 )
 def test_bad_file_index_options_are_refused_naming_them(
     catalog: lakelog.Catalog, options: dict[str, str], fragment: str
 ) -> None:
-    schema = SCHEMA.append(pa.field("flag", pa.bool_()))
+    schema = SCHEMA.append(pa.field("flag", pa.bool_())).append(pa.field("score", pa.float64()))
     with pytest.raises(OptionError, match=fragment):
         catalog.create_table("db.a", schema, options={"bucket": "1", "bucket-key": "id", **options})
     assert not os.path.exists(os.path.join(catalog.warehouse, "db.db", "a", "schema", "schema-0"))
@@ -325,3 +330,133 @@ def test_pypaimon_reads_and_filters_an_indexed_table(warehouse: str, threshold: 
     assert pp_read(warehouse, "db.a").num_rows == 50
     got = pp_read(warehouse, "db.a", predicate=lambda pb: pb.equal("name", "user-3-3"))
     assert got.column("id").to_pylist() == [33]
+
+
+# ---- bitmap indexes -----------------------------------------------------------------------------------
+BITMAP_TYPES = [
+    (pa.int8(), [3, -4, 3, None, 120]),
+    (pa.int16(), [300, -4, 300, None, 7]),
+    (pa.int32(), [1, 2, 2, 2, None, 1]),
+    (pa.int64(), [2**40, -1, 2**40, None]),
+    (pa.date32(), [19000, 19001, 19000, None]),
+    (pa.time32("ms"), [1000, 1000, 5, None]),
+    (pa.timestamp("ms"), [1_700_000_000_000, 5, 5, None]),
+    (pa.timestamp("ns"), [-1500, 2500, 2999, None, -1001]),  # microseconds, floored: -2, 2, 2, -2
+    (pa.bool_(), [True, False, True, None, None]),
+    (pa.string(), ["b", "a", "é", None, "b", ""]),
+]
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("arrow_type,values", BITMAP_TYPES, ids=[str(t) for t, _ in BITMAP_TYPES])
+def test_bitmaps_name_the_rows_of_each_value(arrow_type: pa.DataType, values: list, version: int) -> None:  # type: ignore[type-arg]
+    from lakelog.connector.format.bitmap_index import BitmapIndex, encode_bitmap_index
+
+    arr = pa.array(values, arrow_type)
+    data = encode_bitmap_index(arr, version=version, block_size=40)  # several index blocks
+    ix = BitmapIndex.from_bytes(data, arrow_type, "f.parquet")
+    assert ix.rows == len(values)
+    keys = [int(v.cast(pa.int64()).as_py()) // 1000 if arrow_type == pa.timestamp("ns") and v.is_valid
+            else v.as_py() for v in arr]
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        want = [j for j, k in enumerate(keys) if k == keys[i] and values[j] is not None]
+        assert ix.rows_of(arr.slice(i, 1)).tolist() == want, (v, version)
+        assert ix.contains_any(arr.slice(i, 1))
+    absent = {pa.bool_(): None, pa.string(): "zz"}.get(arrow_type, 77)
+    if absent is not None:
+        assert not ix.contains_any(pa.array([absent], arrow_type))
+    nulls = [j for j, v in enumerate(values) if v is None]
+    assert ix.null_entry is not None and ix._bitmap(ix.null_entry).tolist() == nulls
+
+
+def test_a_bitmap_index_of_many_rows_and_values_round_trips() -> None:
+    from lakelog.connector.format.bitmap_index import BitmapIndex, encode_bitmap_index
+
+    rng = np.random.default_rng(9)
+    codes = rng.integers(0, 700, 100_000)
+    arr = pa.array([f"city-{c}" for c in codes], pa.string())
+    for version in (1, 2):
+        ix = BitmapIndex.from_bytes(encode_bitmap_index(arr, version=version), pa.string(), "x")
+        assert len(ix.entries) == len(set(codes.tolist()))
+        for c in (0, 3, 699):
+            assert ix.rows_of(pa.array([f"city-{c}"])).tolist() == np.flatnonzero(codes == c).tolist()
+        both = ix.rows_of(pa.array(["city-1", "city-2"]))
+        assert both.tolist() == np.flatnonzero((codes == 1) | (codes == 2)).tolist()
+
+
+def test_damaged_bitmap_indexes_are_refused_naming_the_file() -> None:
+    from lakelog.connector.format.bitmap_index import BitmapIndex, encode_bitmap_index
+
+    data = encode_bitmap_index(pa.array(["a", "b", "a", "c", "c"]), version=2)
+    for bad, why in ((data[:9], "cut short"), (b"\x07" + data[1:], "version 7"),
+                     (data[:-3], "not a valid Roaring bitmap|outside")):
+        with pytest.raises(CorruptFileError, match=f"bitmap index in data-1.parquet.*({why})"):
+            BitmapIndex.from_bytes(bad, pa.string(), "data-1.parquet").rows_of(pa.array(["a", "c"]))
+
+
+def test_bitmap_indexes_skip_files_and_rewrite_file_index_builds_them(catalog: lakelog.Catalog) -> None:
+    """A low-cardinality column: each file holds a few of its values, a bloom filter would say
+    "maybe" for most; the bitmap index knows. Also beside the file (large), on a merge-on-write
+    table, after ``rewrite_file_index`` (version 1), and with a column indexed both ways."""
+    from lakelog.connector.format.bitmap_index import BitmapIndex
+
+    schema = pa.schema([pa.field("id", pa.int64(), False), ("city", pa.string()), ("day", pa.date32()),
+                        ("ok", pa.bool_())])
+
+    def rows(i: int) -> pa.Table:  # each file's cities span the others' (statistics cannot skip)
+        ids = list(range(i * 100, i * 100 + 100))
+        cities = ["a", *(f"c{i % 7}-{j % 3}" for j in range(1, 99)), "z"]
+        return pa.table({"id": ids, "city": cities, "day": [19000 + i] * 100, "ok": [i % 2 == 0] * 100},
+                        schema=schema)
+
+    opts = {"bucket": "1", "bucket-key": "id", "file-index.bitmap.columns": "city,day",
+            "file-index.bitmap.city.index-block-size": "40 b",
+            "file-index.bloom-filter.columns": "day", "file-index.bloom-filter.day.items": "10"}
+    t = catalog.create_table("db.a", schema, options=opts)
+    for i in range(14):
+        t.write(rows(i))
+    f = plan_splits(t.store, t.latest_snapshot())[0].files[0]
+    assert f.extra_files == [f.file_name + ".index"]  # bitmaps of 100 rows pass the 500-byte threshold
+    containers = decode_container((Path(t.store.bucket_dir(b"", 0)) / f.extra_files[0]).read_bytes(), "x")
+    assert set(containers["city"]) == {"bitmap"} and set(containers["day"]) == {BLOOM_FILTER, "bitmap"}
+    city_index = BitmapIndex.from_bytes(containers["city"]["bitmap"], pa.string(), f.file_name)  # type: ignore[arg-type]
+    day_index = BitmapIndex.from_bytes(containers["day"]["bitmap"], pa.date32(), f.file_name)  # type: ignore[arg-type]
+    assert city_index.blocks == 3 and day_index.blocks == 1  # 40-byte blocks of 2 entries, and 16 kb
+    assert planned(t, pc.field("city") == "c3-1") == 2
+    assert planned(t, pc.field("city").isin(["c3-1", "c4-0"])) == 4
+    assert planned(t, pc.field("day") == pa.scalar(19005, pa.date32())) == 1
+    got = t.to_arrow(filter="city = 'c3-1'")
+    assert sorted(got.column("id").to_pylist()) == [i * 100 + j for i in (3, 10) for j in range(1, 99) if j % 3 == 1]
+    assert planned(t, pc.field("city") == "nowhere") == 0
+    t.alter(lakelog.SetOption("file-index.read.enabled", "false"))
+    assert planned(catalog.get_table("db.a"), pc.field("city") == "c3-1") == 14
+
+    dv = catalog.create_table("db.dv", schema, primary_key=["id"],
+                              options={"bucket": "1", "deletion-vectors.enabled": "true",
+                                       "file-index.bitmap.columns": "city", "write-only": "true"})
+    for i in range(4):
+        dv.write(rows(i))
+        dv.compact(full=False)
+    dv.compact(full=True)
+    dv.write(rows(12))  # a second run above level 0, of other cities (c5-*)
+    dv.compact(full=False)
+    assert planned(dv, pc.field("id") >= 0) == 2 and planned(dv, pc.field("city") == "c2-0") == 1
+    assert planned(dv, pc.field("city") == "c5-0") == 1
+    assert sorted(dv.to_arrow(filter="city = 'c2-0'").column("id").to_pylist()) == list(range(203, 299, 3))
+
+    plain = catalog.create_table("db.plain", schema, options={"bucket": "1", "bucket-key": "id"})
+    for i in range(6):
+        plain.write(rows(i))
+    assert planned(plain, pc.field("city") == "c3-1") == 6
+    plain.alter(lakelog.SetOption("file-index.bitmap.columns", "city"),
+                lakelog.SetOption("file-index.bitmap.city.version", "1"))
+    plain = catalog.get_table("db.plain")
+    assert plain.rewrite_file_index() is not None
+    assert planned(plain, pc.field("city") == "c3-1") == 1
+    assert plain.to_arrow(filter="city = 'c3-1'").num_rows == 33
+    g = plan_splits(plain.store, plain.latest_snapshot())[0].files[0]
+    body = decode_container(g.embedded_file_index or (Path(plain.store.bucket_dir(b"", 0)) / g.extra_files[0]).read_bytes(),
+                            g.file_name)["city"]["bitmap"]
+    assert body is not None and body[0] == 1 and BitmapIndex.from_bytes(body, pa.string(), "x").blocks == 0

@@ -365,6 +365,12 @@ HONOURED_BY: dict[str, str] = {
     "fields.*.list-agg-delimiter": "tests/test_merge_engine.py::test_aggregate_options",
     "fields.*.sequence-group": "tests/test_merge_engine.py::test_partial_update_sequence_group_doc_example",
     "fields.*.default-value": "tests/test_table.py::test_default_values_fill_nulls_and_missing_columns_on_write",
+    "file-index.bitmap.columns":
+        "tests/test_file_index.py::test_bitmap_indexes_skip_files_and_rewrite_file_index_builds_them",
+    "file-index.bitmap.*.version":
+        "tests/test_file_index.py::test_bitmap_indexes_skip_files_and_rewrite_file_index_builds_them",
+    "file-index.bitmap.*.index-block-size":
+        "tests/test_file_index.py::test_bitmap_indexes_skip_files_and_rewrite_file_index_builds_them",
     "file-index.bloom-filter.*.fpp": "tests/test_file_index.py::test_items_and_fpp_size_each_columns_filter",
     "file-index.bloom-filter.*.items": "tests/test_file_index.py::test_items_and_fpp_size_each_columns_filter",
     "file-index.bloom-filter.columns":

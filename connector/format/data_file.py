@@ -20,7 +20,12 @@ import pyarrow.parquet as pq
 from lakelog.connector.errors import CorruptFileError, LakelogError, MissingFileError
 from lakelog.connector.format import parquet_footer, parquet_layout
 from lakelog.connector.format.binary_row import serialize_row
-from lakelog.connector.format.file_index import bloom_container, bloom_hashes, index_file_name
+from lakelog.connector.format.file_index import (
+    FileIndexConfig,
+    bloom_hashes,
+    build_container,
+    index_file_name,
+)
 from lakelog.connector.format.fileio import io_for, os_error_code, storage_errors
 from lakelog.connector.format.key_value import KEY_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.manifest import DataFileMeta, SimpleStats, local_now_millis
@@ -213,9 +218,9 @@ class DataFileWriter:
     key_stats_mode: StatsMode = DEFAULT_STATS_MODE
     file_schema: Optional[pa.Schema] = None  # every chunk is cast to it (nullability differences)
     layout: Optional[WriteLayout] = None  # None: parquet_layout.DEFAULT_LAYOUT
-    # file-index.bloom-filter.columns: column -> (items, fpp); the index rides in the manifest up to
-    # index_in_manifest bytes, else it is written beside the data file (file_index.py)
-    bloom_columns: Optional[dict[str, tuple[int, float]]] = None
+    # file-index.bloom-filter.columns and file-index.bitmap.columns; the index rides in the
+    # manifest up to index_in_manifest bytes, else it is written beside the data file (file_index.py)
+    file_index: Optional[FileIndexConfig] = None
     index_in_manifest: int = 500
 
     def rolling(self, *, level: int, file_source: int = 0) -> RollingFileWriter:
@@ -260,6 +265,7 @@ class RollingFileWriter:
         self.paths: list[str] = []
         self._uploads: list[Future[None]] = []  # of finished files (object stores)
         self._bloom: dict[str, list[np.ndarray]] = {}  # the file being written: hashes per column
+        self._bitmap: dict[str, list[pa.ChunkedArray]] = {}  # and values per bitmap-indexed column
         self._writer: Optional[pq.ParquetWriter] = None
         self._physical: Optional[PhysicalLayout] = None
         self._sink: Any = None
@@ -326,8 +332,11 @@ class RollingFileWriter:
             kinds = chunk.column("_VALUE_KIND")
             self._deletes += int(pc.sum(pc.is_in(kinds, value_set=pa.array([1, 3], kinds.type))).as_py() or 0)
         self._value_stats.update([chunk.column(c) for c in spec.value_columns])
-        for c in spec.bloom_columns or ():
-            self._bloom.setdefault(c, []).append(np.unique(bloom_hashes(chunk.column(c))))
+        if spec.file_index:
+            for c in spec.file_index.bloom:
+                self._bloom.setdefault(c, []).append(np.unique(bloom_hashes(chunk.column(c))))
+            for c in spec.file_index.bitmap:
+                self._bitmap.setdefault(c, []).append(chunk.column(c))
         if self._sink.tell() >= spec.target_file_size:
             self._finish_file()
 
@@ -396,13 +405,16 @@ class RollingFileWriter:
 
     def _file_index(self, path: str) -> tuple[Optional[bytes], list[str]]:
         """(the index to embed in the manifest record, extra files) of the file being finished: its
-        bloom filters in Paimon's container, embedded when small, else written beside the file."""
+        bloom filters and bitmaps in Paimon's container, embedded when small, else written beside
+        the file."""
         spec = self.spec
-        if not spec.bloom_columns:
+        if not spec.file_index:
             return None, []
         hashes = {c: np.unique(np.concatenate(parts)) for c, parts in self._bloom.items() if parts}
-        self._bloom = {}
-        data = bloom_container(hashes, spec.bloom_columns)
+        values = {c: pa.chunked_array([x for p in parts for x in p.chunks], parts[0].type)
+                  for c, parts in self._bitmap.items() if parts}
+        self._bloom, self._bitmap = {}, {}
+        data = build_container(spec.file_index, hashes, values)
         if len(data) <= spec.index_in_manifest:
             return data, []
         name = index_file_name(os.path.basename(path))

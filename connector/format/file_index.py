@@ -1,4 +1,5 @@
-"""File indexes: Paimon's per-data-file index container and its bloom-filter index.
+"""File indexes: Paimon's per-data-file index container and its bloom-filter index (its bitmap
+index: ``bitmap_index.py``).
 
 ``file-index.bloom-filter.columns`` makes every data file carry, per named column, a bloom filter of
 its values, so that a read with ``column = value`` (or ``IN``) opens only the files that may hold
@@ -24,14 +25,14 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.connector.errors import CorruptFileError
+from lakelog.connector.errors import CorruptFileError, InvalidInputError
 
 __all__ = [
     "BLOOM_FILTER",
@@ -41,6 +42,8 @@ __all__ = [
     "encode_container",
     "decode_container",
     "bloom_container",
+    "build_container",
+    "FileIndexConfig",
     "index_file_name",
 ]
 
@@ -63,17 +66,52 @@ def index_file_name(data_file: str, previous: Optional[str] = None) -> str:
     return f"{stem}-1.index"
 
 
-def bloom_container(hashes: Mapping[str, np.ndarray], config: Mapping[str, tuple[int, float]]) -> bytes:
-    """A container holding a bloom filter per configured column (column -> (items, fpp)) of the
-    given hashes (a column without hashes gets an empty filter)."""
+@dataclass(frozen=True)
+class FileIndexConfig:
+    """What every data file indexes: column -> (items, fpp) of its bloom filter, and column ->
+    (version, index block size) of its bitmap index."""
+
+    bloom: Mapping[str, tuple[int, float]] = field(default_factory=dict)
+    bitmap: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.bloom or self.bitmap)
+
+    @property
+    def columns(self) -> list[str]:
+        """The indexed columns, each once (bloom-filtered ones first)."""
+        return list(dict.fromkeys([*self.bloom, *self.bitmap]))
+
+
+def build_container(
+    config: FileIndexConfig,
+    hashes: Mapping[str, np.ndarray],
+    values: Mapping[str, pa.Array | pa.ChunkedArray],
+) -> bytes:
+    """A data file's index container: per bloom-filtered column a filter of ``hashes[column]`` (a
+    column without hashes gets an empty filter), per bitmap-indexed column the bitmaps of
+    ``values[column]`` (the file's values in row order)."""
+    from lakelog.connector.format.bitmap_index import BITMAP, encode_bitmap_index
+
     bodies: dict[str, dict[str, Optional[bytes]]] = {}
-    for c, (items, fpp) in config.items():
+    for c, (items, fpp) in config.bloom.items():
         bloom = BloomFilter.sized(items, fpp)
         h = hashes.get(c)
         if h is not None and len(h):
             bloom.add(h)
-        bodies[c] = {BLOOM_FILTER: bloom.to_bytes()}
+        bodies.setdefault(c, {})[BLOOM_FILTER] = bloom.to_bytes()
+    for c, (version, block_size) in config.bitmap.items():
+        try:
+            body = encode_bitmap_index(values[c], version=version, block_size=block_size)
+        except ValueError as e:
+            raise InvalidInputError(f"bitmap index of column {c!r}: {e}") from None
+        bodies.setdefault(c, {})[BITMAP] = body
     return encode_container(bodies)
+
+
+def bloom_container(hashes: Mapping[str, np.ndarray], config: Mapping[str, tuple[int, float]]) -> bytes:
+    """A container holding a bloom filter per configured column (column -> (items, fpp))."""
+    return build_container(FileIndexConfig(bloom=config), hashes, {})
 
 
 # ---- hashing ----------------------------------------------------------------------------------------

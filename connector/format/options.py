@@ -645,9 +645,10 @@ class CoreOptions:
     FILE_INDEX_READ_ENABLED: ClassVar[ConfigOption[bool]] = _opt(
         "file-index.read.enabled", bool, True, "Whether reads skip data files by their file indexes.")
     FILE_INDEX_BITMAP_COLUMNS: ClassVar[ConfigOption[list[str]]] = _opt(
-        "file-index.bitmap.columns", list, None, "Columns indexed by bitmaps (Paimon's file index).",
-        unsupported="lakelog writes and reads bloom-filter file indexes ('file-index.bloom-filter.columns'), "
-        "not bitmap ones yet")
+        "file-index.bitmap.columns", list, None,
+        "Columns whose values every data file indexes in a bitmap per distinct value (Paimon's file "
+        "index), so that reads with column = value or IN skip the files without it; for columns of "
+        "few distinct values.")
     DELETION_VECTORS_BITMAP64: ClassVar[ConfigOption[bool]] = _opt(
         "deletion-vectors.bitmap64", bool, False,
         "Write deletion vectors as 64-bit Roaring bitmaps (the layout Iceberg reads) instead of "
@@ -917,6 +918,13 @@ class CoreOptions:
     FILE_INDEX_BLOOM_FILTER_ITEMS: ClassVar[PatternOption] = PatternOption(
         "file-index.bloom-filter.*.items", int, 1_000_000,
         "Distinct values a column's bloom filter index is sized for (per data file).", _at_least(1))
+    FILE_INDEX_BITMAP_VERSION: ClassVar[PatternOption] = PatternOption(
+        "file-index.bitmap.*.version", str, "2",
+        "Layout of a column's bitmap index: 2 (sorted, in index blocks) or 1 (Paimon's legacy one).",
+        _one_of("1", "2"))
+    FILE_INDEX_BITMAP_BLOCK_SIZE: ClassVar[PatternOption] = PatternOption(
+        "file-index.bitmap.*.index-block-size", MemorySize, MemorySize(16 * 1024),
+        "Size of the index blocks of a column's bitmap index (version 2).", _positive_size)
     FIELD_DEFAULT_VALUE: ClassVar[PatternOption] = PatternOption(
         "fields.*.default-value", str, None, "Default value of a field.")
     FLINK_SCHEMA: ClassVar[PatternOption] = PatternOption(
@@ -1192,6 +1200,17 @@ class CoreOptions:
             c: (
                 int(self._field_option(self.FILE_INDEX_BLOOM_FILTER_ITEMS, c)),
                 float(self._field_option(self.FILE_INDEX_BLOOM_FILTER_FPP, c)),
+            )
+            for c in cols
+        }
+
+    def bitmap_index_columns(self) -> dict[str, tuple[int, int]]:
+        """Column -> (version, index block size in bytes) of ``file-index.bitmap.columns``."""
+        cols = self.get(self.FILE_INDEX_BITMAP_COLUMNS) or []
+        return {
+            c: (
+                int(self._field_option(self.FILE_INDEX_BITMAP_VERSION, c)),
+                int(self._field_option(self.FILE_INDEX_BITMAP_BLOCK_SIZE, c)),
             )
             for c in cols
         }

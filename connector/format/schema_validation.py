@@ -45,6 +45,14 @@ FIELD_OPTION_PATTERNS = (
 )
 
 
+
+# the types Paimon's bitmap file index takes (its BitmapTypeVisitor; floats it takes too, but its
+# documentation leaves them out and so does lakelog)
+_BITMAP_ROOTS = frozenset({
+    "TINYINT", "SMALLINT", "INT", "BIGINT", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_LTZ", "CHAR",
+    "VARCHAR", "BOOLEAN",
+})
+
 def keys_from_options(given: list[str], options: dict[str, str], key: str, what: str) -> list[str]:
     """Keys given directly or through an option (Paimon allows either, not both); drops the option."""
     raw = options.pop(key, None)
@@ -180,6 +188,16 @@ def _validate_merge_options(
             raise OptionError(
                 f"'file-index.bloom-filter.columns': column {c!r} has type {shown}, which Paimon's bloom "
                 "filter index does not hash (booleans, decimals, nested types)"
+            )
+    for c in core.bitmap_index_columns():
+        if c not in by_name:
+            raise OptionError(f"'file-index.bitmap.columns' names unknown column {c!r} (columns: {names})")
+        root = by_name[c].type.root
+        if root not in _BITMAP_ROOTS:
+            shown = type_to_string(by_name[c].type)
+            raise OptionError(
+                f"'file-index.bitmap.columns': column {c!r} has type {shown}; Paimon's bitmap index takes "
+                "integers, dates, times, timestamps, strings and booleans"
             )
     if schema.options.get("partition.expiration-time") is not None and not schema.partition_keys:
         raise OptionError("'partition.expiration-time' needs a partitioned table")

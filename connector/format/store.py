@@ -25,6 +25,7 @@ from lakelog.connector.errors import (
 from lakelog.connector.format.binary_row import deserialize_row
 from lakelog.connector.format.consumers import ConsumerManager
 from lakelog.connector.format.data_file import DataFileWriter, FileLayout, StatsMode
+from lakelog.connector.format.file_index import FileIndexConfig
 from lakelog.connector.format.fileio import FileIO, io_for, location, register_io
 from lakelog.connector.format.index_file import IndexManifestEntry
 from lakelog.connector.format.index_manifest import IndexManifestFile
@@ -207,6 +208,11 @@ class TableStore:
             else os.path.join(self.path, f"bucket-{bucket}")
         )
 
+    def file_index_config(self) -> FileIndexConfig:
+        """The file indexes the table's options ask every data file for."""
+        opts = self.options
+        return FileIndexConfig(bloom=opts.bloom_filter_columns(), bitmap=opts.bitmap_index_columns())
+
     def file_writer(self, partition: bytes, bucket: int, *, changelog: bool = False) -> DataFileWriter:
         """How this table writes data (or, with ``changelog``, changelog) files of a bucket; file
         names follow ``data-file.prefix`` / ``changelog-file.prefix`` and
@@ -231,7 +237,7 @@ class TableStore:
             value_stats_modes=[StatsMode.parse(opts.stats_mode(f.name)) for f in schema.fields],
             key_stats_mode=_key_stats_mode(StatsMode.parse(opts.stats_mode(None))),
             file_schema=file_schema(self),
-            bloom_columns=None if changelog else opts.bloom_filter_columns() or None,
+            file_index=None if changelog else self.file_index_config() or None,
             index_in_manifest=int(opts.get(opts.FILE_INDEX_IN_MANIFEST_THRESHOLD)),
         )
 

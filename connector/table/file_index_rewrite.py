@@ -19,7 +19,12 @@ import numpy as np
 
 from lakelog.connector.errors import CommitConflictError, InvalidInputError
 from lakelog.connector.format.commit_message import CommitMessage
-from lakelog.connector.format.file_index import bloom_container, bloom_hashes, index_file_name
+from lakelog.connector.format.file_index import (
+    FileIndexConfig,
+    bloom_hashes,
+    build_container,
+    index_file_name,
+)
 from lakelog.connector.format.manifest import DataFileMeta, ManifestEntry
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.split import Split
@@ -37,7 +42,7 @@ def rewrite_file_index(
 ) -> Optional[int]:
     """Index every live data file (of ``partitions``) as the table's file-index options say; return
     the COMPACT snapshot's id, None when no file's index changed."""
-    config = store.options.bloom_filter_columns()
+    config = store.file_index_config()
     specs = partition_spec_list(store, partitions)
     for attempt in range(attempts):
         snap = store.snapshot_manager.latest()
@@ -65,9 +70,7 @@ def rewrite_file_index(
     raise AssertionError("unreachable")
 
 
-def _reindexed(
-    store: TableStore, e: ManifestEntry, config: dict[str, tuple[int, float]]
-) -> Optional[CommitMessage]:
+def _reindexed(store: TableStore, e: ManifestEntry, config: FileIndexConfig) -> Optional[CommitMessage]:
     """The message replacing ``e``'s record with one holding the configured index; None when it
     has that index already."""
     f = e.file
@@ -80,17 +83,17 @@ def _reindexed(
         return _message(e, new)
     if f.schema_id != store.schema.id:
         written = store.schema_manager.schema(f.schema_id)
-        missing = [c for c in config if c not in written.field_names]
+        missing = [c for c in config.columns if c not in written.field_names]
         if missing:
             raise InvalidInputError(
                 f"rewrite_file_index of {store.path}: data file {f.file_name} was written before the "
                 f"column(s) {missing} existed; compact it first"
             )
-    read = SplitRead(store, columns=list(config))
+    read = SplitRead(store, columns=config.columns)
     split = Split(0, e.partition, e.bucket, e.total_buckets, [f])
-    rows = read.read_file(split, f, system=False)
-    hashes = {c: np.unique(bloom_hashes(rows.column(c))) for c in config}
-    data = bloom_container(hashes, config)
+    rows = read.read_file(split, f, system=False)  # every row, in file order (bitmaps name rows)
+    hashes = {c: np.unique(bloom_hashes(rows.column(c))) for c in config.bloom}
+    data = build_container(config, hashes, {c: rows.column(c) for c in config.bitmap})
     threshold = int(store.options.get(store.options.FILE_INDEX_IN_MANIFEST_THRESHOLD))
     if len(data) <= threshold:
         new = dataclasses.replace(f, embedded_file_index=data, extra_files=others)

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.connector.format.binary_row import deserialize_row
+from lakelog.connector.format.bitmap_index import BITMAP, BitmapIndex, bitmap_supported
 from lakelog.connector.format.file_index import (
     BLOOM_FILTER,
     BloomFilter,
@@ -171,10 +172,11 @@ def _prune(
 def _skip_by_file_index(
     store: TableStore, entries: list[ManifestEntry], expr: pc.Expression, arrow_schema: pa.Schema
 ) -> list[ManifestEntry]:
-    """Drop the files whose bloom-filter index says they hold none of the values the filter pins a
-    column to (``column = v``, ``IN``). Files of a merge-on-read primary-key table are skipped by key
-    columns only (a newer version of a row elsewhere may change its other columns); files without
-    an index for the column (older ones, Paimon's without it) are kept."""
+    """Drop the files whose bloom-filter or bitmap index says they hold none of the values the
+    filter pins a column to (``column = v``, ``IN``). Files of a merge-on-read primary-key table are
+    skipped by key columns only (a newer version of a row elsewhere may change its other columns);
+    files without an index for the column (older ones, Paimon's without it) are kept, and so are
+    files whose bitmap was written for another type of the column (before an ALTER)."""
     opts = store.options
     if not opts.get(opts.FILE_INDEX_READ_ENABLED):
         return entries
@@ -183,28 +185,54 @@ def _skip_by_file_index(
         pinned = {c: v for c, v in pinned.items() if c in store.schema.primary_keys}
     if not pinned:
         return entries
-    hashes: dict[str, Any] = {}
-    for c, values in pinned.items():
-        if bloom_supported(values.type):
-            hashes[c] = bloom_hashes(values)
-    if not hashes:
+    hashes = {c: bloom_hashes(v) for c, v in pinned.items() if bloom_supported(v.type)}
+    bitmaps = {c: v for c, v in pinned.items() if bitmap_supported(v.type)}
+    if not hashes and not bitmaps:
         return entries
     overlays = store.is_primary_key_table and opts.deletion_vectors_enabled  # level 0 is merged on read
+    same_type: dict[int, set[str]] = {}  # schema id -> pinned columns typed as now
     kept = []
     for e in entries:
         if overlays and e.file.level == 0:
             kept.append(e)  # its deletes and updates overlay the files above, whatever their values
             continue
         indexes = _file_indexes(store, e)
-        skip = False
-        for c, h in hashes.items():
-            body = indexes.get(c, {}).get(BLOOM_FILTER) if indexes else None
-            if body is not None and not BloomFilter.from_bytes(body, e.file.file_name).might_contain(h).any():
-                skip = True
-                break
-        if not skip:
-            kept.append(e)
+        if indexes and not _may_hold(store, e, indexes, hashes, bitmaps, arrow_schema, same_type):
+            continue
+        kept.append(e)
     return kept
+
+
+def _may_hold(
+    store: TableStore,
+    e: ManifestEntry,
+    indexes: dict[str, dict[str, Optional[bytes]]],
+    hashes: dict[str, Any],
+    bitmaps: dict[str, pa.Array],
+    arrow_schema: pa.Schema,
+    same_type: dict[int, set[str]],
+) -> bool:
+    """Whether ``e``'s indexes leave it possible that a row holds each pinned column's values."""
+    name = e.file.file_name
+    for c, h in hashes.items():
+        body = indexes.get(c, {}).get(BLOOM_FILTER)
+        if body is not None and not BloomFilter.from_bytes(body, name).might_contain(h).any():
+            return False
+    for c, values in bitmaps.items():
+        body = indexes.get(c, {}).get(BITMAP)
+        if body is None:
+            continue
+        sid = e.file.schema_id
+        if sid not in same_type:
+            current = {f.name: f.type for f in store.schema.fields}
+            schema = store.schema if sid == store.schema.id else store.schema_manager.schema(sid)
+            written = schema.fields
+            same_type[sid] = {f.name for f in written if current.get(f.name) == f.type}
+        if c not in same_type[sid]:
+            continue
+        if not BitmapIndex.from_bytes(body, arrow_schema.field(c).type, name).contains_any(values):
+            return False
+    return True
 
 
 def _file_indexes(store: TableStore, e: ManifestEntry) -> Optional[dict[str, dict[str, Optional[bytes]]]]:
