@@ -456,6 +456,11 @@ def test_bitmap_indexes_skip_files_and_rewrite_file_index_builds_them(catalog: l
     assert plain.rewrite_file_index() is not None
     assert planned(plain, pc.field("city") == "c3-1") == 1
     assert plain.to_arrow(filter="city = 'c3-1'").num_rows == 33
+    # the Flink sources plan (and re-plan on every worker) through ReadPlan: the same skipping
+    from lakelog.operators.source_plan import ReadPlan
+
+    plan = ReadPlan(plain.store.path, ["id"], "city = 'c3-1'", {})
+    assert sum(len(s.files) for s in plan.splits(plain.store, plain.latest_snapshot().id)) == 1
     g = plan_splits(plain.store, plain.latest_snapshot())[0].files[0]
     body = decode_container(g.embedded_file_index or (Path(plain.store.bucket_dir(b"", 0)) / g.extra_files[0]).read_bytes(),
                             g.file_name)["city"]["bitmap"]
