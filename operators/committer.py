@@ -222,10 +222,26 @@ class SinkCommitter:
             self.finished = final
             after_commit(self.store, compactor=self.compactor)
             log.info("committed %d committables as identifier %d (snapshot %s)", len(todo), identifier, sid)
+            if self.table_commit.compaction_discarded and not final and not self.compactor:
+                self._writers_are_stale()
             return identifier
         raise CommitConflictError(
             f"committer of {self.commit_user} on {self.store.path}: another committer of the same "
             f"commit user kept committing; gave up after {self._ATTEMPTS} attempts"
+        )
+
+    def _writers_are_stale(self) -> None:
+        """A compaction of the sink's writers lost a race (another compaction rewrote its input
+        files) and was dropped; its rows are committed. The writers still see the files they
+        compacted into, so every later compaction of theirs would be dropped too (and a lookup
+        changelog would wait): fail the job over, so that they start again from the table, as
+        Paimon's committer does on a compaction conflict. (Nothing is committed twice: the
+        committables are recorded in the snapshot just published.)"""
+        raise CommitConflictError(
+            f"sink into {self.store.path}: a compaction of its writers lost a race to another "
+            "compaction of the same files and was dropped (the rows are committed); failing over so "
+            "that the writers reload the table. Several compactions of one table at once: set "
+            "'write-only' on the writers and run the dedicated compaction job"
         )
 
     def _guard(self, latest: Optional[Snapshot]) -> None:

@@ -210,3 +210,42 @@ def test_a_replay_whose_files_a_rollback_removed_after_the_check_commits_nothing
         again.commit([c], 1, final=False)
     assert sorted(t.refresh().to_arrow().column("id").to_pylist()) == [0]
     assert [s.id for s in t.snapshots()] == [1]
+
+
+def test_a_dropped_compaction_of_the_writers_fails_the_job_over_after_its_rows_commit(tmp_path: Path) -> None:
+    """Another compaction rewrote the files a sink writer compacted: the commit keeps the writer's
+    rows and drops its compaction, then fails (the job fails over) since the writer's view is stale.
+    A replay commits nothing twice; a writer started afresh compacts again."""
+    schema = pa.schema([pa.field("id", pa.int64(), False), pa.field("v", pa.string())])
+    t = lakelog.Catalog(str(tmp_path / "wh")).create_table(
+        "db.p", schema, primary_key=["id"], options={"bucket": "1", "num-sorted-run.compaction-trigger": "2"}
+    )
+
+    def rows(ids: range, v: str) -> pa.Table:
+        return pa.table({"id": list(ids), "v": [v] * len(ids)}, schema=schema)
+
+    w = TableWrite(t.store, keep_view=True)
+    committer = SinkCommitter(t.store, "sink-user", "run1")
+    for i in range(3):
+        w.write(rows(range(i * 10, i * 10 + 20), f"w{i}"))
+        committer.commit([Committable(f"c{i}", "k", w.prepare_commit(), None)], i + 1, final=False)
+    other = t.compact(full=True)  # another commit user rewrites every file the writer knows
+    assert other is not None
+    w.write(rows(range(5, 15), "late"))
+    late = Committable("c-late", "k", w.prepare_commit(wait_compaction=True), None)
+    assert any(m.compact_before for m in late.messages)
+    with pytest.raises(CommitConflictError, match="lost a race .* failing over so that the writers reload"):
+        committer.commit([late], 4, final=False)
+    got = {r["id"]: r["v"] for r in t.refresh().to_arrow().to_pylist()}
+    assert [got[i] for i in (4, 5, 14, 15, 39)] == ["w0", "late", "late", "w1", "w2"] and len(got) == 40
+    assert t.latest_snapshot().commit_kind == "APPEND"  # the rows landed, the compaction did not
+    again = SinkCommitter(t.store, "sink-user", "run1")  # after the failover: a replay is a no-op
+    assert again.commit([late], 5, final=False) is None
+    fresh = TableWrite(t.store, keep_view=True)  # the restarted writer starts from the table
+    for i in range(3):
+        fresh.write(rows(range(30 + i, 32 + i), f"n{i}"))
+        again.commit([Committable(f"n{i}", "k", fresh.prepare_commit(wait_compaction=True), None)], 6 + i,
+                     final=False)
+    assert [s.id for s in t.refresh().snapshots() if s.commit_kind == "COMPACT" and s.commit_user == "sink-user"
+            and s.id > other]
+    assert len(t.to_arrow().to_pylist()) == 40

@@ -84,9 +84,10 @@ class FailOnce:
         return Row(id=x, k=x % KEYS, v=x)
 
 
-def _snapshot_checks(table: Any, *, after: int = 0) -> None:
-    """The sink's snapshots (those after snapshot ``after``, which the test wrote itself)."""
-    snaps = [s for s in table.store.snapshot_manager.snapshots() if s.id > after]
+def _snapshot_checks(table: Any, *, after: int = 0, others: tuple[str, ...] = ()) -> None:
+    """The sink's snapshots (those after snapshot ``after``, which the test wrote itself, and not
+    of the commit users ``others``)."""
+    snaps = [s for s in table.store.snapshot_manager.snapshots() if s.id > after and s.commit_user not in others]
     assert snaps
     # no commit identifier twice (per commit user and kind: Paimon pairs APPEND+COMPACT per identifier)
     idents = Counter((s.commit_user, s.commit_identifier, s.commit_kind) for s in snaps)
@@ -206,6 +207,71 @@ def test_streaming_exactly_once_across_failover(tmp_path, flink_env, channel) ->
         f"after submit, last {(snaps[-1].time_millis - t_start) / 1000:.1f} s"
     )
     assert len(app.store.snapshot_manager.snapshots()) > 1  # committed while running, not only at the end
+
+
+class CompactOnce:
+    """Test-only map: once (a marker file remembers it) the table has two snapshots and ``after``
+    rows have passed, compacts the whole table itself, as another process would (its own commit
+    user). Slows down a little until then, so that
+    the job is still writing when it happens."""
+
+    def __init__(self, marker: str, after: int, table_path: str) -> None:
+        self.marker, self.after, self.table_path = marker, after, table_path
+        self.seen = 0
+
+    def __call__(self, x: int) -> Any:
+        from pyflink.common import Row
+
+        self.seen += 1
+        if self.seen >= self.after and not os.path.exists(self.marker):
+            if self.seen % 50 == 0:
+                from lakelog.connector.format.store import TableStore
+                from lakelog.connector.table.compaction import compact_table
+
+                store = TableStore(self.table_path)
+                if len(store.snapshot_manager.snapshots()) >= 2:
+                    compact_table(store, full=True, commit_user="another-compaction")
+                    with open(self.marker, "w") as fh:
+                        fh.write("done")
+            time.sleep(0.002)
+        return Row(k=x % KEYS, total=1)
+
+
+def test_a_sink_whose_compaction_lost_a_race_fails_over_and_compacts_again(  # type: ignore[no-untyped-def]
+    tmp_path, flink_env
+) -> None:
+    """Another process compacts the table while the sink's writers compact it too: the writers'
+    next compaction is dropped (its inputs are gone; the rows commit), the job fails over so that
+    the writers reload the table, and they compact again afterwards. Before, such a writer went on
+    with its stale view and every later compaction of it was dropped."""
+    from pyflink.common import Types
+
+    from lakelog.operators.sink import sink_to_lakelog
+
+    cat = lakelog.Catalog(str(tmp_path / "wh"))
+    sums = cat.create_table(
+        "db.sums",
+        AGG_SCHEMA,
+        primary_key=["k"],
+        options={"bucket": "2", "merge-engine": "aggregation", "fields.total.aggregate-function": "sum",
+                 "num-sorted-run.compaction-trigger": "2"},
+    )
+    marker = str(tmp_path / "compacted")
+    env = _env(flink_env, batch=False)
+    rows = _numbers(env, N).map(
+        CompactOnce(marker, 4_000, sums.store.path),
+        output_type=Types.ROW_NAMED(["k", "total"], [Types.LONG(), Types.LONG()]),
+    )
+    sink_to_lakelog(rows, sums.store.path, commit_user="the-sink", flush_interval=500)
+    env.execute("lakelog-sink-compaction-race")
+    assert os.path.exists(marker), "the other compaction never ran"
+    snaps = sums.store.snapshot_manager.snapshots()
+    (other,) = [s.id for s in snaps if s.commit_user == "another-compaction"]
+    got = sums.to_arrow().sort_by("k")
+    assert got.column("total").to_pylist() == [len(range(k, N, KEYS)) for k in range(KEYS)]
+    later = [s.id for s in snaps if s.commit_user == "the-sink" and s.commit_kind == "COMPACT" and s.id > other]
+    assert later, [(s.id, s.commit_user, s.commit_kind) for s in snaps]
+    _snapshot_checks(sums, others=("another-compaction",))
 
 
 @CHANNELS
