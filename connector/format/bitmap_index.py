@@ -122,7 +122,7 @@ def encode_bitmap_index(
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    codes = np.where(codes >= 0, rank[np.maximum(codes, 0)], -1)  # codes in value order
+    codes = np.append(rank, -1)[codes]  # codes in value order; nulls (-1) stay -1
     by_code = np.argsort(codes, kind="stable")  # rows grouped by value, ascending within each
     counts = np.bincount(codes + 1, minlength=len(order) + 1)  # [nulls, value 0, value 1, ...]
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
