@@ -41,7 +41,6 @@ __all__ = [
     "bloom_supported",
     "encode_container",
     "decode_container",
-    "bloom_container",
     "build_container",
     "FileIndexConfig",
     "index_file_name",
@@ -107,11 +106,6 @@ def build_container(
             raise InvalidInputError(f"bitmap index of column {c!r}: {e}") from None
         bodies.setdefault(c, {})[BITMAP] = body
     return encode_container(bodies)
-
-
-def bloom_container(hashes: Mapping[str, np.ndarray], config: Mapping[str, tuple[int, float]]) -> bytes:
-    """A container holding a bloom filter per configured column (column -> (items, fpp))."""
-    return build_container(FileIndexConfig(bloom=config), hashes, {})
 
 
 # ---- hashing ----------------------------------------------------------------------------------------

@@ -45,13 +45,13 @@ FIELD_OPTION_PATTERNS = (
 )
 
 
-
 # the types Paimon's bitmap file index takes (its BitmapTypeVisitor; floats it takes too, but its
 # documentation leaves them out and so does lakelog)
 _BITMAP_ROOTS = frozenset({
     "TINYINT", "SMALLINT", "INT", "BIGINT", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_LTZ", "CHAR",
     "VARCHAR", "BOOLEAN",
 })
+
 
 def keys_from_options(given: list[str], options: dict[str, str], key: str, what: str) -> list[str]:
     """Keys given directly or through an option (Paimon allows either, not both); drops the option."""
