@@ -278,6 +278,8 @@ class LakelogSql:
         return cat, db, parts[0] if parts else ""
 
     def _catalog_table(self, cat: str, db: str, name: str) -> Any:
+        """Flink's catalog table ``cat.db.name``, or None (temporary lakelog tables are in
+        ``_temporary_lake``: asking Flink's CatalogManager for them raced its planner)."""
         try:
             c = self.t_env.get_catalog(cat)
             if c is None:
