@@ -220,7 +220,12 @@ class SplitRead:
                 for chunk in self.iter_file(split, sec[0], system=False):
                     yield self._finish(chunk)
                 continue
-            streams = [self.iter_file(split, f, system=True, columns=self.merge_read_columns) for f in sec]
+            # oldest first (top level down, then by sequence): each key's versions then arrive in
+            # sequence order, which lets the merge keep its newest without sorting by sequence
+            oldest_first = sorted(sec, key=lambda f: (-f.level, f.min_sequence_number))
+            streams = [
+                self.iter_file(split, f, system=True, columns=self.merge_read_columns) for f in oldest_first
+            ]
             for merged in merge_streams(streams, self.key_names, merge=self.merge_function):
                 yield self._finish(merged)
 
