@@ -12,7 +12,7 @@ index file per bucket, replaced whenever the bucket's vectors change.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Optional, Union
 
 import numpy as np
@@ -88,6 +88,14 @@ def keep_mask(deleted: np.ndarray, start: int, n: int) -> Optional[np.ndarray]:
     keep = np.ones(n, dtype=bool)
     keep[(deleted[lo:hi] - np.uint64(start)).astype(np.int64)] = False
     return keep
+
+
+def bucket_vectors_entry(
+    index: Sequence[IndexManifestEntry], partition: bytes, bucket: int
+) -> Optional[IndexManifestEntry]:
+    """The bucket's deletion-vector index entry among ``index`` (None: it has no vectors)."""
+    slot = (partition, bucket, DELETION_VECTORS_INDEX)
+    return next((e for e in index if e.slot() == slot), None)
 
 
 class BucketDeletionVectors:

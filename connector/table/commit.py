@@ -208,7 +208,6 @@ class TableCommit:
             try:
                 first_guard = guard if last is None else None  # our own APPEND snapshot is not news
                 last = self._commit_delta(compacts, commit_identifier, properties, first_guard)
-                self._delete_unpublished_vectors()
             except CommitConflictError:
                 if last is None:
                     raise
@@ -481,6 +480,7 @@ class TableCommit:
                     if hash_index is not None:
                         self.index_merged = self.index_merged or hash_index.merged
                         hash_index.published()
+                    self._delete_unpublished_vectors()
                     return snapshot.id
                 # Lost the race for this id: drop what this attempt wrote and retry on the new latest.
                 if pub is not None:
@@ -566,6 +566,7 @@ class TableCommit:
         changes no index file, else a new full-state manifest."""
         store = self.store
         previous = store.index_entries(latest)
+        self._unpublished_vectors = []  # this attempt's (see _check_dv_bases)
         drops: list[Callable[[IndexManifestEntry], bool]] = []
         if delta.kind == CommitKind.COMPACT:  # a compaction's deletion vectors
             final = self._check_dv_bases(previous, [m for m in delta.messages if m.dv_changed])
@@ -604,7 +605,6 @@ class TableCommit:
             e.slot(): e.index_file.file_name for e in previous
         }
         final: dict[tuple[bytes, int, str], Optional[IndexFileMeta]] = {}
-        self._unpublished_vectors = []
         for m in changed:
             slot = (m.partition, m.bucket, DELETION_VECTORS_INDEX)
             now = live.get(slot)
@@ -622,8 +622,8 @@ class TableCommit:
         return final
 
     def _delete_unpublished_vectors(self) -> None:
-        """After a commit: delete the deletion-vector files that a later compaction of the same
-        bucket in the same commit replaced (no snapshot ever named them)."""
+        """Once a snapshot is published: delete the deletion-vector files that a later compaction
+        of the same bucket in the same commit replaced (no snapshot ever named them)."""
         for e in self._unpublished_vectors:
             self.store.file_io.delete(self.store.index_file_path(e))
         self._unpublished_vectors = []

@@ -16,12 +16,11 @@ from lakelog.connector.errors import (
     SnapshotNotFoundError,
 )
 from lakelog.connector.format.commit_message import CommitMessage
-from lakelog.connector.format.index_file import DELETION_VECTORS_INDEX
 from lakelog.connector.format.lock import LockTimeoutError
 from lakelog.connector.format.options import ChangelogProducer
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.compaction import BucketCompactor, num_levels
-from lakelog.connector.lsm.deletion_vectors import BucketDeletionVectors
+from lakelog.connector.lsm.deletion_vectors import BucketDeletionVectors, bucket_vectors_entry
 from lakelog.connector.lsm.levels import (
     CompactUnit,
     Levels,
@@ -67,8 +66,8 @@ def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Opti
         if split.deletion_vectors is not None:
             # the base: the bucket's live index file in the split's snapshot (it may list no vector)
             index = store.index_entries(store.snapshot_manager.snapshot(split.snapshot_id))
-            slot = (split.partition, split.bucket, DELETION_VECTORS_INDEX)
-            base = next((e.index_file.file_name for e in index if e.slot() == slot), None)
+            entry = bucket_vectors_entry(index, split.partition, split.bucket)
+            base = entry.index_file.file_name if entry is not None else None
             dv = BucketDeletionVectors.of_split(split.deletion_vectors, base)
         if unit is None and (store.options.changelog_producer == ChangelogProducer.LOOKUP or dv is not None):
             unit = comp.pick_level0()  # level-0 data waits for its lookup changelog / its vectors

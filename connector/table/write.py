@@ -406,10 +406,10 @@ class TableWrite:
 
     def committed_vectors(self, partition: bytes, bucket: int) -> Any:
         """The bucket's deletion vectors in the latest snapshot (deletion-vector mode)."""
-        from lakelog.connector.lsm.deletion_vectors import BucketDeletionVectors
+        from lakelog.connector.lsm.deletion_vectors import BucketDeletionVectors, bucket_vectors_entry
 
         _, index = self.store.on_latest(self.store.index_entries)
-        return BucketDeletionVectors.load(self.store, _dv_entry(index, partition, bucket))
+        return BucketDeletionVectors.load(self.store, bucket_vectors_entry(index, partition, bucket))
 
     def _hash_index(self, partition: bytes, bucket: int) -> Any:
         from lakelog.connector.table.dynamic_bucket import BucketHashIndex
@@ -467,9 +467,9 @@ class TableWrite:
                 continue
             dv = None
             if vectors:
-                from lakelog.connector.lsm.deletion_vectors import BucketDeletionVectors
+                from lakelog.connector.lsm.deletion_vectors import BucketDeletionVectors, bucket_vectors_entry
 
-                dv = BucketDeletionVectors.load(self.store, _dv_entry(index, p, b))
+                dv = BucketDeletionVectors.load(self.store, bucket_vectors_entry(index, p, b))
             self._buckets[(p, b)] = KeyValueBucketWriter(self, p, b, fs, dv)
         self._restored |= partitions
 
@@ -694,18 +694,6 @@ class TableWrite:
 
 _WRITE_THREADS = 4
 _COMPACT_THREADS = 4
-
-
-def _dv_entry(
-    index: Sequence[IndexManifestEntry], partition: bytes, bucket: int
-) -> Optional[IndexManifestEntry]:
-    """The bucket's deletion-vector index entry among ``index`` (None: it has no vectors)."""
-    from lakelog.connector.format.index_file import DELETION_VECTORS_INDEX
-
-    for e in index:
-        if e.slot() == (partition, bucket, DELETION_VECTORS_INDEX):
-            return e
-    return None
 
 
 def _in_parallel(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
