@@ -142,7 +142,7 @@ def encode_bitmap_index(
         if n == 1:
             entries.append((value, -1 - int(by_code[s]), -1))
             continue
-        bitmap = encode_roaring32(np.sort(by_code[s : s + n]))
+        bitmap = encode_roaring32(by_code[s : s + n])  # ascending: the argsort is stable
         entries.append((value, len(body), len(bitmap)))
         body += bitmap
 
