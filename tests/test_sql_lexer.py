@@ -47,7 +47,7 @@ def test_statements_words_and_options() -> None:
 def test_table_references_become_views() -> None:
     seen: list[tuple[list[str], Optional[str]]] = []
 
-    def view_for(parts: list[str], hint: Optional[str], at: Optional[str] = None) -> Optional[str]:
+    def view_for(parts: list[str], hint: Optional[str], at: Optional[str], where: list[str]) -> Optional[str]:
         seen.append((parts, hint))
         return f"`v_{parts[-1]}`" if parts[-1].startswith("lk") else None
 
@@ -70,6 +70,79 @@ def test_table_references_become_views() -> None:
     assert rewrite_table_refs("SELECT * FROM t, LATERAL TABLE(f(t.k)) AS d", view_for) == (
         "SELECT * FROM t, LATERAL TABLE(f(t.k)) AS d"
     )
+
+
+def _conjuncts(sql: str) -> dict[str, list[str]]:
+    """The WHERE conjuncts rewrite_table_refs hands each table of ``sql``."""
+    seen: dict[str, list[str]] = {}
+
+    def view_for(parts: list[str], hint: Optional[str], at: Optional[str], where: list[str]) -> str:
+        seen[".".join(parts)] = where
+        return "`v`"
+
+    rewrite_table_refs(sql, view_for)
+    return seen
+
+
+def test_a_table_alone_in_its_query_block_gets_the_conjuncts_of_its_where() -> None:
+    q = "SELECT * FROM t WHERE k>=1 AND t.name = 'a' AND (x = 1 OR y BETWEEN 1 AND 3) GROUP BY k"
+    assert _conjuncts(q) == {"t": ["k>=1", "name = 'a'", "(x = 1 OR y BETWEEN 1 AND 3)"]}
+    # an alias qualifies columns (the table's own name no longer does); comments and hints are no text
+    q = (
+        "SELECT * FROM db.t /*+ OPTIONS('a'='b') */ AS u WHERE /* c */ u.k = -1e3 -- x\n"
+        " AND NOT `u`.v = 'it''s' AND t.k = 2 ORDER BY k"
+    )
+    assert _conjuncts(q) == {"db.t": ["k = -1e3", "NOT v = 'it''s'", "t.k = 2"]}
+    # each block its own WHERE: a subquery in FROM, UNION, a subquery in WHERE (not a conjunct)
+    q = (
+        "SELECT * FROM (SELECT * FROM t WHERE k = 1) x WHERE x.k = 2 UNION ALL "
+        "SELECT * FROM z WHERE q = 1 AND k IN (SELECT k FROM s WHERE s.z=3) LIMIT 3"
+    )
+    assert _conjuncts(q) == {"t": ["k = 1"], "z": ["q = 1"], "s": ["z=3"]}
+    # several tables, a table function's argument or MATCH_RECOGNIZE: the WHERE is not one table's
+    for q in (
+        "SELECT * FROM a JOIN b ON a.k = b.k WHERE a.k = 1",
+        "SELECT * FROM a, b WHERE a.k = 1",
+        "SELECT * FROM a, LATERAL TABLE(f(a.k)) AS d WHERE k = 1",
+        "SELECT * FROM TABLE(TUMBLE(TABLE a, DESCRIPTOR(ts), INTERVAL '1' MINUTES)) WHERE k = 1",
+        "SELECT * FROM a MATCH_RECOGNIZE (PARTITION BY k ORDER BY ts MEASURES A.k AS x PATTERN (A) "
+        "DEFINE A AS A.k > 0) m WHERE x = 1",
+    ):
+        assert all(not w for w in _conjuncts(q).values()), q
+    assert _conjuncts("SELECT * FROM t") == {"t": []}
+
+
+def test_pushed_filter_takes_only_what_compares_as_flink_does() -> None:
+    from lakelog.connector.format.types import DataField, DataType
+    from lakelog.operators.sql.pushdown import pushed_filter
+
+    fields = [
+        DataField(0, "k", DataType("BIGINT")),
+        DataField(1, "name", DataType("VARCHAR", length=2147483647)),
+        DataField(2, "c", DataType("CHAR", length=4)),
+        DataField(3, "f", DataType("DOUBLE")),
+        DataField(4, "p", DataType("DECIMAL", precision=5, scale=2)),
+        DataField(5, "d", DataType("DATE")),
+        DataField(6, "b", DataType("BOOLEAN")),
+        DataField(7, "ts", DataType("TIMESTAMP", precision=3)),
+        DataField(8, "t8", DataType("TINYINT")),
+    ]
+    taken = [
+        "k = 1", "k IN (1, 2)", "k BETWEEN 1 AND 3", "NOT k = 1.0", "name = 'x'", "name <> 'it''s'",
+        "(k = 1 OR name IS NULL)", "p > 1", "p = 1.05", "d = '2024-01-01'", "b = TRUE", "f IS NOT NULL",
+        "`k` >= -5",
+    ]  # fmt: skip
+    refused = [
+        "k = '1'", "name = 1", "c = 'ab'", "f = 0.1", "f > 1", "ts = '2024-01-01 00:00:00'",
+        "p = 1.054", "t8 = 300", "k = 1.5", "k + 1 = 2", "x.k = 1", "k = k", "upper(name) = 'X'",
+        "name LIKE 'a%'", "k IN (1, NULL)", "zz = 1", "name = \"x\"", "(k = 1 OR f = 0.5)",
+    ]  # fmt: skip
+    for c in taken:
+        assert pushed_filter([c], fields) == f"({c})", c
+    for c in refused:
+        assert pushed_filter([c], fields) is None, c
+    assert pushed_filter(["k = 1", "f = 0.1", "name = 'a'"], fields) == "(k = 1) AND (name = 'a')"
+    assert pushed_filter([], fields) is None
 
 
 def test_without_options_leaves_the_other_options_and_the_text_before_them() -> None:

@@ -178,7 +178,7 @@ def test_result_tables() -> None:
 def test_time_travel_and_lookup_joins_are_told_apart() -> None:
     seen = []
 
-    def view_for(parts: list[str], hint: object, at: object) -> str:
+    def view_for(parts: list[str], hint: object, at: object, where: object) -> str:
         seen.append((parts, at))
         return "`v`"
 

@@ -29,7 +29,7 @@ from lakelog.connector.errors import ArgumentTypeError, OptionError, SchemaError
 from lakelog.connector.format.types import from_arrow_type
 from lakelog.connector.table.coercion import coerce_value
 
-__all__ = ["parse_filter"]
+__all__ = ["parse_filter", "filter_tokens"]
 
 
 _TOKEN = re.compile(
@@ -38,7 +38,7 @@ _TOKEN = re.compile(
 )
 
 
-def _tokens(text: str) -> list[tuple[str, str]]:
+def filter_tokens(text: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     pos = 0
     text = text.rstrip()
@@ -57,7 +57,7 @@ class _FilterParser:
 
     def __init__(self, text: str, schema: pa.Schema) -> None:
         self.text = text
-        self.toks = _tokens(text)
+        self.toks = filter_tokens(text)
         self.i = 0
         self.schema = schema
 

@@ -15,7 +15,7 @@ the tables as they are then.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from pyflink.table.expressions import col
@@ -36,6 +36,7 @@ from lakelog.operators.source import read_lakelog_table
 from lakelog.operators.source_plan import table_rows
 from lakelog.operators.sql.errors import SqlError, UnsupportedStatementError
 from lakelog.operators.sql.lexer import hint_options
+from lakelog.operators.sql.pushdown import pushed_filter
 from lakelog.operators.sql.table_ddl import read_schema_options
 
 if TYPE_CHECKING:
@@ -119,9 +120,18 @@ def _metadata_view(
 
 
 def view_for(
-    sql: LakelogSql, parts: list[str], hint: Optional[str], time_travel: Optional[int] = None
+    sql: LakelogSql,
+    parts: list[str],
+    hint: Optional[str],
+    time_travel: Optional[int] = None,
+    conjuncts: Sequence[str] = (),
 ) -> Optional[str]:
-    """The temporary view to read instead of the table ``parts`` names (None: not a lakelog table)."""
+    """The temporary view to read instead of the table ``parts`` names (None: not a lakelog table).
+
+    ``conjuncts`` are those of the ``WHERE`` that reads this table alone: the read applies
+    those it compares exactly as Flink does (:mod:`.pushdown`), skipping partitions, files and row
+    groups that cannot match. Not for system tables, nor for a table with a watermark (its
+    watermark must see every row, as Flink's would)."""
     cat, db, name = sql.resolve(parts)
     expanded = sql.expand_view(cat, db, name)
     if expanded is not None:
@@ -151,6 +161,8 @@ def view_for(
             computed, wm = read_schema_options(schema.options, schema.field_names)
             kwargs["computed"] = [(c.name, c.expr) for c in computed]
             kwargs["watermark"] = (wm.rowtime, wm.expr) if wm is not None else None
+            if wm is None:
+                kwargs["filter"] = pushed_filter(conjuncts, schema.fields)
         table = read_lakelog_table(sql.t_env, path, env=sql.env, mode=sql.mode, **kwargs)
         if not system and kwargs.get("computed"):
             order = _column_order(store)

@@ -87,18 +87,106 @@ def _time_travel(toks: list[Token], k: int) -> tuple[Optional[str], int]:
     return "".join(t.text for t in toks[start : last + 1]).strip(), last
 
 
+class _Blocks:
+    """The query blocks of a statement (one per ``SELECT``, by parenthesis depth) as
+    :func:`_replace_tables` walks it: the tables of each block's ``FROM`` and the tokens of its
+    ``WHERE``. A block that reads one table and joins nothing gives that table its ``WHERE``'s
+    top-level conjuncts (``conjuncts``), the table's qualifier removed from column references: a
+    read may apply them, as Flink applies them after it."""
+
+    def __init__(self) -> None:
+        self.tables: dict[int, list[tuple[int, str]]] = {}  # depth -> (token index, qualifier)
+        self.joined: dict[int, bool] = {}
+        self.where: dict[int, list[Token]] = {}
+        self.open: set[int] = set()  # depths whose WHERE is being read
+        self.conjuncts: dict[int, list[str]] = {}
+
+    def see(self, tok: Token, depth: int) -> None:
+        """Note ``tok`` met at parenthesis ``depth`` (before the walk applies it)."""
+        up = tok.word
+        inner = depth  # the deepest block whose WHERE this token belongs to
+        if tok.kind == "sym" and tok.text == "(":
+            inner = depth + 1
+        elif (tok.kind == "sym" and tok.text == ")") or up == "SELECT":
+            self.end(depth)  # a block ends at its closing parenthesis, or where the next one begins
+            inner = depth - 1
+        elif up == "WHERE":
+            self.where[depth] = []
+            self.open.add(depth)
+            inner = depth - 1
+        elif up in ("JOIN", "MATCH_RECOGNIZE"):
+            self.joined[depth] = True  # the block's rows are not one table's
+            self.open.discard(depth)
+        elif up in _CLAUSE_END:
+            self.open.discard(depth)
+            inner = depth - 1
+        for d in self.open:
+            if d <= inner:
+                self.where[d].append(tok)
+
+    def table(self, depth: int, index: int, qualifier: str) -> None:
+        self.tables.setdefault(depth, []).append((index, qualifier))
+
+    def join(self, depth: int) -> None:
+        self.joined[depth] = True
+
+    def end(self, depth: int) -> None:
+        """The block at ``depth`` is complete."""
+        tables = self.tables.pop(depth, [])
+        where = self.where.pop(depth, [])
+        self.open.discard(depth)
+        if self.joined.pop(depth, False) or len(tables) != 1 or not where:
+            return
+        index, qualifier = tables[0]
+        out = []
+        for part in _split_top(where, "AND"):
+            if not significant_text(part) or any(t.word == "SELECT" for t in part):
+                continue
+            texts = []
+            k = 0
+            while k < len(part):
+                t = part[k]
+                dot = _next(part, k + 1)
+                if t.is_name and t.name == qualifier and dot < len(part) and part[dot].text == ".":
+                    k = _next(part, dot + 1)  # ``alias.column`` -> ``column``
+                    continue
+                texts.append(" " if t.kind == "comment" else t.text)
+                k += 1
+            out.append("".join(texts).strip())
+        if out:
+            self.conjuncts[index] = out
+
+    def finish(self) -> dict[int, list[str]]:
+        for d in sorted(self.tables.keys() | self.where.keys(), reverse=True):
+            self.end(d)
+        return self.conjuncts
+
+
 def rewrite_table_refs(
-    sql: str, view_for: Callable[[list[str], Optional[str], Optional[str]], Optional[str]]
+    sql: str, view_for: Callable[[list[str], Optional[str], Optional[str], list[str]], Optional[str]]
 ) -> str:
     """``sql`` with the tables of its ``FROM`` and ``JOIN`` clauses replaced by views.
 
-    ``view_for(name parts, hint, time)`` gets each table name (``['cat', 'db', 't']``, ``['t']``,
-    ...), the ``/*+ ... */`` hint after it (or None) and the constant of a ``FOR SYSTEM_TIME AS OF``
-    after that (time travel; or None), and returns the (quoted, qualified) view to read instead, or
-    None to leave the table as it is. Hint and time travel go with the table; a table without an
-    alias keeps its name as the alias, so column references stay valid."""
+    ``view_for(name parts, hint, time, where)`` gets each table name (``['cat', 'db', 't']``,
+    ``['t']``, ...), the ``/*+ ... */`` hint after it (or None), the constant of a ``FOR SYSTEM_TIME
+    AS OF`` after that (time travel; or None) and, where the table is the only one its query block
+    reads, the top-level ``AND`` conjuncts of the block's ``WHERE`` with the table's qualifier removed
+    (``["k = 1", "name IN ('a', 'b')"]``; else ``[]``). It returns the (quoted, qualified) view to
+    read instead, or None to leave the table as it is. Hint and time travel go with the table; a
+    table without an alias keeps its name as the alias, so column references stay valid."""
     toks = list(tokenize(sql))
+    # a first walk, as if every table were replaced, finds each table's WHERE (which follows it)
+    conjuncts = _replace_tables(toks, lambda i, parts, hint, at: "``")[1]
+    out, _ = _replace_tables(toks, lambda i, parts, hint, at: view_for(parts, hint, at, conjuncts.get(i, [])))
+    return "".join(out)
+
+
+def _replace_tables(
+    toks: list[Token], view_for: Callable[[int, list[str], Optional[str], Optional[str]], Optional[str]]
+) -> tuple[list[str], dict[int, list[str]]]:
+    """The walk of :func:`rewrite_table_refs`: the output texts and the conjuncts per table token."""
     out: list[str] = []
+    blocks = _Blocks()
     i = 0
     depth = 0
     clause: dict[int, str] = {}
@@ -107,6 +195,7 @@ def rewrite_table_refs(
     while i < len(toks):
         tok = toks[i]
         up = tok.word
+        blocks.see(tok, depth)
         if tok.kind == "sym" and tok.text == "(":
             depth += 1
             expect = False
@@ -115,6 +204,8 @@ def rewrite_table_refs(
             depth -= 1
         elif tok.kind == "sym" and tok.text == ",":
             expect = clause.get(depth) == "FROM"
+            if expect:
+                blocks.join(depth)
             out.append(tok.text)
             i += 1
             continue
@@ -141,17 +232,26 @@ def rewrite_table_refs(
             k = _next(toks, j + 1)
             hint = toks[k].text if k < len(toks) and toks[k].kind == "hint" else None
             at, last = _time_travel(toks, k + 1 if hint else j + 1)
-            view = view_for(parts, hint, at)
+            view = view_for(i, parts, hint, at)
             if view is not None:
                 end = last if at is not None else (k if hint else j)
                 n = _next(toks, end + 1)
-                has_alias = n < len(toks) and (
-                    toks[n].kind == "qid"
-                    or (toks[n].kind == "id" and toks[n].word not in _NOT_ALIAS)
-                    or toks[n].word == "AS"
-                )
-                alias = "" if has_alias or table_arg else " AS `" + parts[-1].replace("`", "``") + "`"
-                out.append(view + alias)
+                alias = parts[-1]
+                if n < len(toks) and toks[n].word == "AS":
+                    m = _next(toks, n + 1)
+                    alias = toks[m].name if m < len(toks) else ""
+                    has_alias = True
+                else:
+                    has_alias = n < len(toks) and (
+                        toks[n].kind == "qid" or (toks[n].kind == "id" and toks[n].word not in _NOT_ALIAS)
+                    )
+                    if has_alias:
+                        alias = toks[n].name
+                blocks.table(depth, i, "" if table_arg else alias)
+                if table_arg:
+                    blocks.join(depth)  # a table function's argument: its rows are not the block's
+                named = "" if has_alias or table_arg else " AS `" + parts[-1].replace("`", "``") + "`"
+                out.append(view + named)
                 i = end + 1
                 expect = table_arg = False
                 continue
@@ -160,7 +260,11 @@ def rewrite_table_refs(
             expect = expect and tok.kind == "sym" and tok.text == "("
         out.append(tok.text)
         i += 1
-    return "".join(out)
+    return out, blocks.finish()
+
+
+def significant_text(toks: list[Token]) -> bool:
+    return any(t.kind not in _SKIPPED for t in toks)
 
 
 def _prev_sym(toks: list[Token], i: int) -> str:

@@ -374,9 +374,11 @@ class LakelogSql:
         """``sql`` with every lakelog table reference replaced by a view over its source."""
         sql = self.rewrite_lookup_joins(sql)
 
-        def view_for(parts: list[str], hint: Optional[str], at: Optional[str]) -> Optional[str]:
+        def view_for(
+            parts: list[str], hint: Optional[str], at: Optional[str], where: list[str]
+        ) -> Optional[str]:
             millis = self._time_travel_millis(at) if at is not None else None
-            return reads.view_for(self, parts, hint, millis)
+            return reads.view_for(self, parts, hint, millis, where)
 
         return rewrite_table_refs(sql, view_for)
 
