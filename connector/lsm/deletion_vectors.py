@@ -12,6 +12,8 @@ index file per bucket, replaced whenever the bucket's vectors change.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Optional, Union
 
@@ -59,7 +61,9 @@ def deletion_files(store: TableStore, entry: Optional[IndexManifestEntry]) -> di
 
 class DeletionVectorReader:
     """Reads deletion vectors, each index file once (they are small, and every file of a bucket
-    has its bin in the same one)."""
+    has its bin in the same one). Decoded vectors are kept for the process in a cache of at most
+    :data:`CACHE_BYTES` (index files are never rewritten in place: a changed vector is a new file),
+    so repeated reads of a table decode each vector once."""
 
     def __init__(self) -> None:
         self._files: dict[str, bytes] = {}
@@ -70,11 +74,55 @@ class DeletionVectorReader:
             return _EMPTY
         if isinstance(dv, np.ndarray):
             return dv
+        key = (dv.path, dv.meta.offset, dv.meta.length)
+        cached = _CACHE.get(key)
+        if cached is not None:
+            return cached
         data = self._files.get(dv.path)
         if data is None:
             data = io_for(dv.path).read_bytes(dv.path)
             self._files[dv.path] = data
-        return read_deletion_vector(data, dv.meta, dv.path)
+        out = read_deletion_vector(data, dv.meta, dv.path)
+        out.flags.writeable = False
+        _CACHE.put(key, out)
+        return out
+
+
+CACHE_BYTES = 64 << 20
+"""The most memory decoded deletion vectors keep in a process's cache."""
+
+
+class _VectorCache:
+    """A least-recently-used map (index file, offset, length) -> positions, bounded in bytes,
+    shared by a process's readers (thread-safe)."""
+
+    def __init__(self, budget: int) -> None:
+        self._budget = budget
+        self._used = 0
+        self._items: OrderedDict[tuple[str, int, int], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int, int]) -> Optional[np.ndarray]:
+        with self._lock:
+            out = self._items.get(key)
+            if out is not None:
+                self._items.move_to_end(key)
+            return out
+
+    def put(self, key: tuple[str, int, int], value: np.ndarray) -> None:
+        if value.nbytes > self._budget // 4:
+            return
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = value
+            self._used += value.nbytes
+            while self._used > self._budget:
+                _, old = self._items.popitem(last=False)
+                self._used -= old.nbytes
+
+
+_CACHE = _VectorCache(CACHE_BYTES)
 
 
 def keep_mask(deleted: np.ndarray, start: int, n: int) -> Optional[np.ndarray]:

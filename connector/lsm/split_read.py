@@ -204,20 +204,23 @@ class SplitRead:
             return None
         return self._vectors.positions(split.deletion_vectors.get(f.file_name))
 
-    def read_split(self, split: Split) -> Iterator[pa.Table]:
-        """Tables of the split's rows (chunks of sections), projected and filtered."""
+    def read_split(self, split: Split, *, whole_files: bool = False) -> Iterator[pa.Table]:
+        """Tables of the split's rows (chunks of sections), projected and filtered. A file read
+        alone (no merge) comes in chunks of ``batch_rows``, or, with ``whole_files`` (the caller
+        keeps every row anyway), whole: one read decodes its row groups and columns in parallel."""
+        alone = 1 << 62 if whole_files else 0
         if split.deletion_vectors is not None and self.store.is_primary_key_table:
-            yield from self._read_without_merge(split)
+            yield from self._read_without_merge(split, alone)
             return
         if not self.store.is_primary_key_table:
             for f in sorted(split.files, key=lambda f: f.min_sequence_number):
-                for chunk in self._iter_filtered(split, f, None):
+                for chunk in self._iter_filtered(split, f, None, alone):
                     yield self._finish(chunk)
             return
         key_types = self._key_types
         for sec in sections(split.files, key_decoder(key_types)):
             if len(sec) == 1 and sec[0].delete_row_count == 0:
-                for chunk in self.iter_file(split, sec[0], system=False):
+                for chunk in self.iter_file(split, sec[0], system=False, batch_rows=alone):
                     yield self._finish(chunk)
                 continue
             # oldest first (top level down, then by sequence): each key's versions then arrive in
@@ -229,7 +232,7 @@ class SplitRead:
             for merged in merge_streams(streams, self.key_names, merge=self.merge_function):
                 yield self._finish(merged)
 
-    def _read_without_merge(self, split: Split) -> Iterator[pa.Table]:
+    def _read_without_merge(self, split: Split, batch_rows: int) -> Iterator[pa.Table]:
         """Deletion-vector mode: every file above level 0 alone, without its deleted rows. A file
         holding retractions (Paimon may leave them in files it wrote) keeps only its inserts and
         updates.
@@ -246,7 +249,7 @@ class SplitRead:
         for sec in groups:
             if all(f.level > 0 for f in sec):
                 for f in sec:
-                    yield from self._read_alone(split, f)
+                    yield from self._read_alone(split, f, batch_rows)
                 continue
             streams = [
                 self.iter_file(
@@ -257,24 +260,24 @@ class SplitRead:
             for merged in merge_streams(streams, self.key_names, merge=self.merge_function):
                 yield self._finish(merged)
 
-    def _read_alone(self, split: Split, f: DataFileMeta) -> Iterator[pa.Table]:
+    def _read_alone(self, split: Split, f: DataFileMeta, batch_rows: int) -> Iterator[pa.Table]:
         deleted = self.deleted(split, f)
         if f.delete_row_count == 0:
-            for chunk in self._iter_filtered(split, f, deleted):
+            for chunk in self._iter_filtered(split, f, deleted, batch_rows):
                 yield self._finish(chunk)
             return
-        for chunk in self.iter_file(split, f, system=True, deleted=deleted):
+        for chunk in self.iter_file(split, f, system=True, deleted=deleted, batch_rows=batch_rows):
             kinds = chunk.column(VALUE_KIND)
             live = pc.is_in(kinds, value_set=pa.array([0, 2], kinds.type))
             yield self._finish(chunk.filter(live).select(self.read_columns))
 
     def _iter_filtered(
-        self, split: Split, f: DataFileMeta, deleted: Optional[np.ndarray]
+        self, split: Split, f: DataFileMeta, deleted: Optional[np.ndarray], batch_rows: int = 0
     ) -> Iterator[pa.Table]:
         """A file read alone (no merge), its columns only: with a filter, only its row groups whose
         statistics the filter may match (files of older schemas are read whole)."""
         if self.filter is None or f.schema_id != self.schema.id or not self._filter_columns:
-            yield from self.iter_file(split, f, system=False, deleted=deleted)
+            yield from self.iter_file(split, f, system=False, deleted=deleted, batch_rows=batch_rows)
             return
         path = self.store.data_file_path(split.partition, split.bucket, f.file_name, f.external_path)
         for start, rows in iter_row_groups_where(
@@ -295,10 +298,11 @@ class SplitRead:
         if not splits:
             return self.output_schema.empty_table()
         if len(splits) == 1:
-            parts = list(self.read_split(splits[0]))
+            parts = list(self.read_split(splits[0], whole_files=True))
         else:
             with ThreadPoolExecutor(max_workers=min(_READ_THREADS, len(splits))) as pool:
-                parts = [t for ts in pool.map(lambda s: list(self.read_split(s)), splits) for t in ts]
+                read = pool.map(lambda s: list(self.read_split(s, whole_files=True)), splits)
+                parts = [t for ts in read for t in ts]
         parts = [p for p in parts if p.num_rows] or [self.output_schema.empty_table()]
         return pa.concat_tables(parts)
 
