@@ -139,7 +139,7 @@ def live_buckets(
         if b is None:
             b = out[key] = BucketFiles(snapshot.id, e.partition, e.bucket, e.total_buckets, [])
         b.files.append(e.file)
-    if store.is_primary_key_table and store.options.deletion_vectors_enabled:
+    if store.options.deletion_vectors_enabled:
         from lakelog.connector.format.index_file import DELETION_VECTORS_INDEX
         from lakelog.connector.lsm.deletion_vectors import deletion_files
 
@@ -147,8 +147,9 @@ def live_buckets(
             b.deletion_vectors = {}
         for ie in store.index_entries(snapshot):
             b = out.get(bucket_key(ie.partition, ie.bucket))
-            if b is not None and ie.index_file.index_type == DELETION_VECTORS_INDEX:
-                b.deletion_vectors = deletion_files(store, ie)
+            vectors = b.deletion_vectors if b is not None else None
+            if vectors is not None and ie.index_file.index_type == DELETION_VECTORS_INDEX:
+                vectors.update(deletion_files(store, ie))  # Paimon's may be several files
     return out
 
 
@@ -176,7 +177,8 @@ def compaction_input(store: TableStore, b: BucketFiles, *, full: bool) -> Option
     Primary-key buckets: the whole bucket when the universal picker (``full``: the full-compaction
     check) picks something; ``compact_split`` then picks the same unit. Append buckets: the oldest
     run of consecutive small files, when it has at least ``compaction.min.file-num`` files (2 with
-    ``full``)."""
+    ``full``); every file of the bucket when deleted rows (deletion vectors) make it due: with
+    ``full`` any, else a file past ``compaction.delete-ratio-threshold``."""
     if not b.files:
         return None
     if store.is_primary_key_table:
@@ -186,6 +188,12 @@ def compaction_input(store: TableStore, b: BucketFiles, *, full: bool) -> Option
             return list(b.files)
         # deletion vectors: level 0 is invisible to Paimon's readers until compacted
         return list(b.files) if b.deletion_vectors is not None and levels.level0 else None
+    if b.deletion_vectors:
+        share = 0.0 if full else store.options.get(store.options.COMPACTION_DELETE_RATIO_THRESHOLD)
+        # (a vector without a cardinality, as older Paimon writes them, counts one row)
+        counts = {name: dv.meta.cardinality or 1 for name, dv in b.deletion_vectors.items()}
+        if any((counts.get(f.file_name) or 0) > share * max(f.row_count, 1) for f in b.files):
+            return list(b.files)
     min_files = 2 if full else max(2, int(store.options.get(store.options.COMPACTION_MIN_FILE_NUM)))
     return _append_run(store, b.files, min_files)
 

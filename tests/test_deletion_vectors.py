@@ -195,10 +195,9 @@ def test_bitmap64_vectors_carry_the_64_bit_magic(catalog: lakelog.Catalog) -> No
     [
         ({"merge-engine": "first-row"}, ["id"], ["first-row", "nothing to mark"]),
         ({"changelog-producer": "full-compaction"}, ["id"], ["'full-compaction'", "'lookup'"]),
-        ({"bucket-key": "id"}, None, ["append table", "not supported by lakelog yet"]),
         ({"deletion-vectors.enabled": "maybe"}, ["id"], ["'deletion-vectors.enabled'", "'maybe'"]),
     ],
-    ids=["first-row", "full-compaction", "append", "malformed"],
+    ids=["first-row", "full-compaction", "malformed"],
 )
 def test_combinations_paimon_refuses_are_refused_naming_them(
     catalog: lakelog.Catalog, options: dict[str, str], primary_key: list[str] | None, fragments: list[str]

@@ -397,6 +397,8 @@ HONOURED_BY: dict[str, str] = {
         "tests/test_lsm.py::test_compaction_incremental_size_threshold_forces_a_full_compaction",
     "compaction.min.file-num":
         "tests/test_option_effects.py::test_compaction_min_file_num_decides_when_an_append_bucket_compacts",
+    "compaction.delete-ratio-threshold":
+        "tests/test_append_delete.py::test_delete_ratio_threshold_decides_when_a_bucket_compacts",
     "full-compaction.delta-commits": "tests/test_lsm.py::test_full_compaction_every_n_delta_commits",
     "commit.max-retries": "tests/test_table.py::test_commit_max_retries_bounds_the_attempts_of_a_commit_that_keeps_losing",
     "lock-acquire-timeout": "tests/test_commit_lock.py::test_the_lock_excludes_other_processes_and_a_timeout_names_its_holder",

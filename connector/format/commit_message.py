@@ -45,6 +45,12 @@ class CommitMessage:
     # writer saw them. Its lookups (which rows it marked) assume exactly these; the committer drops
     # the compaction when another commit changed them meanwhile.
     dv_view: Optional[list[str]] = None
+    # Deletion vectors of an append table. ``dv_delete``: a DELETE's new vectors (``dv_file``, from
+    # ``dv_base``), committed in an APPEND snapshot as Paimon commits them; every data file they name
+    # must still be live. ``dv_guard``: a compaction that changed no vector but rewrote files, so
+    # the bucket's vectors must still be ``dv_base`` (a DELETE may have marked rows of those files).
+    dv_delete: bool = False
+    dv_guard: bool = False
 
     def is_empty(self) -> bool:
         return not (

@@ -171,16 +171,24 @@ def combine_index_entries(
 ) -> list[IndexManifestEntry]:
     """The live index entries after a commit: ``previous`` without the entries ``dropped`` selects
     (an overwrite drops its partitions' index), then ``added``, where an added file replaces the live
-    file of the same (partition, bucket, index type) as Paimon's bucketed combiner does. Foreign
-    deletion-vector files of unbucketed tables are kept by file name."""
-    live: dict[Any, IndexManifestEntry] = {}
+    files of the same (partition, bucket, index type) as Paimon's bucketed combiner does. Entries
+    ``added`` does not replace all stay, several of one bucket too (Paimon's writers give a
+    partition of an unaware-bucket append table several deletion-vector files, all in bucket 0).
+    Foreign deletion-vector files of bucket -1 are kept by file name."""
+    new: dict[Any, Optional[IndexManifestEntry]] = {_identity(e): e for e in added}
+    out: list[IndexManifestEntry] = []
     for e in previous:
         if dropped is not None and dropped(e):
             continue
-        live[_identity(e)] = e
-    for e in added:
-        live[_identity(e)] = e
-    return list(live.values())
+        key = _identity(e)
+        if key not in new:
+            out.append(e)
+        else:
+            replacement = new[key]
+            if replacement is not None:
+                out.append(replacement)  # in the place of the first file it replaces
+                new[key] = None
+    return out + [e for e in new.values() if e is not None]
 
 
 def _identity(e: IndexManifestEntry) -> Any:

@@ -429,6 +429,10 @@ def _fraction(v: float) -> str | None:
     return None if 0.0 < v < 1.0 else "must be between 0 and 1 (exclusive)"
 
 
+def _share(v: float) -> str | None:
+    return None if 0.0 <= v <= 1.0 else "must be between 0 and 1"
+
+
 def _positive_size(v: MemorySize) -> str | None:
     return None if v.bytes > 0 else "must be greater than 0 bytes"
 
@@ -735,6 +739,11 @@ class CoreOptions:
     COMPACTION_MIN_FILE_NUM: ClassVar[ConfigOption[int]] = _opt(
         "compaction.min.file-num", int, 5, "Append tables: minimum files to trigger a compaction.",
         validator=_at_least(1))
+    COMPACTION_DELETE_RATIO_THRESHOLD: ClassVar[ConfigOption[float]] = _opt(
+        "compaction.delete-ratio-threshold", float, 0.2,
+        "Append tables with deletion vectors: a bucket holding a file whose deleted rows exceed this "
+        "share of its rows is compacted (its files rewritten without them).",
+        validator=_share)
     COMPACTION_MAX_FILE_NUM: ClassVar[ConfigOption[int]] = _opt(
         "compaction.max.file-num", int, None,
         "Append tables: file count that forces a compaction (Paimon: 50, bucketed 5).",

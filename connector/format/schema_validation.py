@@ -270,12 +270,10 @@ def _validate_merge_options(
 
 
 def _validate_deletion_vectors(has_pk: bool, engine: MergeEngine, producer: ChangelogProducer) -> None:
-    """Paimon's rules for ``deletion-vectors.enabled``, and lakelog's one limit."""
+    """Paimon's rules for ``deletion-vectors.enabled`` (on append tables it marks the rows a
+    DELETE removes: no merge engine or changelog producer applies)."""
     if not has_pk:
-        raise OptionError(
-            "'deletion-vectors.enabled' on an append table (Paimon marks the rows a DELETE removes) is "
-            "not supported by lakelog yet; lakelog supports it on primary-key tables"
-        )
+        return
     if engine == MergeEngine.FIRST_ROW:
         raise OptionError(
             "'deletion-vectors.enabled' cannot be used with merge-engine 'first-row': that engine never "

@@ -172,6 +172,10 @@ class BucketCompactor:
         instead), and the older live rows, in ``outside``, of every key the unit's level-0 files
         hold are marked deleted in ``dv_marks`` (merged into the output first, unless the engine
         is a plain deduplicate, where the newer row wins anyway)."""
+        if vectors is not None and not self.primary_key:
+            # an append table's DELETEs: the rewritten files leave the deleted rows out
+            after = self._rewrite(list(unit.files), unit.output_level, False, vectors=vectors)
+            return CompactResult(list(unit.files), after)
         if vectors is not None:
             return self._compute_merge_on_write(unit, vectors, outside)
         out_level = unit.output_level
@@ -346,7 +350,7 @@ class BucketCompactor:
                             written.append(merged.column(keys[0]).to_numpy())
             else:
                 for f in sorted(files, key=lambda f: f.min_sequence_number):
-                    for chunk in read.iter_file(split, f, system=False):
+                    for chunk in read.iter_file(split, f, system=False, deleted=dead.get(f.file_name)):
                         writer.write(chunk)
             out = writer.close()
         except BaseException:

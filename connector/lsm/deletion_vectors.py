@@ -32,6 +32,8 @@ from lakelog.connector.lsm.split import DeletionFile
 
 __all__ = [
     "BucketDeletionVectors",
+    "slot_vector_entries",
+    "vectors_base",
     "DeletionVectorReader",
     "deletion_files",
     "dv_metas",
@@ -138,6 +140,22 @@ def keep_mask(deleted: np.ndarray, start: int, n: int) -> Optional[np.ndarray]:
     return keep
 
 
+def slot_vector_entries(
+    index: Sequence[IndexManifestEntry], partition: bytes, bucket: int
+) -> list[IndexManifestEntry]:
+    """Every deletion-vector index entry of a (partition, bucket) among ``index``: one for buckets
+    lakelog or Paimon's bucketed writers wrote, several for a partition of an unaware-bucket append
+    table that Paimon's writers changed (all in bucket 0, each naming some of its files)."""
+    slot = (partition, bucket, DELETION_VECTORS_INDEX)
+    return [e for e in index if e.slot() == slot]
+
+
+def vectors_base(entries: Sequence[IndexManifestEntry]) -> Optional[str]:
+    """What a writer's vectors of one bucket started from, as the committer checks it: the names of
+    the bucket's index files (None: it had none)."""
+    return ",".join(sorted(e.index_file.file_name for e in entries)) or None
+
+
 def bucket_vectors_entry(
     index: Sequence[IndexManifestEntry], partition: bytes, bucket: int
 ) -> Optional[IndexManifestEntry]:
@@ -163,6 +181,15 @@ class BucketDeletionVectors:
         files = deletion_files(store, entry)
         vectors = {name: reader.positions(df) for name, df in files.items()}
         return cls(vectors, entry.index_file.file_name if entry is not None else None)
+
+    @classmethod
+    def load_all(cls, store: TableStore, entries: Sequence[IndexManifestEntry]) -> BucketDeletionVectors:
+        """The vectors of every index entry of one bucket (:func:`slot_vector_entries`)."""
+        reader = DeletionVectorReader()
+        vectors: dict[str, np.ndarray] = {}
+        for e in entries:
+            vectors.update((name, reader.positions(df)) for name, df in deletion_files(store, e).items())
+        return cls(vectors, vectors_base(entries))
 
     @classmethod
     def of_split(

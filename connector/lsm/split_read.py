@@ -214,7 +214,7 @@ class SplitRead:
             return
         if not self.store.is_primary_key_table:
             for f in sorted(split.files, key=lambda f: f.min_sequence_number):
-                for chunk in self._iter_filtered(split, f, None, alone):
+                for chunk in self._iter_filtered(split, f, self.deleted(split, f), alone):
                     yield self._finish(chunk)
             return
         key_types = self._key_types

@@ -34,6 +34,7 @@ from lakelog.connector.format.schema import BucketMode
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.log.publisher import LogPublisher
+from lakelog.connector.lsm.deletion_vectors import vectors_base
 from lakelog.connector.lsm.rebase import rebase_file
 from lakelog.connector.table.changes import log_changes, snapshot_log_changes
 from lakelog.connector.table.log import log_publisher
@@ -193,7 +194,7 @@ class TableCommit:
         rebase = _SequenceRebase(self.store, messages) if self.store.is_primary_key_table else None
         appends, _ = _split(messages)
         last: Optional[int] = None
-        if appends.entries or appends.changelog or any(m.index_files for m in messages):
+        if appends.entries or appends.changelog or any(m.index_files or m.dv_delete for m in messages):
             last = self._commit_delta(appends, commit_identifier, properties, guard, rebase)
         if rebase is not None and rebase.buckets:
             # the rebased buckets' compactions were computed from the files as they were: drop them
@@ -306,13 +307,13 @@ class TableCommit:
         replays its committables must keep them instead."""
         store = self.store
         appended = len(self.published) > 0
-        self._discard_compaction(messages)
+        self._discard_compaction([m for m in messages if not m.dv_delete])
         if appended:
             return
         for m in messages:
             for f in m.new_files + m.changelog_files:
                 store.delete_data_file(m.partition, m.bucket, f)
-            for meta in m.index_files:
+            for meta in m.index_files + ([m.dv_file] if m.dv_delete and m.dv_file is not None else []):
                 entry = IndexManifestEntry(0, m.partition, m.bucket, meta)
                 store.file_io.delete(store.index_file_path(entry))
 
@@ -569,18 +570,27 @@ class TableCommit:
         self._unpublished_vectors = []  # this attempt's (see _check_dv_bases)
         drops: list[Callable[[IndexManifestEntry], bool]] = []
         if delta.kind == CommitKind.COMPACT:  # a compaction's deletion vectors
-            final = self._check_dv_bases(previous, [m for m in delta.messages if m.dv_changed])
+            vector_messages = [m for m in delta.messages if m.dv_changed or m.dv_guard]
             self._check_dv_views(latest, [m for m in delta.messages if m.dv_view is not None])
+        else:  # an append table's DELETE
+            vector_messages = [m for m in delta.messages if m.dv_delete]
+            self._check_dv_targets(latest, vector_messages)
+        added: list[IndexManifestEntry] = []
+        if vector_messages:
+            final = self._check_dv_bases(previous, vector_messages)
             added = [IndexManifestEntry(0, p, b, f) for (p, b, _), f in final.items() if f is not None]
-            emptied = {slot for slot, f in final.items() if f is None}
-            if any(e.slot() in emptied for e in previous):
-                drops.append(lambda e: e.slot() in emptied)
-        elif hash_index is not None:
-            added = hash_index.resolve(previous, delta.messages)
-        else:
-            added = [
-                IndexManifestEntry(0, m.partition, m.bucket, f) for m in delta.messages for f in m.index_files
-            ]
+            replaced = set(final)  # every old file of those buckets goes (Paimon's may be several)
+            if any(e.slot() in replaced for e in previous):
+                drops.append(lambda e: e.slot() in replaced)
+        if delta.kind != CommitKind.COMPACT:  # the writers' hash indexes (dynamic buckets)
+            if hash_index is not None:
+                added += hash_index.resolve(previous, delta.messages)
+            else:
+                added += [
+                    IndexManifestEntry(0, m.partition, m.bucket, f)
+                    for m in delta.messages
+                    for f in m.index_files
+                ]
         if overwrite is not None and any(e.bucket >= 0 and overwrite(e.partition) for e in previous):
             drops.append(lambda e: e.bucket >= 0 and overwrite(e.partition))
         dropped = (lambda e: any(d(e) for d in drops)) if drops else None
@@ -601,19 +611,23 @@ class TableCommit:
         each starts from the file of the one before. Returns each bucket's file after the commit
         (None: no vectors left); the files a later one of the chain replaced are never published
         and are deleted once the commit is (see :meth:`_delete_unpublished_vectors`)."""
-        live: dict[tuple[bytes, int, str], Optional[str]] = {
-            e.slot(): e.index_file.file_name for e in previous
-        }
+        slots: dict[tuple[bytes, int, str], list[IndexManifestEntry]] = {}
+        for e in previous:
+            slots.setdefault(e.slot(), []).append(e)
+        live = {slot: vectors_base(es) for slot, es in slots.items()}
         final: dict[tuple[bytes, int, str], Optional[IndexFileMeta]] = {}
         for m in changed:
             slot = (m.partition, m.bucket, DELETION_VECTORS_INDEX)
             now = live.get(slot)
             if now != m.dv_base:
                 where = partition_label(self.store, m.partition)
+                what = "delete" if m.dv_delete else "compaction"
                 raise CommitConflictError(
                     f"the deletion vectors of bucket {m.bucket} of {where} in {self.store.path} changed "
-                    f"since this compaction began ({m.dv_base} is now {now})"
+                    f"since this {what} began ({m.dv_base} is now {now})"
                 )
+            if not m.dv_changed:
+                continue  # a guard: checked, changes nothing
             replaced = final.get(slot)
             if replaced is not None:
                 self._unpublished_vectors.append(IndexManifestEntry(0, m.partition, m.bucket, replaced))
@@ -627,6 +641,24 @@ class TableCommit:
         for e in self._unpublished_vectors:
             self.store.file_io.delete(self.store.index_file_path(e))
         self._unpublished_vectors = []
+
+    def _check_dv_targets(self, latest: Optional[Snapshot], messages: Sequence[CommitMessage]) -> None:
+        """A DELETE of an append table marks rows of files it read: every file its vectors name
+        must still be live (a compaction that rewrote one meanwhile copied the rows it marks)."""
+        if not messages:
+            return
+        live: dict[tuple[bytes, int], set[str]] = {}
+        for e in self.store.live_entries(latest):
+            live.setdefault((e.partition, e.bucket), set()).add(e.file.file_name)
+        for m in messages:
+            named = {r["f0"] for r in (m.dv_file.dv_ranges or ()) if r is not None} if m.dv_file else set()
+            gone = sorted(named - live.get((m.partition, m.bucket), set()))
+            if gone:
+                where = partition_label(self.store, m.partition)
+                raise CommitConflictError(
+                    f"data file {gone[0]} of bucket {m.bucket} of {where} in {self.store.path} was rewritten "
+                    "since this delete read it"
+                )
 
     def _check_dv_views(self, latest: Optional[Snapshot], messages: Sequence[CommitMessage]) -> None:
         """A merge-on-write compaction marked the older rows of its keys in the files above level
@@ -881,6 +913,6 @@ def _split(messages: Sequence[CommitMessage]) -> tuple[_Delta, _Delta]:
         compacts.entries += [entry(1, f) for f in m.compact_before]
         compacts.entries += [entry(0, f) for f in m.compact_after]
         compacts.changelog += [entry(0, f) for f in m.compact_changelog_files]
-        if m.dv_changed or m.dv_view is not None:
+        if (m.dv_changed or m.dv_view is not None or m.dv_guard) and not m.dv_delete:
             compacts.messages.append(m)  # its deletion vectors (and its view) go with the compaction
     return appends, compacts

@@ -20,7 +20,12 @@ from lakelog.connector.format.lock import LockTimeoutError
 from lakelog.connector.format.options import ChangelogProducer
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.compaction import BucketCompactor, num_levels
-from lakelog.connector.lsm.deletion_vectors import BucketDeletionVectors, bucket_vectors_entry
+from lakelog.connector.lsm.deletion_vectors import (
+    BucketDeletionVectors,
+    bucket_vectors_entry,
+    slot_vector_entries,
+    vectors_base,
+)
 from lakelog.connector.lsm.levels import (
     CompactUnit,
     Levels,
@@ -75,13 +80,27 @@ def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Opti
         levels = Levels.of([f.upgrade(0) if f.level else f for f in split.files], num_levels(store))
         comp = BucketCompactor(store, split.partition, split.bucket, levels)
         min_files = 2 if full else max(2, store.options.get(store.options.COMPACTION_MIN_FILE_NUM))
-        unit = CompactUnit(0, list(levels.level0)) if len(split.files) >= min_files else None
+        due = len(split.files) >= min_files
+        if split.deletion_vectors is not None:
+            index = store.index_entries(store.snapshot_manager.snapshot(split.snapshot_id))
+            entries = slot_vector_entries(index, split.partition, split.bucket)
+            dv = BucketDeletionVectors.of_split(split.deletion_vectors, vectors_base(entries))
+            # rows deleted by DELETEs: a full compaction drops them all, else a file past
+            # 'compaction.delete-ratio-threshold' makes the bucket due (Paimon's rule)
+            share = 0.0 if full else store.options.get(store.options.COMPACTION_DELETE_RATIO_THRESHOLD)
+            marked = [len(dv.vectors.get(f.file_name, ())) / max(f.row_count, 1) for f in split.files]
+            due = due or any(m > share for m in marked)
+        unit = CompactUnit(0, list(levels.level0)) if due else None
     if unit is None:
         return None
     before_upper = [f for f in split.files if f.level > 0]
     before_dv = dv.view() if dv is not None else None
     if dv is None:
         res = comp.run(unit)
+    elif not store.is_primary_key_table:  # the rewritten files leave out the rows DELETEs marked
+        res = comp.compute(unit, False, dv.view())
+        levels.update(res.before, res.after)
+        dv.update(res.removed, {})
     else:  # merge-on-write: the unit's rows supersede older rows outside it, which get marked
         inside = {f.file_name for f in unit.files}
         outside = [f for f in before_upper if f.file_name not in inside]
@@ -106,11 +125,15 @@ def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Opti
         compact_after=res.after,
         compact_changelog_files=res.changelog,
     )
-    if dv is not None:
+    if dv is not None and store.is_primary_key_table:
         msg.dv_view = [f.file_name for f in levels.all_files() if f.level > 0]
     if dv is not None and dv.changed:
         msg.dv_changed, msg.dv_base = True, dv.base
         msg.dv_file = dv.write(store, split.partition, split.bucket)
+    elif dv is not None and not store.is_primary_key_table:
+        # a DELETE committed meanwhile may have marked rows of the files this compaction rewrote:
+        # it must not commit then (their rows would come back)
+        msg.dv_guard, msg.dv_base = True, dv.base
     return msg
 
 

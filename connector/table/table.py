@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from lakelog.connector.errors import (
     ArgumentError,
     CommitConflictError,
+    InvalidInputError,
     MissingFileError,
     SnapshotExpiredError,
     SnapshotNotFoundError,
@@ -410,6 +411,30 @@ class Table:
     def delete(self, keys: Any) -> Optional[int]:
         """Delete rows by primary key (rows holding at least the primary-key columns)."""
         with self.writer() as w:
+            w.delete(keys)
+        return w.snapshot_id
+
+    def delete_where(self, filter: Any, *, commit_user: Optional[str] = None) -> Optional[int]:
+        """Delete the rows ``filter`` matches (a SQL-like string, ``"dt = '2024-06-01' AND id IN (1,
+        2)"``, or a pyarrow expression; a row whose filter is null stays) in one commit; return the
+        snapshot id, None when no row matched.
+
+        Primary-key tables: the keys of the matching rows are deleted (``-D`` rows, as SQL's
+        ``DELETE``). Append tables need ``'deletion-vectors.enabled' = 'true'``: the matching rows
+        are marked in their files' deletion vectors, as Paimon deletes from append tables (see
+        :mod:`lakelog.connector.table.append_delete`)."""
+        commit_user = arg.optional_text("commit_user", commit_user)
+        if not self._store.is_primary_key_table:
+            from lakelog.connector.table.append_delete import delete_where
+
+            return delete_where(self._store, filter, commit_user=commit_user)
+        if filter is None or (isinstance(filter, str) and not filter.strip()):
+            raise InvalidInputError(f"delete_where on {self.identifier} needs a filter; to delete every row, "
+                                    "overwrite the table")
+        keys = self.to_arrow(columns=self.primary_keys, filter=filter)
+        if keys.num_rows == 0:
+            return None
+        with self.writer(commit_user=commit_user) as w:
             w.delete(keys)
         return w.snapshot_id
 

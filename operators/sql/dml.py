@@ -32,6 +32,7 @@ from lakelog.operators.flink_types import row_type_of
 from lakelog.operators.sink import sink_table_to_lakelog, sink_to_lakelog
 from lakelog.operators.sql.errors import SqlError, UnsupportedStatementError
 from lakelog.operators.sql.lexer import Token, hint_options, matching_paren, read_name, significant
+from lakelog.operators.sql.results import SqlResult
 from lakelog.operators.sql.statements import QUERY_WORDS
 from lakelog.operators.sql.table_ddl import quote_ident
 
@@ -232,8 +233,9 @@ def _row_level_checks(sql: LakelogSql, store: TableStore, where: str, verb: str)
             f"{where}: {verb} runs in batch mode only (as in Paimon); SET 'execution.runtime-mode' = 'batch'"
         )
     if not store.schema.primary_keys:
+        dv = " (an append table deletes with 'deletion-vectors.enabled' = 'true')" if verb == "DELETE" else ""
         raise UnsupportedStatementError(
-            f"{where}: table can not support {verb.lower()}, because there is no primary key."
+            f"{where}: table can not support {verb.lower()}, because there is no primary key{dv}."
         )
 
 
@@ -290,9 +292,39 @@ def _partition_equalities(store: TableStore, cond: str) -> Optional[dict[str, st
     return out or None
 
 
+def _append_delete(sql: LakelogSql, text: str, path: str, store: TableStore, where: str) -> Any:
+    """``DELETE FROM`` an append table with deletion vectors: the matching rows are marked in
+    their files' vectors, in the client (no job), as Paimon deletes from append tables. The
+    condition is evaluated by lakelog's filters (comparisons of columns with literals, ``IN``,
+    ``BETWEEN``, ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``)."""
+    from lakelog.connector.errors import LakelogError
+    from lakelog.connector.table.append_delete import delete_where
+    from lakelog.connector.table.expressions import parse_filter
+    from lakelog.operators.sql.overwrite import truncate
+
+    if sql.mode != "batch":
+        raise UnsupportedStatementError(
+            f"{where}: DELETE runs in batch mode only (as in Paimon); SET 'execution.runtime-mode' = 'batch'"
+        )
+    cond = _where_clause(text)
+    if not cond:
+        return truncate(sql, path, None, where)
+    try:
+        parse_filter(cond, store.schema.arrow_schema())
+    except LakelogError as e:
+        raise UnsupportedStatementError(
+            f"{where}: the WHERE of a DELETE on an append table must be a filter lakelog evaluates "
+            f"(columns compared with literals, IN, BETWEEN, IS [NOT] NULL, AND, OR, NOT): {e}"
+        ) from None
+    delete_where(store, cond)
+    return SqlResult.ok()
+
+
 def delete(sql: LakelogSql, text: str, path: str, cat: str, db: str, name: str) -> Any:
     where = f"DELETE FROM {cat}.{db}.{name}"
     store = TableStore(path)
+    if not store.schema.primary_keys and store.options.deletion_vectors_enabled:
+        return _append_delete(sql, text, path, store, where)
     _row_level_checks(sql, store, where, "DELETE")
     opts = store.options
     engine = opts.merge_engine

@@ -99,3 +99,29 @@ def test_delete_update_column_lists_and_procedures(tmp_path: Path) -> None:
     assert seen["snapshots"] == [1] and latest > 1
     assert seen["tags"] == {"first": 1} and seen["consumers"] == {"job1": 2}
     assert seen["pu"] == [{"k": 1, "a": "keep", "b": 20}]
+
+
+def test_delete_from_an_append_table_with_deletion_vectors(tmp_path: Path) -> None:
+    """``DELETE FROM`` an append table with 'deletion-vectors.enabled' marks the matching rows (no
+    job, no data file rewritten); a condition lakelog cannot evaluate, or a table without the
+    option, is refused before anything is written."""
+    wh = str(tmp_path / "wh")
+    sql = session()
+    sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='{wh}')")
+    sql.execute("USE CATALOG lk")
+    sql.execute("CREATE DATABASE db")
+    sql.execute("USE db")
+    sql.execute("CREATE TABLE logs (dt STRING, id INT, msg STRING) PARTITIONED BY (dt) "
+                "WITH ('deletion-vectors.enabled' = 'true')")
+    sql.execute("CREATE TABLE plain (id INT)")
+    sql.execute("INSERT INTO logs VALUES ('a', 1, 'x'), ('a', 2, 'secret'), ('b', 3, 'secret'), ('b', 4, 'y')")
+    files = inspect(wh, "out = sorted(cat.get_table('db.logs').files().column('file_path').to_pylist())")
+    sql.execute("DELETE FROM logs WHERE msg = 'secret' AND id > 2")
+    assert query(sql, "SELECT id FROM logs") == [(1,), (2,), (4,)]
+    sql.execute("DELETE FROM logs WHERE dt = 'a' AND (id = 2 OR msg IS NULL)")
+    assert query(sql, "SELECT id FROM logs") == [(1,), (4,)]
+    assert inspect(wh, "out = sorted(cat.get_table('db.logs').files().column('file_path').to_pylist())") == files
+    assert inspect(wh, "out = [s.commit_kind for s in cat.get_table('db.logs').snapshots()]") == ["APPEND"] * 3
+    refused(sql, "DELETE FROM logs WHERE UPPER(msg) = 'X'", "must be a filter lakelog evaluates")
+    refused(sql, "DELETE FROM plain WHERE id = 1", "deletion-vectors.enabled")
+    assert query(sql, "SELECT id FROM logs") == [(1,), (4,)]
