@@ -794,10 +794,12 @@ def test_lakelog_verifies_the_page_checksums_paimon_java_writes(paimon_java: Pai
 
 @pytest.mark.parametrize("bucket", ["-1", "2"], ids=["unaware", "bucketed"])
 def test_deletes_on_append_tables_read_the_same_in_paimon(paimon_java: PaimonOracle, tmp_path: Any, bucket: str) -> None:
-    """An append table with deletion vectors: lakelog's DELETEs (marks in Paimon's index layout,
-    bucket 0 for an unaware-bucket table, as Paimon's writers put them) read the same in Paimon at
-    every snapshot, rows Paimon wrote included; a bucketed table compacted by Paimon drops the
-    marked rows and their vectors, and lakelog reads the result."""
+    """An append table with deletion vectors, deleted from in turns: lakelog's DELETEs (marks in
+    Paimon's index layout, bucket 0 for an unaware-bucket table, as Paimon's writers put them) and
+    Paimon's (its append deletion-file maintainers, as its Spark DELETE uses them) each mark rows
+    in files the other wrote and keep the other's marks; every snapshot reads the same on both
+    sides. A bucketed table compacted by Paimon drops the marked rows and their vectors, and
+    lakelog reads the result; lakelog's compaction does the same for Paimon's readers."""
     wh, name, pj = str(tmp_path / "wh"), "db.adv", paimon_java
     options = {"bucket": bucket, "deletion-vectors.enabled": "true"}
     if bucket != "-1":
@@ -810,7 +812,11 @@ def test_deletes_on_append_tables_read_the_same_in_paimon(paimon_java: PaimonOra
     t = lakelog.Catalog(wh).get_table(name)
     t.delete_where("id IN (5, 130, 205, 259) OR (id > 140 AND id < 150)")  # Paimon's file too
     t.delete_where("id = 6")  # a second delete in buckets that already have vectors
+    pj.delete_append(wh, name, "id", [7, 31, 125, 206, 240])  # Paimon marks lakelog's files and its own
+    t = lakelog.Catalog(wh).get_table(name)
+    t.delete_where("id IN (8, 126, 241)")  # lakelog keeps Paimon's marks
     gone = set(range(10, 30)) | {5, 6, 130, 205, 259} | set(range(141, 150))
+    gone |= {7, 31, 125, 206, 240} | {8, 126, 241}
     for s in t.snapshots():
         assert_same(pj.read(wh, name, snapshot=s.id), arrow_to_rows(t.to_arrow(snapshot_id=s.id)), f"snapshot {s.id}")
     assert {r["id"] for r in arrow_to_rows(t.to_arrow(), ["id"])} == set(range(260)) - gone

@@ -62,6 +62,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 
+import org.apache.paimon.Snapshot;
 import org.apache.paimon.catalog.Catalog;
 import org.apache.paimon.catalog.CatalogContext;
 import org.apache.paimon.catalog.CatalogFactory;
@@ -76,7 +77,16 @@ import org.apache.paimon.data.InternalArray;
 import org.apache.paimon.data.InternalMap;
 import org.apache.paimon.data.InternalRow;
 import org.apache.paimon.data.Timestamp;
+import org.apache.paimon.deletionvectors.BitmapDeletionVector;
+import org.apache.paimon.deletionvectors.append.BaseAppendDeleteFileMaintainer;
 import org.apache.paimon.disk.IOManager;
+import org.apache.paimon.index.IndexFileHandler;
+import org.apache.paimon.index.IndexFileMeta;
+import org.apache.paimon.io.CompactIncrement;
+import org.apache.paimon.io.DataFileMeta;
+import org.apache.paimon.io.DataIncrement;
+import org.apache.paimon.manifest.FileKind;
+import org.apache.paimon.manifest.IndexManifestEntry;
 import org.apache.paimon.index.HashBucketAssigner;
 import org.apache.paimon.options.Options;
 import org.apache.paimon.predicate.Predicate;
@@ -94,6 +104,8 @@ import org.apache.paimon.table.Table;
 import org.apache.paimon.table.sink.BatchTableCommit;
 import org.apache.paimon.table.sink.BatchTableWrite;
 import org.apache.paimon.table.sink.BatchWriteBuilder;
+import org.apache.paimon.table.sink.CommitMessage;
+import org.apache.paimon.table.sink.CommitMessageImpl;
 import org.apache.paimon.table.sink.RowPartitionKeyExtractor;
 import org.apache.paimon.table.source.DataSplit;
 import org.apache.paimon.table.source.ReadBuilder;
@@ -308,6 +320,8 @@ public final class PaimonOracle {
                     return changelog(catalog, cmd);
                 case "compact":
                     return compact(catalog, cmd);
+                case "deleteAppend":
+                    return deleteAppend(catalog, cmd);
                 case "plan":
                     return plan(catalog, cmd);
                 default:
@@ -569,6 +583,79 @@ public final class PaimonOracle {
                 }
             }
             c.commit(w.prepareCommit());
+        }
+        return latest(catalog, cmd);
+    }
+
+    /**
+     * Deletes the rows of an append table with deletion vectors whose BIGINT column {@code column}
+     * holds one of {@code values}, as Paimon's Spark DELETE does: each data file is read alone, in
+     * file order, the positions of its matching rows go into a deletion vector, and Paimon's
+     * append deletion-file maintainer (bucketed, or unaware-bucket) writes the index files, committed
+     * as a data increment without data files.
+     */
+    private static JsonNode deleteAppend(Catalog catalog, JsonNode cmd) throws Exception {
+        FileStoreTable t = (FileStoreTable) table(catalog, cmd);
+        String column = text(cmd, "column");
+        Set<Long> values = new HashSet<>();
+        cmd.get("values").forEach(v -> values.add(v.asLong()));
+        int at = t.rowType().getFieldNames().indexOf(column);
+        if (at < 0) {
+            throw new OracleException("deleteAppend: no column " + column);
+        }
+        Snapshot snapshot = t.snapshotManager().latestSnapshot();
+        IndexFileHandler handler = t.store().newIndexFileHandler();
+        boolean unaware = t.bucketMode() == BucketMode.BUCKET_UNAWARE;
+        Map<List<Object>, BaseAppendDeleteFileMaintainer> maintainers = new LinkedHashMap<>();
+        Map<List<Object>, Integer> totals = new HashMap<>();
+        for (Split s : t.newReadBuilder().newScan().plan().splits()) {
+            DataSplit ds = (DataSplit) s;
+            for (DataFileMeta f : ds.dataFiles()) {
+                DataSplit one = new DataSplit.Builder().withSnapshot(ds.snapshotId()).withPartition(ds.partition())
+                        .withBucket(ds.bucket()).withBucketPath(ds.bucketPath()).withTotalBuckets(ds.totalBuckets())
+                        .withDataFiles(List.of(f)).rawConvertible(true).build();
+                BitmapDeletionVector dv = new BitmapDeletionVector();
+                TableRead read = t.newReadBuilder().withProjection(new int[] {at}).newRead();
+                long[] position = {0};
+                try (RecordReader<InternalRow> reader = read.createReader(one)) {
+                    reader.forEachRemaining(row -> {
+                        if (!row.isNullAt(0) && values.contains(row.getLong(0))) {
+                            dv.delete(position[0]);
+                        }
+                        position[0]++;
+                    });
+                }
+                if (dv.isEmpty()) {
+                    continue;
+                }
+                int bucket = unaware ? 0 : ds.bucket();
+                List<Object> key = List.of(ds.partition(), bucket);
+                totals.put(key, ds.totalBuckets());
+                BaseAppendDeleteFileMaintainer m = maintainers.get(key);
+                if (m == null) {
+                    m = unaware
+                            ? BaseAppendDeleteFileMaintainer.forUnawareAppend(handler, snapshot, ds.partition())
+                            : BaseAppendDeleteFileMaintainer.forBucketedAppend(handler, snapshot, ds.partition(), bucket);
+                    maintainers.put(key, m);
+                }
+                m.notifyNewDeletionVector(f.fileName(), dv);
+            }
+        }
+        List<CommitMessage> messages = new ArrayList<>();
+        for (Map.Entry<List<Object>, BaseAppendDeleteFileMaintainer> e : maintainers.entrySet()) {
+            List<IndexFileMeta> added = new ArrayList<>();
+            List<IndexFileMeta> deleted = new ArrayList<>();
+            for (IndexManifestEntry ie : e.getValue().persist()) {
+                (ie.kind() == FileKind.ADD ? added : deleted).add(ie.indexFile());
+            }
+            BaseAppendDeleteFileMaintainer m = e.getValue();
+            messages.add(new CommitMessageImpl(m.getPartition(), m.getBucket(), totals.get(e.getKey()),
+                    new DataIncrement(List.of(), List.of(), List.of(), added, deleted), CompactIncrement.emptyIncrement()));
+        }
+        if (!messages.isEmpty()) {
+            try (BatchTableCommit c = t.newBatchWriteBuilder().newCommit()) {
+                c.commit(messages);
+            }
         }
         return latest(catalog, cmd);
     }

@@ -431,6 +431,14 @@ class PaimonOracle:
         """Delete rows by primary key (rows holding at least the key columns)."""
         return self.write(warehouse, table, [{**r, "_rowkind": "-D"} for r in plain_rows(keys)])
 
+    def delete_append(self, warehouse: str, table: str, column: str, values: Iterable[int]) -> Optional[int]:
+        """Paimon's DELETE on an append table with deletion vectors: the rows whose BIGINT ``column``
+        holds one of ``values`` are marked in deletion vectors (Paimon's append deletion-file
+        maintainers, as its Spark DELETE uses them); the new snapshot id."""
+        return self.call(
+            "deleteAppend", warehouse=str(warehouse), table=table, column=column, values=[int(v) for v in values]
+        )["snapshot"]
+
     def buckets(self, warehouse: str, table: str, rows: Union[pa.Table, Iterable[Mapping[str, Any]]]) -> list[int]:
         """The bucket Paimon's writer assigns each row (fixed-bucket tables; rows need the bucket key)."""
         return self.call("buckets", warehouse=str(warehouse), table=table, rows=plain_rows(rows))
