@@ -86,6 +86,8 @@ def test_delete_refusals_name_what_is_wrong(catalog: lakelog.Catalog) -> None:
     t.write(_rows([1, 2]))
     with pytest.raises(InvalidInputError, match="needs a filter"):
         t.delete_where("  ")
+    with pytest.raises(InvalidInputError, match="needs a filter on its columns"):
+        t.delete_where(pa.compute.scalar(True))
     with pytest.raises(SchemaError, match="zz"):
         t.delete_where("zz = 1")
     assert _ids(t) == [1, 2]

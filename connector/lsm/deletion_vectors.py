@@ -183,15 +183,6 @@ class BucketDeletionVectors:
         return cls(vectors, entry.index_file.file_name if entry is not None else None)
 
     @classmethod
-    def load_all(cls, store: TableStore, entries: Sequence[IndexManifestEntry]) -> BucketDeletionVectors:
-        """The vectors of every index entry of one bucket (:func:`slot_vector_entries`)."""
-        reader = DeletionVectorReader()
-        vectors: dict[str, np.ndarray] = {}
-        for e in entries:
-            vectors.update((name, reader.positions(df)) for name, df in deletion_files(store, e).items())
-        return cls(vectors, vectors_base(entries))
-
-    @classmethod
     def of_split(
         cls, split_vectors: Mapping[str, Union[DeletionFile, np.ndarray]], base: Optional[str]
     ) -> BucketDeletionVectors:

@@ -72,10 +72,10 @@ def delete_where(
         )
     schema = store.schema.arrow_schema()
     expr = parse_filter(filter, schema)
-    if expr is None:
+    if expr is None or not referenced_columns(expr, schema.names):
         raise InvalidInputError(
-            f"delete_where on {store.path} needs a filter; to delete every row, overwrite the table "
-            "(TRUNCATE TABLE)"
+            f"delete_where on {store.path} needs a filter on its columns; to delete every row, overwrite "
+            "the table (TRUNCATE TABLE)"
         )
     sm = store.snapshot_manager
     for attempt in range(attempts):
