@@ -20,6 +20,7 @@ The SQL wrapper rewrites ``JOIN t FOR SYSTEM_TIME AS OF ...`` into the ``LATERAL
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, Union
@@ -109,7 +110,14 @@ class LookupTableFunction(_LookupFunction, TableFunction):  # type: ignore[misc]
 
     def eval(self, *key: Any) -> Iterable[Any]:
         assert self.table is not None
-        for m in self.table.get_values(key):
+        found = self.table.get_values(key)
+        for _ in range(self.spec.retry_attempts):  # a LOOKUP hint's retry on a miss
+            if found:
+                break
+            time.sleep(self.spec.retry_delay)
+            self.table.refresh()
+            found = self.table.get_values(key)
+        for m in found:
             yield Row(*m)
 
 

@@ -859,6 +859,10 @@ class LookupSpec:
     consumer_id: Optional[str] = None
     cache_rows: int = 10_000
     io: Optional[FileIO] = None  # the table's object-store file IO (None: local)
+    # a probe that misses is tried again this many times, after a refresh, ``retry_delay`` seconds
+    # apart (Flink's LOOKUP hint: 'retry-predicate' = 'lookup_miss', 'retry-strategy' = 'fixed_delay')
+    retry_attempts: int = 0
+    retry_delay: float = 0.0
 
     @classmethod
     def of(
@@ -872,6 +876,8 @@ class LookupSpec:
         async_refresh: bool = False,
         consumer_id: Optional[str] = None,
         cache_rows: int = 10_000,
+        retry_attempts: int = 0,
+        retry_delay: float = 0.0,
     ) -> LookupSpec:
         """The spec of a lookup on ``table`` (the options are :class:`LookupTable`'s; a Flink job's
         ``filter`` must be a SQL-like string)."""
@@ -888,6 +894,8 @@ class LookupSpec:
             consumer_id=consumer_id,
             cache_rows=cache_rows,
             io=table_io(table),
+            retry_attempts=retry_attempts,
+            retry_delay=retry_delay,
         )
 
     def open(self, *, lazy: bool = False) -> LookupTable:

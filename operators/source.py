@@ -46,7 +46,7 @@ from pyflink.datastream import (
 )
 from pyflink.datastream.connectors.number_seq import NumberSequenceSource
 from pyflink.datastream.state import ValueStateDescriptor
-from pyflink.table import DataTypes, Schema
+from pyflink.table import ChangelogMode, DataTypes, Schema
 from pyflink.table import Table as FlinkTable
 
 from lakelog.connector.errors import OptionError
@@ -101,6 +101,8 @@ def _emit(plan: ReadPlan, audit: pa.Table, *, streaming: bool, adds_only: bool =
         for values in table_rows(plan.shaped(audit, streaming=streaming), _row):
             yield Row(*values)
         return
+    if streaming and plan.upsert:  # Flink derives the -U rows from what it has emitted
+        audit = audit.filter(pc.not_equal(audit.column(0), "-U"))
     kinds = audit.column(0)
     data = audit.remove_column(0)
     if adds_only:
@@ -208,7 +210,7 @@ class SnapshotFollower(KeyedProcessFunction):  # type: ignore[misc]
             start = follow_start(plan, store, cfg.consumer_id, cfg.ignore_progress)
             if start.full_snapshot is not None:
                 read = plan.reader(store)
-                for split in plan.splits(store, start.full_snapshot):
+                for split in plan.follow_splits(store, start.full_snapshot):
                     for t in read.read_split(split):
                         yield from _emit(plan, _audit(t), streaming=True)
             nxt = int(start.next_snapshot or 1)
@@ -319,6 +321,36 @@ def read_lakelog(
     (any table option, e.g. ``consumer-id``, ``continuous.discovery-interval``, ``scan.*``).
     ``filter`` is a pyarrow expression or a SQL-like string (``dt = '2024-06-01' AND amount > 10``).
     """
+    return _read_lakelog(
+        env, table, mode=mode, columns=columns, filter=filter, scan_mode=scan_mode, options=options,
+        consumer_id=consumer_id, discovery_interval=discovery_interval, parallelism=parallelism,
+        audit_log=audit_log, shape=shape, read_optimized=read_optimized,
+    )[0]
+
+
+def _read_lakelog(
+    env: StreamExecutionEnvironment,
+    table: TableLike,
+    *,
+    mode: str = "batch",
+    columns: Optional[Sequence[str]] = None,
+    filter: Union[str, pc.Expression, None] = None,
+    scan_mode: Optional[str] = None,
+    options: Optional[Mapping[str, str]] = None,
+    consumer_id: Optional[str] = None,
+    discovery_interval: Union[str, float, None] = None,
+    parallelism: Optional[int] = None,
+    audit_log: bool = False,
+    shape: Optional[str] = None,
+    read_optimized: bool = False,
+    upsert: Optional[bool] = False,
+) -> tuple[DataStream, bool]:
+    """:func:`read_lakelog`, and whether its stream is upserts: with ``upsert=None`` a streaming
+    read of a primary-key table's rows emits no ``-U`` rows where its stream cannot be a complete
+    changelog of what it emitted (it starts after a snapshot without reading it, or reads the Kafka
+    log, whose records of a table without a changelog producer are the rows as written): a Table
+    over it declares upsert mode with the primary key, and Flink derives the ``-U`` rows from what
+    it has seen (its ChangelogNormalize, as Paimon's source asks for)."""
     if mode not in ("batch", "streaming"):
         raise OptionError(f"mode must be 'batch' or 'streaming', not {mode!r}")
     path = table_path(table)
@@ -334,6 +366,11 @@ def read_lakelog(
             else str(discovery_interval)
         )
     plan = ReadPlan(path, columns, filter, opts, audit_log, shape=shape, read_optimized=read_optimized)
+    if mode == "streaming":
+        _check_streaming_start(plan)  # a start the job could not make fails here, before any job
+    if mode == "streaming" and upsert is None:
+        upsert = _upsert_read(plan)
+    plan.upsert = bool(upsert) and mode == "streaming"
     if read_optimized and mode != "batch":
         raise OptionError(f"the read-optimized read of {path} ($ro) is a batch read; use runtime mode BATCH")
     out_type = row_type_of(plan.output_schema)
@@ -355,7 +392,7 @@ def read_lakelog(
         )
         if parallelism is not None:
             ds = ds.set_parallelism(max(1, min(parallelism, max(n, 1))))
-        return ds
+        return ds, False
     interval_s, consumer, ignore = follow_settings(plan)
     config = FollowerConfig(plan, consumer, interval_s, ignore)
     if _reads_log(plan):
@@ -365,12 +402,13 @@ def read_lakelog(
     else:
         tick_stream, _ = ticks(env, interval_s)
         follower = SnapshotFollower(config)
-    return (
+    ds = (
         tick_stream.key_by(constant_key, key_type=Types.INT())
         .process(follower, output_type=out_type)
         .name(f"lakelog-follow[{short}]")
         .set_parallelism(1)
     )
+    return ds, plan.upsert
 
 
 def read_lakelog_table(
@@ -383,7 +421,9 @@ def read_lakelog_table(
     watermark: Optional[tuple[str, str]] = None,
     **kwargs: Any,
 ) -> FlinkTable:
-    """A Flink ``Table`` over :func:`read_lakelog` (a changelog table in streaming mode).
+    """A Flink ``Table`` over :func:`read_lakelog` (a changelog table in streaming mode; an upsert
+    table with the primary key where the read cannot emit a complete changelog: see
+    :func:`_read_lakelog`).
 
     ``t_env`` must be a ``StreamTableEnvironment``; ``env`` defaults to the one it was created on and
     ``mode`` to the environment's runtime mode. Columns keep their exact types (``TIMESTAMP(3)``,
@@ -397,10 +437,12 @@ def read_lakelog_table(
         rt = str(t_env.get_config().get("execution.runtime-mode", "streaming")).lower()
         mode = "batch" if rt == "batch" else "streaming"
     path = table_path(table)
-    ds = read_lakelog(env, path, mode=mode, **kwargs)
+    ds, upsert = _read_lakelog(env, path, mode=mode, upsert=None, **kwargs)
     shape = kwargs.get("shape") or ("audit_log" if kwargs.get("audit_log") else "rows")
-    schema = _declared_schema(path, kwargs.get("columns"), shape, computed, watermark)
+    schema = _declared_schema(path, kwargs.get("columns"), shape, computed, watermark, upsert)
     if mode == "streaming" and shape == "rows":
+        if upsert:
+            return t_env.from_changelog_stream(ds, schema, ChangelogMode.upsert())
         return t_env.from_changelog_stream(ds, schema)
     return t_env.from_data_stream(ds, schema)
 
@@ -411,10 +453,12 @@ def _declared_schema(
     shape: str,
     computed: Sequence[tuple[str, str]],
     watermark: Optional[tuple[str, str]],
+    upsert: bool = False,
 ) -> Schema:
     """The exact Flink schema of a read's rows (Paimon's types; java.sql bridges for the values the
-    DataStream carries), its computed columns and watermark."""
-    fields = {f.name: f.type for f in TableStore(path).schema.fields}
+    DataStream carries), its computed columns and watermark; with ``upsert`` its primary key."""
+    table_schema = TableStore(path).schema
+    fields = {f.name: f.type for f in table_schema.fields}
     names = list(columns) if columns is not None else list(fields)
     b = Schema.new_builder()
     if shape != "rows":
@@ -429,7 +473,38 @@ def _declared_schema(
         b = b.column_by_expression(name, expr)
     if watermark is not None:
         b = b.watermark(watermark[0], watermark[1])
+    if upsert:
+        b = b.primary_key(*table_schema.primary_keys)
     return b.build()
+
+
+def _check_streaming_start(plan: ReadPlan) -> None:
+    """Resolve a streaming read's start as its first tick will, so that options it cannot start
+    from (``incremental-between``, a missing ``scan.snapshot-id``, a scan mode the Kafka log cannot
+    start from) are refused when the job is built, not by a failing job that restarts."""
+    store = plan.store()
+    if _reads_log(plan):
+        if _LOG_SCAN_MODES.get(plan.opts.startup_mode) is None:
+            raise OptionError(
+                f"scan.mode {plan.opts.startup_mode.value!r} cannot read {plan.table_path} from its Kafka "
+                f"log; use {sorted(set(_LOG_SCAN_MODES.values()))}, or 'streaming-read-mode' = 'file'"
+            )
+        return
+    _, consumer, ignore = follow_settings(plan)
+    follow_start(plan, store, consumer, ignore)
+
+
+def _upsert_read(plan: ReadPlan) -> bool:
+    """Whether a streaming read of ``plan`` emits upserts (see :func:`_read_lakelog`)."""
+    store = plan.store()
+    if plan.shape != "rows" or not store.is_primary_key_table:
+        return False
+    if plan.columns is not None and not set(store.schema.primary_keys) <= set(plan.columns):
+        return False  # without its key a row cannot be an upsert: the stream stays as it is
+    if _reads_log(plan):
+        return True
+    _, consumer, ignore = follow_settings(plan)
+    return follow_start(plan, store, consumer, ignore).full_snapshot is None
 
 
 def _reads_log(plan: ReadPlan) -> bool:

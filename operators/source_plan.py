@@ -19,7 +19,7 @@ from lakelog.connector.format.options import ChangelogProducer, CoreOptions, Inc
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
-from lakelog.connector.table.changes import delta_rows, diff_snapshots, read_changelog
+from lakelog.connector.table.changes import delta_rows, diff_snapshots, published_entries, read_changelog
 from lakelog.connector.table.expressions import parse_filter
 from lakelog.connector.table.scan import plan_splits
 from lakelog.connector.table.scan_start import ScanStart, resolve_start, scan_options
@@ -117,6 +117,8 @@ class ReadPlan:
             raise OptionError(f"read shape {self.shape!r}: expected one of {SHAPES}")
         self.audit = self.shape != "rows"  # rows carry their kind in a column, every row an insert
         self.read_optimized = read_optimized
+        # a streaming read that emits upserts: no -U rows (see operators.source._read_lakelog)
+        self.upsert = False
         self.options = {str(k): str(v) for k, v in options.items()}
         store = TableStore(table_path)
         # the catalog's commit lock (a consumer's first progress record takes it), for the workers
@@ -148,17 +150,25 @@ class ReadPlan:
         entries = read_optimized_entries(store, snap) if self.read_optimized else None
         return plan_splits(store, snap, filter=self.expr(), entries=entries)
 
+    def follow_splits(self, store: TableStore, snapshot_id: int) -> list[Split]:
+        """The splits of the snapshot a streaming read starts with: the rows its change stream has
+        published (:func:`~lakelog.connector.table.changes.published_entries`), so the changes
+        that follow repeat none of them."""
+        snap = store.snapshot_manager.snapshot(snapshot_id)
+        return plan_splits(store, snap, filter=self.expr(), entries=published_entries(store, snap))
+
     def reader(self, store: TableStore) -> SplitRead:
         return SplitRead(store, columns=self.columns, filter=self.expr())
 
     def changes(self, store: TableStore, from_id: int, to_id: int) -> pa.Table:
         """What changed after ``from_id`` up to ``to_id`` (a streaming read), as an audit log."""
+        overwrite = self.opts.streaming_read_overwrite  # the read's (a hint or SET), else the table's
         try:
-            t = diff_snapshots(store, from_id, to_id)
+            t = diff_snapshots(store, from_id, to_id, read_overwrite=overwrite)
         except SnapshotNotFoundError:
             # the snapshot before ``to_id`` expired (a consumer only protects ``to_id`` on): read
             # what the snapshots wrote, with the row kinds they were written with (Paimon's delta read)
-            t = delta_rows(store, from_id, to_id)
+            t = delta_rows(store, from_id, to_id, read_overwrite=overwrite)
         return self._project(t)
 
     def incremental(self, store: TableStore, from_id: int, to_id: int) -> pa.Table:

@@ -1057,7 +1057,19 @@ def _pp_stream_changelog(warehouse: str, plans: int) -> pa.Table:
                 ("-D", 3, "z"),
             ],
         ),
-        ("full-compaction", [("+I", 1, "x"), ("+I", 2, "y2"), ("+I", 4, "w")]),
+        (
+            # without 'full-compaction.delta-commits' every commit full-compacts (Paimon's sink does)
+            "full-compaction",
+            [
+                ("+I", 1, "x"),
+                ("+I", 2, "y"),
+                ("+I", 3, "z"),
+                ("-U", 2, "y"),
+                ("+U", 2, "y2"),
+                ("+I", 4, "w"),
+                ("-D", 3, "z"),
+            ],
+        ),
     ],
 )
 def test_pypaimon_streams_lakelog_changelog(warehouse: str, producer: str, expected: list[Any]) -> None:

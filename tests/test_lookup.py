@@ -398,7 +398,7 @@ def _resolve(parts: list[str]) -> Optional[str]:
     return "/wh/db.db/cust" if parts[-1] == "cust" else None
 
 
-def _register(path: str, keys: list[str], hint: Optional[str]) -> tuple[str, list[str]]:
+def _register(path: str, keys: list[str], hint: Optional[str], names: list[str]) -> tuple[str, list[str]]:
     _register.calls.append((path, keys, hint))  # type: ignore[attr-defined]
     return "dim_fn", ["id", "name"]
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Generic, Optional, TypeVar, Union, cast
 
 from lakelog.connector.errors import OptionError
+from lakelog.connector.format.paimon_keys import PAIMON_KEYS, TEMPLATED_PREFIXES
 
 __all__ = [
     "MemorySize",
@@ -750,7 +751,9 @@ class CoreOptions:
         validator=_at_least(1),
         unsupported="append tables are compacted by 'compaction.min.file-num' only")
     FULL_COMPACTION_DELTA_COMMITS: ClassVar[ConfigOption[int]] = _opt(
-        "full-compaction.delta-commits", int, None, "Run a full compaction after this many commits.",
+        "full-compaction.delta-commits", int, None,
+        "Run a full compaction after this many commits (unset: never, or at every commit with "
+        "changelog-producer 'full-compaction', as Paimon's sink does).",
         validator=_at_least(1))
     COMMIT_FORCE_COMPACT: ClassVar[ConfigOption[bool]] = _opt(
         "commit.force-compact", bool, False, "Force a compaction before each commit.",
@@ -1148,7 +1151,12 @@ class CoreOptions:
 
     @property
     def full_compaction_delta_commits(self) -> int | None:
-        return self.get(self.FULL_COMPACTION_DELTA_COMMITS)
+        """The option; unset with ``changelog-producer`` 'full-compaction': 1, as Paimon's sink
+        full-compacts at every commit for that producer (its changelog comes from nothing else)."""
+        value = self.get(self.FULL_COMPACTION_DELTA_COMMITS)
+        if value is None and self.changelog_producer == ChangelogProducer.FULL_COMPACTION:
+            return 1
+        return value
 
     @property
     def snapshot_num_retained_min(self) -> int:
@@ -1495,6 +1503,8 @@ def validate_options(options: Mapping[str, str], strict: bool = True) -> None:
             if not strict:
                 continue
             near = _nearest_key(key)
+            if key in PAIMON_KEYS or (near is None and key.startswith(TEMPLATED_PREFIXES)):
+                raise OptionError(f"option {key!r} (a Paimon table option) is not supported by lakelog")
             hint = f"; did you mean {near!r}?" if near else ""
             raise OptionError(f"unknown table option {key!r}{hint}")
         opt.parse(value, key)

@@ -67,10 +67,11 @@ _FROM_COMPACTION = (ChangelogProducer.LOOKUP, ChangelogProducer.FULL_COMPACTION)
 _OVERWRITE = "OVERWRITE"
 
 
-def reads_overwrite(store: TableStore) -> bool:
-    """Whether incremental reads show OVERWRITE snapshots (``streaming-read-overwrite``, primary-key
-    tables only)."""
-    return store.is_primary_key_table and store.options.streaming_read_overwrite
+def reads_overwrite(store: TableStore, option: Optional[bool] = None) -> bool:
+    """Whether incremental reads show OVERWRITE snapshots (``streaming-read-overwrite``: the
+    table's, or ``option`` where a read's dynamic options give it; primary-key tables only)."""
+    given = store.options.streaming_read_overwrite if option is None else option
+    return store.is_primary_key_table and given
 
 
 def overwrite_rows(store: TableStore, snapshot: Snapshot, read: Optional[SplitRead] = None) -> pa.Table:
@@ -100,6 +101,24 @@ def overwrite_rows(store: TableStore, snapshot: Snapshot, read: Optional[SplitRe
             t = read.read_splits(splits).cast(read.output_schema)
             parts.append(with_row_kinds(t, np.full(t.num_rows, code, dtype=np.int64)))
     return _audit_log(read, parts)
+
+
+def published_entries(store: TableStore, snapshot: Optional[Snapshot]) -> Optional[list[ManifestEntry]]:
+    """The files whose rows the change stream has published by ``snapshot``, for a streaming read
+    that starts with a snapshot's rows and then follows its changes: where the changelog comes
+    from compaction, rows still below it will come as changes later, so reading them too would
+    emit them twice. ``lookup``: the files above level 0; ``full-compaction``: the top level (the
+    last full compaction's). None (every live file) for other tables."""
+    producer = store.options.changelog_producer if store.is_primary_key_table else ChangelogProducer.NONE
+    if producer not in _FROM_COMPACTION or snapshot is None:
+        return None
+    live = store.live_entries(snapshot)
+    if producer == ChangelogProducer.LOOKUP:
+        return [e for e in live if e.file.level > 0]
+    from lakelog.connector.lsm.compaction import max_level
+
+    top = max_level(store)
+    return [e for e in live if e.file.level == top]
 
 
 def snapshots_between(store: TableStore, from_id: int, to_id: int) -> list[Snapshot]:
@@ -163,9 +182,11 @@ def delta_rows(
     *,
     columns: Optional[Sequence[str]] = None,
     filter: Optional[pc.Expression] = None,
+    read_overwrite: Optional[bool] = None,
 ) -> pa.Table:
     """The rows the snapshots after ``from_id`` up to ``to_id`` added, as an audit log with the
-    kinds they were written with (+I for append tables), in commit order. Raises
+    kinds they were written with (+I for append tables), in commit order (``read_overwrite``: a
+    read's ``streaming-read-overwrite``, see :func:`reads_overwrite`). Raises
     :class:`~lakelog.connector.errors.SnapshotNotFoundError` when one of them has expired."""
     read = SplitRead(store, columns=columns)
     pk = store.is_primary_key_table
@@ -174,7 +195,7 @@ def delta_rows(
         if snap.commit_kind == _COMPACT:
             continue
         if snap.commit_kind == _OVERWRITE:
-            if reads_overwrite(store):
+            if reads_overwrite(store, read_overwrite):
                 parts.append(overwrite_rows(store, snap, read))
             continue
         added = [e for e in store.delta_entries(snap) if e.kind == KIND_ADD]
@@ -183,12 +204,14 @@ def delta_rows(
     return out.filter(filter) if filter is not None and out.num_rows else out
 
 
-def read_changelog(store: TableStore, from_id: int, to_id: int) -> pa.Table:
+def read_changelog(
+    store: TableStore, from_id: int, to_id: int, *, read_overwrite: Optional[bool] = None
+) -> pa.Table:
     """The changelog files of the snapshots after ``from_id`` up to ``to_id``, as an audit log."""
     read = SplitRead(store)
     parts: list[pa.Table] = []
     for snap in snapshots_between(store, from_id, to_id):
-        if snap.commit_kind == _OVERWRITE and reads_overwrite(store):
+        if snap.commit_kind == _OVERWRITE and reads_overwrite(store, read_overwrite):
             parts.append(overwrite_rows(store, snap, read))
         if not snap.changelog_manifest_list:
             continue
@@ -204,9 +227,11 @@ def _state(store: TableStore, snap: Optional[Snapshot], keep: Optional[set[tuple
     return SplitRead(store).read_splits(splits)
 
 
-def diff_snapshots(store: TableStore, from_id: int, to_id: Optional[int] = None) -> pa.Table:
+def diff_snapshots(
+    store: TableStore, from_id: int, to_id: Optional[int] = None, *, read_overwrite: Optional[bool] = None
+) -> pa.Table:
     """What changed after snapshot ``from_id`` up to ``to_id`` (default: the latest), as an audit
-    log (see the module docstring)."""
+    log (see the module docstring; ``read_overwrite``: a read's ``streaming-read-overwrite``)."""
     sm = store.snapshot_manager
     to_snap = sm.snapshot(to_id) if to_id is not None else sm.latest()
     if to_snap is None:
@@ -215,20 +240,20 @@ def diff_snapshots(store: TableStore, from_id: int, to_id: Optional[int] = None)
         raise ValueError(f"from_snapshot_id {from_id} must be between 0 and {to_snap.id}")
     from_snap = sm.snapshot(from_id) if from_id > 0 else None
     if store.is_primary_key_table and store.options.changelog_producer != ChangelogProducer.NONE:
-        return read_changelog(store, from_id, to_snap.id)  # the changelog the table produced
+        return read_changelog(store, from_id, to_snap.id, read_overwrite=read_overwrite)  # its changelog
     if not store.is_primary_key_table:
         if from_id == 0:  # everything up to to_snap, even when its history has expired
             read = SplitRead(store)
             t = read.read_splits(plan_splits(store, to_snap)).cast(read.output_schema)
             return with_row_kinds(t, np.zeros(t.num_rows, dtype=np.int64))
-        return delta_rows(store, from_id, to_snap.id)
+        return delta_rows(store, from_id, to_snap.id, read_overwrite=read_overwrite)
     # the range is cut at each OVERWRITE snapshot, whose own change is skipped (or read as -D/+I)
     overwrites = [s for s in _kinds_between(store, from_id, to_snap.id) if s.commit_kind == _OVERWRITE]
     parts: list[pa.Table] = []
     start, start_snap = from_id, from_snap
     for o in overwrites:
         parts.append(_diff(store, start, start_snap, o.id - 1))
-        if reads_overwrite(store):
+        if reads_overwrite(store, read_overwrite):
             parts.append(overwrite_rows(store, o))
         start, start_snap = o.id, o
     parts.append(_diff(store, start, start_snap, to_snap.id))

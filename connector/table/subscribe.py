@@ -37,10 +37,12 @@ from lakelog.connector.format.consumers import record_progress
 from lakelog.connector.format.key_value import RowKind
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.log.reader import ROWKIND, CommitId, LogTail
+from lakelog.connector.lsm.split_read import SplitRead
 from lakelog.connector.table import arguments as arg
-from lakelog.connector.table.changes import snapshot_log_changes
+from lakelog.connector.table.changes import published_entries, snapshot_log_changes
 from lakelog.connector.table.expressions import parse_filter
 from lakelog.connector.table.log import log_config
+from lakelog.connector.table.scan import plan_splits
 
 if TYPE_CHECKING:  # pragma: no cover
     from lakelog.connector.table.table import Table
@@ -181,9 +183,13 @@ class Subscription:
                 )
 
     def _full(self, snap: Snapshot) -> list[pa.Table]:
-        """Every row of ``snap`` as ``+I`` change batches."""
+        """Every row of ``snap`` that its change stream has published (tables whose changelog
+        comes from compaction: see :func:`~lakelog.connector.table.changes.published_entries`) as
+        ``+I`` change batches."""
+        store = self._store
+        splits = plan_splits(store, snap, filter=self.filter, entries=published_entries(store, snap))
         out = []
-        for batch in self.table.scan(columns=None, filter=self.filter, snapshot_id=snap.id).to_reader():
+        for batch in SplitRead(store, filter=self.filter).to_reader(splits):
             t = pa.Table.from_batches([batch])
             if t.num_rows:
                 out.append(_with_kinds(t, np.zeros(t.num_rows, dtype=np.int8)))

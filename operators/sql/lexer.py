@@ -165,6 +165,16 @@ def without_options(stmt: str, keys: Collection[str]) -> str:
     return stmt[: m.start(1)] + body + stmt[m.end(1) :]
 
 
+def lookup_hints(sql: str) -> list[dict[str, str]]:
+    """The options of every ``LOOKUP('k' = 'v', ...)`` query hint in ``sql`` (Flink's hint for
+    lookup joins, ``SELECT /*+ LOOKUP('table' = 'd', 'retry-predicate' = 'lookup_miss', ...) */``)."""
+    out = []
+    for tok in tokenize(sql):
+        if tok.kind == "hint":
+            out += [string_pairs(m.group(1)) for m in re.finditer(r"LOOKUP\s*\(([^)]*)\)", tok.text, re.I)]
+    return out
+
+
 def hint_options(hint: Optional[str]) -> dict[str, str]:
     """The options of a ``/*+ OPTIONS('k' = 'v', ...) */`` hint; {} for None or another hint."""
     m = re.search(r"OPTIONS\s*\((.*)\)", hint or "", re.I | re.S)

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["scan_overrides", "local_millis", "view_for"]
 
+# Paimon's system tables that lakelog does not have (told apart from a typo)
+_PAIMON_ONLY = frozenset({"statistics", "table_indexes", "row_tracking", "file_keys"})
 _SNAPSHOT_KEYS = ("scan.snapshot-id", "scan.tag-name", "scan.timestamp-millis", "scan.timestamp", "scan.mode")
 
 
@@ -133,6 +135,12 @@ def view_for(
     groups that cannot match. Not for system tables, nor for a table with a watermark (its
     watermark must see every row, as Flink's would)."""
     cat, db, name = sql.resolve(parts)
+    if db == "sys" and sql.mirror.is_lakelog(cat):
+        raise UnsupportedStatementError(
+            f"{cat}.sys.{name}: Paimon's sys database (sys.all_table_options, sys.catalog_options, "
+            "sys.tables, sys.partitions) is not supported by lakelog; per table, read t$options, "
+            "t$partitions, t$snapshots"
+        )
     expanded = sql.expand_view(cat, db, name)
     if expanded is not None:
         return expanded
@@ -141,6 +149,13 @@ def view_for(
     if path is None:
         return None
     where = f"{cat}.{db}.{name}"
+    if system == "branches" or system.startswith("branch_"):
+        raise UnsupportedStatementError(f"{where}: Paimon's branches are not supported by lakelog")
+    if system in _PAIMON_ONLY:
+        raise UnsupportedStatementError(
+            f"{where}: Paimon's system table ${system} is not supported by lakelog; it has "
+            f"{', '.join('$' + n for n in SYSTEM_TABLES)}"
+        )
     if system and system not in SYSTEM_TABLES:
         raise SqlError(f"{where}: unknown system table ${system}; known: {', '.join(SYSTEM_TABLES)}")
     store = TableStore(path)

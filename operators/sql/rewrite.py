@@ -312,7 +312,7 @@ def _split_top(toks: list[Token], word: str) -> list[list[Token]]:
 def rewrite_lookup_joins(
     sql: str,
     resolve: Callable[[list[str]], Optional[str]],
-    register: Callable[[str, list[str], Optional[str]], tuple[str, list[str]]],
+    register: Callable[[str, list[str], Optional[str], list[str]], tuple[str, list[str]]],
 ) -> str:
     """Rewrite processing-time lookup joins against lakelog tables into ``LATERAL TABLE`` joins.
 
@@ -321,8 +321,8 @@ def rewrite_lookup_joins(
     between a ``d.<column>`` and an expression without ``d`` make the lookup key; other conditions
     stay in the ``ON`` clause of inner joins (left joins allow none). ``resolve(name parts)`` gives
     the lakelog table path of ``t`` (None: not a lakelog table, the join stays as it is);
-    ``register(path, key columns, hint)`` registers a table function and returns (its name, its
-    columns).
+    ``register(path, key columns, hint, names)`` registers a table function and returns (its name,
+    its columns); ``names`` are the alias and the table's name, as a ``LOOKUP`` hint names it.
     """
     toks = significant(sql)
     edits: list[tuple[int, int, str]] = []
@@ -394,7 +394,7 @@ def rewrite_lookup_joins(
                 f"LEFT lookup join on {'.'.join(parts)}: only key equalities are allowed in ON, "
                 f"move {' AND '.join(rest)} to WHERE or a subquery"
             )
-        fn, columns = register(path, keys, hint)
+        fn, columns = register(path, keys, hint, list(dict.fromkeys([alias, parts[-1], ".".join(parts)])))
         cols = ", ".join("`" + c.replace("`", "``") + "`" for c in columns)
         on = " AND ".join(f"({r})" for r in rest) if rest else "TRUE"
         text = f"LATERAL TABLE({fn}({', '.join(args)})) AS `{alias}`({cols}) ON {on}"

@@ -36,7 +36,7 @@ from pyflink.util.java_utils import get_field_value
 from lakelog.connector.errors import LakelogError, OptionError, TableAlreadyExistsError
 from lakelog.connector.format.fileio import io_for, is_object_store, location, register_io
 from lakelog.connector.format.objectstore import S3_OPTION_KEYS
-from lakelog.connector.format.options import validate_options
+from lakelog.connector.format.options import Duration, validate_options
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.catalog import Catalog, parse_table_path
 from lakelog.operators.flink_env import flink_environment, is_remote, load_settings, runtime_mode
@@ -45,7 +45,10 @@ from lakelog.operators.sink import sink_table_to_lakelog
 from lakelog.operators.sql import ddl, dml, reads
 from lakelog.operators.sql.errors import SqlError, UnsupportedStatementError, flink_error, message_of
 from lakelog.operators.sql.lexer import (
+    Token,
     hint_options,
+    lookup_hints,
+    matching_paren,
     significant,
     split_statements,
     with_options,
@@ -349,12 +352,21 @@ class LakelogSql:
         ``LATERAL TABLE`` join over a table function (see
         :func:`lakelog.operators.sql.rewrite.rewrite_lookup_joins`). Hint options:
         ``continuous.discovery-interval`` (refresh interval), ``lookup.refresh.async``,
-        ``lookup.cache-rows``."""
+        ``lookup.cache-rows``; any other option is refused. A ``LOOKUP`` query hint naming the
+        join's table retries a probe that misses (``'retry-predicate' = 'lookup_miss'``,
+        ``'retry-strategy' = 'fixed_delay'``, ``'fixed-delay'``, ``'max-attempts'``), as Flink's."""
         if not re.search(r"\bSYSTEM_TIME\b", sql, re.I):
             return sql
+        hints = lookup_hints(sql)
 
-        def register(path: str, keys: list[str], hint: Optional[str]) -> tuple[str, list[str]]:
+        def register(
+            path: str, keys: list[str], hint: Optional[str], names: list[str]
+        ) -> tuple[str, list[str]]:
+            where = f"lookup join on {names[0]}"
             opts = hint_options(hint)
+            _check_lookup_options(opts, where)
+            mine = [h for h in hints if h.get("table") in names]
+            attempts, delay = _lookup_retry(mine, where)
             self._view_count += 1
             name = f"__lakelog_lookup_{self._view_count}"
             cols = register_lookup_function(
@@ -365,6 +377,8 @@ class LakelogSql:
                 refresh_interval=opts.get("continuous.discovery-interval"),
                 async_refresh=_hint_option(opts, "lookup.refresh.async", "false", bool),
                 cache_rows=_hint_option(opts, "lookup.cache-rows", "10000", int),
+                retry_attempts=attempts,
+                retry_delay=delay,
             )
             return name, cols
 
@@ -515,7 +529,10 @@ class LakelogSql:
 
     # ---- anything else -------------------------------------------------------------------------------
     def _other(self, st: Statement) -> Any:
-        """A statement lakelog does not handle: refused when it names a lakelog table, else Flink's."""
+        """A statement lakelog does not handle: a syntax error as Flink's parser reports it (a typo
+        such as ``SELEC`` is no unsupported statement), refused when it names a lakelog table,
+        else Flink's."""
+        self._check_syntax(st)
         toks = significant(st.text)
         for i, t in enumerate(toks):
             if not t.is_name:
@@ -534,6 +551,20 @@ class LakelogSql:
                     f"{st.kind} on lakelog table {'.'.join(parts)} is not supported by lakelog"
                 )
         return self.t_env.execute_sql(st.text)
+
+    def _check_syntax(self, st: Statement) -> None:
+        """Raise :class:`SqlError` with the first line of Flink's parse error when the statement
+        is no SQL Flink can parse (only syntax: names are resolved later)."""
+        syntax: Optional[str] = None
+        try:
+            self.t_env._j_tenv.getParser().parse(st.text)
+        except Exception as e:  # py4j: the Java exception's class tells a syntax error apart
+            java = getattr(e, "java_exception", None)
+            name = java.getClass().getName() if java is not None else ""
+            if java is not None and name.endswith(("SqlParserException", "CalciteException")):
+                syntax = str(java.getMessage()).strip().splitlines()[0]
+        if syntax is not None:  # raised here, without the Java error as its context
+            raise SqlError(f"{st.head}: syntax error: {syntax}")
 
     def _pass(self, st: Statement) -> Any:
         """A statement for Flink alone (its queries still read lakelog tables through views)."""
@@ -956,14 +987,54 @@ def _show_partitions(sql: LakelogSql, st: Statement) -> Any:
     cat, db, name, path = sql.target(st)
     if path is None:
         return sql._pass(st)
+    from lakelog.connector.table.partition_specs import matching_partitions
+    from lakelog.operators.sql.overwrite import static_partition
+
+    where = f"SHOW PARTITIONS {cat}.{db}.{name}"
     store = TableStore(path)
     snap = store.snapshot_manager.latest()
     seen = sorted({e.partition for e in store.live_entries(snap)}) if snap is not None else []
     keys = list(store.schema.partition_keys)
     if not keys:
-        raise SqlError(f"SHOW PARTITIONS {cat}.{db}.{name}: the table is not partitioned")
+        raise SqlError(f"{where}: the table is not partitioned")
+    given = _partition_clause(st.text, where)
+    if given is not None:  # PARTITION (k = v, ...): the partitions holding those values
+        spec = static_partition(store, given, where)
+        if len(spec) != len(given):
+            raise SqlError(f"{where}: PARTITION {dict(given)} holds a value that is no literal")
+        seen = sorted(matching_partitions(store, seen, spec))
     rows = sorted((store.partition_dir(store.partition_values(p)),) for p in seen)
     return SqlResult.table(["partition"], rows)
+
+
+def _partition_clause(text: str, where: str) -> Optional[dict[str, str]]:
+    """The ``PARTITION (k = v, ...)`` after a statement's table name, as column -> literal text;
+    None without one."""
+    toks = significant(text)
+    at = next((i for i, t in enumerate(toks) if t.word == "PARTITION"), None)
+    if at is None:
+        return None
+    end = matching_paren(toks, at + 1)
+    if at + 1 >= len(toks) or toks[at + 1].text != "(" or end >= len(toks):
+        raise SqlError(f"{where}: expected PARTITION (column = value, ...)")
+    out: dict[str, str] = {}
+    items = toks[at + 2 : end]
+    for part in _split_commas(items):
+        if len(part) < 3 or not part[0].is_name or part[1].text != "=":
+            found = " ".join(t.text for t in part)
+            raise SqlError(f"{where}: expected PARTITION (column = value, ...), found {found!r}")
+        out[part[0].name] = " ".join(t.text for t in part[2:])
+    return out
+
+
+def _split_commas(toks: list[Token]) -> list[list[Token]]:
+    parts: list[list[Token]] = [[]]
+    for t in toks:
+        if t.text == ",":
+            parts.append([])
+        else:
+            parts[-1].append(t)
+    return [p for p in parts if p]
 
 
 def _show_procedures(sql: LakelogSql, st: Statement) -> Any:
@@ -1069,6 +1140,59 @@ _HANDLERS: dict[str, Any] = {
     "HELP": _noop,
     "CLEAR": _noop,
 }
+
+
+_LOOKUP_OPTIONS = ("continuous.discovery-interval", "lookup.refresh.async", "lookup.cache-rows")
+_RETRY_KEYS = ("retry-predicate", "retry-strategy", "fixed-delay", "max-attempts")
+
+
+def _check_lookup_options(opts: dict[str, str], where: str) -> None:
+    """Refuse the ``OPTIONS`` of a lookup join's table that lookups do not take: unknown keys and
+    Paimon's keys lakelog lacks (``scan.partitions``, ``lookup.dynamic-partition``, ...) as table
+    options do, and table options that have no effect on a lookup."""
+    for key, value in opts.items():
+        if key in _LOOKUP_OPTIONS:
+            continue
+        try:
+            validate_options({key: value})
+        except OptionError as e:
+            raise OptionError(f"{where}: {e}") from None
+        raise OptionError(
+            f"{where}: option {key!r} has no effect on a lakelog lookup join; lookups take "
+            f"{', '.join(_LOOKUP_OPTIONS)}"
+        )
+
+
+def _lookup_retry(hints: list[dict[str, str]], where: str) -> tuple[int, float]:
+    """(retries after a miss, seconds between them) from the ``LOOKUP`` hints naming a lookup
+    join's table (Flink's keys; (0, 0) without retry). Asynchronous lookups are refused: lakelog's
+    lookups are synchronous."""
+    merged: dict[str, str] = {}
+    for h in hints:
+        merged.update(h)
+    merged.pop("table", None)
+    asynchronous = {"output-mode", "capacity", "timeout"} & merged.keys()
+    if merged.get("async", "false").lower() != "false" or asynchronous:
+        raise OptionError(
+            f"{where}: asynchronous lookups (LOOKUP 'async', 'output-mode', 'capacity', 'timeout') are "
+            "not supported by lakelog; its lookups are synchronous"
+        )
+    merged.pop("async", None)
+    unknown = sorted(k for k in merged if k not in _RETRY_KEYS)
+    if unknown:
+        raise OptionError(f"{where}: unknown LOOKUP hint option {unknown[0]!r}; known: table, async, "
+                          f"{', '.join(_RETRY_KEYS)}")
+    if not merged:
+        return 0, 0.0
+    missing = [k for k in _RETRY_KEYS if k not in merged]
+    if missing:
+        needs = ", ".join(_RETRY_KEYS)
+        raise OptionError(f"{where}: a LOOKUP retry needs {needs}; missing {', '.join(missing)}")
+    for key, only in (("retry-predicate", "lookup_miss"), ("retry-strategy", "fixed_delay")):
+        if merged[key].lower() != only:
+            raise OptionError(f"{where}: LOOKUP {key!r} = {merged[key]!r}: lakelog retries on {only!r} only")
+    delay = Duration.parse(merged["fixed-delay"]).seconds
+    return _hint_option(merged, "max-attempts", "1", int), delay
 
 
 def _hint_option(opts: dict[str, str], key: str, default: str, kind: type) -> Any:

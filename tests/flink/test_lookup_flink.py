@@ -128,3 +128,43 @@ def test_sql_lateral_table_joins(tmp_path: Any) -> None:
     expect = [(j, o, names[c]) for j in ("inner", "vector") for o, c in ORDERS if c in names]
     expect += [(j, o, names.get(c)) for j in ("left", "systime") for o, c in ORDERS]
     assert got == sorted(expect)
+
+
+def test_lookup_hints_retry_a_miss_and_unknown_options_are_refused(tmp_path: Any) -> None:
+    """Issue 25, 5: the LOOKUP hint's retry on a miss (Paimon's docs example) waited for nothing,
+    and an unknown or unsupported option in a lookup join's hints was accepted silently."""
+    import threading
+
+    from pyflink.table import DataTypes
+
+    from lakelog.operators.sql import LakelogSql
+    from tests.flink.sqlkit import refused
+
+    t = _dim(tmp_path)
+    sql = LakelogSql("batch", parallelism=1)
+    sql.t_env.create_temporary_view(
+        "orders",
+        sql.t_env.from_elements(
+            [(1, 1), (2, 9)],
+            DataTypes.ROW([DataTypes.FIELD("oid", DataTypes.BIGINT()), DataTypes.FIELD("cid", DataTypes.BIGINT())]),
+        ),
+    )
+    sql.execute(f"CREATE TABLE cust (id BIGINT NOT NULL, name STRING, city STRING) WITH ('connector'='lakelog', 'path'='{t.path}')")
+    hint = ("/*+ LOOKUP('table'='c', 'retry-predicate'='lookup_miss', 'retry-strategy'='fixed_delay', "
+            "'fixed-delay'='1s', 'max-attempts'='60') */")
+    query = (f"SELECT {hint} o.oid, c.name FROM orders AS o "
+             "JOIN cust FOR SYSTEM_TIME AS OF PROCTIME() AS c ON o.cid = c.id")
+    # customer 9 arrives a few seconds into the job: the retried probe finds it
+    later = threading.Timer(4, lambda: t.write(pa.table({"id": [9], "name": ["late"], "city": ["q"]}, schema=DIM)))
+    later.start()
+    with sql.sql_query(query).execute().collect() as it:
+        got = sorted(tuple(r) for r in it)
+    later.join()
+    assert got == [(1, "a1"), (2, "late")]
+
+    join = "SELECT o.oid FROM orders AS o JOIN cust {} FOR SYSTEM_TIME AS OF PROCTIME() AS c ON o.cid = c.id"
+    refused(sql, join.format("/*+ OPTIONS('lookup.cahce-rows'='5') */"), "unknown table option")
+    refused(sql, join.format("/*+ OPTIONS('scan.partitions'='max_pt()') */"), "not supported by lakelog")
+    refused(sql, join.format("/*+ OPTIONS('scan.snapshot-id'='1') */"), "no effect on a lakelog lookup join")
+    refused(sql, "SELECT /*+ LOOKUP('table'='c', 'async'='true') */ " + join.format("")[7:], "asynchronous")
+    refused(sql, "SELECT /*+ LOOKUP('table'='c', 'retry-predcate'='x') */ " + join.format("")[7:], "unknown LOOKUP")
