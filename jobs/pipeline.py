@@ -15,8 +15,9 @@ Three Flink jobs, all through the SQL wrapper (:class:`lakelog.operators.sql.Lak
 1. A streaming ``SELECT`` of ``lk.shop.customer_totals`` twice, as one ``UNION ALL``, submitted
    first: once through the table's Kafka log (the hybrid read: the snapshot, then the log) and once
    from its files (``'streaming-read-mode' = 'file'``: each new snapshot's changes). Both receive
-   the changes (``+I`` for a new customer, ``+U`` for a changed one, ``-U`` before it on the file
-   path); the job prints one line per burst of changes and path, with the latency from the order
+   the changes (``+I`` for a new customer, ``-U``/``+U`` for a changed one: the log holds the rows
+   as written, so its read is an upsert table and Flink derives the ``-U``); the job prints one
+   line per burst of changes and path, with the latency from the order
    that caused each change to its arrival, and stops the query once both materialised views hold
    the final totals. A warm-up row, written and deleted once it has come through both paths, shows
    that the query is live before the first order is made.
