@@ -17,6 +17,7 @@ import pytest
 
 import lakelog
 from lakelog.connector.errors import CommitConflictError, InvalidInputError, SchemaError
+from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.index_file import DELETION_VECTORS_INDEX
 from lakelog.connector.table.append_delete import _mark
 from lakelog.connector.table.commit import TableCommit
@@ -131,8 +132,9 @@ def test_a_delete_planned_before_a_compaction_is_planned_again(catalog: lakelog.
     t.write(_rows([4, 5, 6]))
     store = t.store
     expr = parse_filter("id = 5", store.schema.arrow_schema())
-    messages = _mark(store, plan_splits(store, store.snapshot_manager.latest(), filter=expr), expr,
-                     store.schema.arrow_schema())
+    messages: list[CommitMessage] = []
+    _mark(store, plan_splits(store, store.snapshot_manager.latest(), filter=expr), expr,
+          store.schema.arrow_schema(), messages)
     t.compact()  # rewrites the file the delete marks (no vectors yet: the bucket's vectors stay)
     with pytest.raises(CommitConflictError, match="was rewritten since this delete read it"):
         TableCommit(store).commit(messages)

@@ -16,33 +16,22 @@ would be copied unmarked); it is then planned again on the new latest snapshot.
 
 from __future__ import annotations
 
-import logging
-import random
-import time
 from typing import Optional, Union
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakelog.connector.errors import (
-    CommitConflictError,
-    InvalidInputError,
-    MissingFileError,
-    SnapshotNotFoundError,
-)
+from lakelog.connector.errors import InvalidInputError
 from lakelog.connector.format.commit_message import CommitMessage
-from lakelog.connector.format.lock import LockTimeoutError
+from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.deletion_vectors import BucketDeletionVectors, slot_vector_entries, vectors_base
 from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead, referenced_columns
-from lakelog.connector.table.commit import TableCommit
 from lakelog.connector.table.expressions import parse_filter
-from lakelog.connector.table.maintenance import after_commit
+from lakelog.connector.table.replan import commit_planned
 from lakelog.connector.table.scan import plan_splits
-
-log = logging.getLogger(__name__)
 
 __all__ = ["delete_where"]
 
@@ -77,69 +66,50 @@ def delete_where(
             f"delete_where on {store.path} needs a filter on its columns; to delete every row, overwrite "
             "the table (TRUNCATE TABLE)"
         )
-    sm = store.snapshot_manager
-    for attempt in range(attempts):
-        snap = sm.latest()
-        if snap is None:
-            return None
-        messages: list[CommitMessage] = []
-        committer = TableCommit(store, commit_user)
-        try:
-            messages = _mark(store, plan_splits(store, snap, filter=expr), expr, schema)
-            if not messages:
-                return None
-            sid = committer.commit(messages)
-        except (CommitConflictError, MissingFileError, SnapshotNotFoundError) as e:
-            committer.discard_unpublished(messages)
-            if isinstance(e, LockTimeoutError):
-                raise
-            if not (isinstance(e, CommitConflictError) or not sm.holds(snap)):
-                raise
-            if attempt == attempts - 1:
-                raise CommitConflictError(
-                    f"delete from {store.path} lost the race to other commits {attempts} times (last: {e}); "
-                    "nothing was deleted: run it again"
-                ) from e
-            log.warning("delete from %s lost a race (%s); planning it again", store.path, e)
-            time.sleep(random.uniform(0, 0.05 * (attempt + 1)))  # out of step with a busy compactor
-            continue
-        except BaseException:
-            committer.discard_unpublished(messages)
-            raise
-        after_commit(store)
-        return sid
-    raise AssertionError("unreachable")
+
+    def plan(snap: Snapshot, messages: list[CommitMessage]) -> None:
+        _mark(store, plan_splits(store, snap, filter=expr), expr, schema, messages)
+
+    return commit_planned(
+        store,
+        plan,
+        what=f"delete from {store.path}",
+        advice="nothing was deleted: run it again",
+        commit_user=commit_user,
+        attempts=attempts,
+        backoff=True,  # out of step with a busy compactor
+    )
 
 
 def _mark(
-    store: TableStore, splits: list[Split], expr: pc.Expression, schema: pa.Schema
-) -> list[CommitMessage]:
-    """A commit message per bucket whose live rows ``expr`` matches: its new vectors, written."""
+    store: TableStore,
+    splits: list[Split],
+    expr: pc.Expression,
+    schema: pa.Schema,
+    messages: list[CommitMessage],
+) -> None:
+    """Append to ``messages`` a commit message per bucket whose live rows ``expr`` matches: its new
+    vectors, written (each message is appended before its file is written, so the caller deletes
+    what a failure leaves)."""
     columns = referenced_columns(expr, schema.names)
     read = SplitRead(store, columns=columns)
     index = store.index_entries(store.snapshot_manager.snapshot(splits[0].snapshot_id)) if splits else []
-    messages: list[CommitMessage] = []
-    try:
-        for split in splits:
-            entries = slot_vector_entries(index, split.partition, split.bucket)
-            vectors = BucketDeletionVectors.of_split(split.deletion_vectors or {}, vectors_base(entries))
-            marks: dict[str, np.ndarray] = {}
-            for f in split.files:
-                rows = read.read_file(split, f, system=False)  # every row: positions are the file's
-                rows = rows.append_column(_POSITION, pa.array(np.arange(rows.num_rows, dtype=np.uint64)))
-                hit = rows.filter(expr).column(_POSITION).to_numpy()
-                old = vectors.vectors.get(f.file_name)
-                new = hit if old is None else np.setdiff1d(hit, old, assume_unique=True)
-                if len(new):
-                    marks[f.file_name] = new
-            if not marks:
-                continue
-            vectors.update((), marks)
-            msg = CommitMessage(split.partition, split.bucket, split.total_buckets, dv_delete=True)
-            msg.dv_changed, msg.dv_base = True, vectors.base
-            messages.append(msg)
-            msg.dv_file = vectors.write(store, split.partition, split.bucket)
-    except BaseException:
-        TableCommit(store).discard_unpublished(messages)
-        raise
-    return messages
+    for split in splits:
+        entries = slot_vector_entries(index, split.partition, split.bucket)
+        vectors = BucketDeletionVectors.of_split(split.deletion_vectors or {}, vectors_base(entries))
+        marks: dict[str, np.ndarray] = {}
+        for f in split.files:
+            rows = read.read_file(split, f, system=False)  # every row: positions are the file's
+            rows = rows.append_column(_POSITION, pa.array(np.arange(rows.num_rows, dtype=np.uint64)))
+            hit = rows.filter(expr).column(_POSITION).to_numpy()
+            old = vectors.vectors.get(f.file_name)
+            new = hit if old is None else np.setdiff1d(hit, old, assume_unique=True)
+            if len(new):
+                marks[f.file_name] = new
+        if not marks:
+            continue
+        vectors.update((), marks)
+        msg = CommitMessage(split.partition, split.bucket, split.total_buckets, dv_delete=True)
+        msg.dv_changed, msg.dv_base = True, vectors.base
+        messages.append(msg)
+        msg.dv_file = vectors.write(store, split.partition, split.bucket)

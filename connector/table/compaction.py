@@ -5,19 +5,13 @@ race is dropped, never the data).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from typing import Optional
 
-from lakelog.connector.errors import (
-    CommitConflictError,
-    InvalidInputError,
-    MissingFileError,
-    SnapshotNotFoundError,
-)
+from lakelog.connector.errors import InvalidInputError
 from lakelog.connector.format.commit_message import CommitMessage
-from lakelog.connector.format.lock import LockTimeoutError
 from lakelog.connector.format.options import ChangelogProducer
+from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.compaction import BucketCompactor, num_levels
 from lakelog.connector.lsm.deletion_vectors import (
@@ -31,17 +25,14 @@ from lakelog.connector.lsm.levels import (
     Levels,
 )
 from lakelog.connector.lsm.split import Split
-from lakelog.connector.table.commit import TableCommit
-from lakelog.connector.table.maintenance import after_commit
 from lakelog.connector.table.partition_specs import (
     PartitionSpec,
     matching_partitions,
     partition_spec_list,
     partitions_where,
 )
+from lakelog.connector.table.replan import commit_planned
 from lakelog.connector.table.scan import plan_splits
-
-log = logging.getLogger(__name__)
 
 __all__ = ["compact_split", "compact_table"]
 
@@ -162,53 +153,29 @@ def compact_table(
     specs = partition_spec_list(store, partitions)
     if where is not None:
         partitions_where(store, [], where)  # a bad predicate fails before any work
-    sm = store.snapshot_manager
-    for attempt in range(attempts):
-        snap = sm.latest()
-        if snap is None:
-            return None
-        messages: list[CommitMessage] = []
-        try:
-            splits = plan_splits(store, snap)
-            if specs is not None:
-                present = {s.partition for s in splits}
-                chosen = set().union(*(matching_partitions(store, present, spec) for spec in specs))
-                splits = [s for s in splits if s.partition in chosen]
-            if where is not None:
-                chosen = partitions_where(store, {s.partition for s in splits}, where)
-                splits = [s for s in splits if s.partition in chosen]
-            for i, split in enumerate(splits):
-                msg = compact_split(store, split, full=full)
-                if msg is not None:
-                    messages.append(msg)
-                if progress is not None:
-                    progress(i + 1, len(splits))
-            if not messages:
-                return None
-            sid = TableCommit(store, commit_user).commit(messages)
-        except (CommitConflictError, MissingFileError, SnapshotNotFoundError) as e:
-            _discard(store, messages)
-            lost_race = isinstance(e, CommitConflictError) or not sm.holds(snap)
-            if isinstance(e, LockTimeoutError):
-                raise  # the lock stayed taken for all of 'lock-acquire-timeout': no race to retry
-            if not lost_race:
-                raise
-            if attempt == attempts - 1:
-                raise CommitConflictError(
-                    f"compaction of {store.path} lost the race to other commits {attempts} times (last: "
-                    f"{e}); nothing was committed: run it again, or while fewer writers compact"
-                ) from e
-            log.warning("compaction of %s lost a race (%s); planning it again", store.path, e)
-            continue
-        except BaseException:
-            _discard(store, messages)
-            raise
-        after_commit(store, compactor=True)  # outside the try: the compaction's files are published
-        return sid
-    raise AssertionError("unreachable")
 
+    def plan(snap: Snapshot, messages: list[CommitMessage]) -> None:
+        splits = plan_splits(store, snap)
+        if specs is not None:
+            present = {s.partition for s in splits}
+            chosen = set().union(*(matching_partitions(store, present, spec) for spec in specs))
+            splits = [s for s in splits if s.partition in chosen]
+        if where is not None:
+            chosen = partitions_where(store, {s.partition for s in splits}, where)
+            splits = [s for s in splits if s.partition in chosen]
+        for i, split in enumerate(splits):
+            msg = compact_split(store, split, full=full)
+            if msg is not None:
+                messages.append(msg)
+            if progress is not None:
+                progress(i + 1, len(splits))
 
-def _discard(store: TableStore, messages: list[CommitMessage]) -> None:
-    """Delete what uncommitted compactions wrote (an upgraded file stays: it is the live input),
-    their deletion-vector files included."""
-    TableCommit(store).discard_unpublished(messages)
+    return commit_planned(
+        store,
+        plan,
+        what=f"compaction of {store.path}",
+        advice="nothing was committed: run it again, or while fewer writers compact",
+        commit_user=commit_user,
+        attempts=attempts,
+        compactor=True,
+    )
