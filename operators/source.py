@@ -321,36 +321,30 @@ def read_lakelog(
     (any table option, e.g. ``consumer-id``, ``continuous.discovery-interval``, ``scan.*``).
     ``filter`` is a pyarrow expression or a SQL-like string (``dt = '2024-06-01' AND amount > 10``).
     """
-    return _read_lakelog(
-        env, table, mode=mode, columns=columns, filter=filter, scan_mode=scan_mode, options=options,
-        consumer_id=consumer_id, discovery_interval=discovery_interval, parallelism=parallelism,
-        audit_log=audit_log, shape=shape, read_optimized=read_optimized,
-    )[0]
+    plan = _read_plan(
+        table, mode, columns=columns, filter=filter, scan_mode=scan_mode, options=options,
+        consumer_id=consumer_id, discovery_interval=discovery_interval, audit_log=audit_log,
+        shape=shape, read_optimized=read_optimized,
+    )
+    return _stream(env, plan, mode, parallelism)
 
 
-def _read_lakelog(
-    env: StreamExecutionEnvironment,
+def _read_plan(
     table: TableLike,
+    mode: str,
     *,
-    mode: str = "batch",
     columns: Optional[Sequence[str]] = None,
     filter: Union[str, pc.Expression, None] = None,
     scan_mode: Optional[str] = None,
     options: Optional[Mapping[str, str]] = None,
     consumer_id: Optional[str] = None,
     discovery_interval: Union[str, float, None] = None,
-    parallelism: Optional[int] = None,
     audit_log: bool = False,
     shape: Optional[str] = None,
     read_optimized: bool = False,
-    upsert: Optional[bool] = False,
-) -> tuple[DataStream, bool]:
-    """:func:`read_lakelog`, and whether its stream is upserts: with ``upsert=None`` a streaming
-    read of a primary-key table's rows emits no ``-U`` rows where its stream cannot be a complete
-    changelog of what it emitted (it starts after a snapshot without reading it, or reads the Kafka
-    log, whose records of a table without a changelog producer are the rows as written): a Table
-    over it declares upsert mode with the primary key, and Flink derives the ``-U`` rows from what
-    it has seen (its ChangelogNormalize, as Paimon's source asks for)."""
+) -> ReadPlan:
+    """The plan of a :func:`read_lakelog` (its keyword arguments as dynamic options), checked: a
+    streaming read that could not start is refused here, before any job."""
     if mode not in ("batch", "streaming"):
         raise OptionError(f"mode must be 'batch' or 'streaming', not {mode!r}")
     path = table_path(table)
@@ -366,15 +360,20 @@ def _read_lakelog(
             else str(discovery_interval)
         )
     plan = ReadPlan(path, columns, filter, opts, audit_log, shape=shape, read_optimized=read_optimized)
-    if mode == "streaming":
-        _check_streaming_start(plan)  # a start the job could not make fails here, before any job
-    if mode == "streaming" and upsert is None:
-        upsert = _upsert_read(plan)
-    plan.upsert = bool(upsert) and mode == "streaming"
     if read_optimized and mode != "batch":
         raise OptionError(f"the read-optimized read of {path} ($ro) is a batch read; use runtime mode BATCH")
+    if mode == "streaming":
+        _check_streaming_start(plan)
+    return plan
+
+
+def _stream(
+    env: StreamExecutionEnvironment, plan: ReadPlan, mode: str, parallelism: Optional[int]
+) -> DataStream:
+    """The DataStream of ``plan``: parallel split reads (batch), or the follower of new snapshots
+    or of the Kafka log (streaming)."""
     out_type = row_type_of(plan.output_schema)
-    short = path.rstrip("/").rsplit("/", 1)[-1]
+    short = plan.table_path.rstrip("/").rsplit("/", 1)[-1]
     if mode == "batch":
         store = plan.store()
         start = resolve_start(store, plan.opts, streaming=False)
@@ -392,7 +391,7 @@ def _read_lakelog(
         )
         if parallelism is not None:
             ds = ds.set_parallelism(max(1, min(parallelism, max(n, 1))))
-        return ds, False
+        return ds
     interval_s, consumer, ignore = follow_settings(plan)
     config = FollowerConfig(plan, consumer, interval_s, ignore)
     if _reads_log(plan):
@@ -402,13 +401,12 @@ def _read_lakelog(
     else:
         tick_stream, _ = ticks(env, interval_s)
         follower = SnapshotFollower(config)
-    ds = (
+    return (
         tick_stream.key_by(constant_key, key_type=Types.INT())
         .process(follower, output_type=out_type)
         .name(f"lakelog-follow[{short}]")
         .set_parallelism(1)
     )
-    return ds, plan.upsert
 
 
 def read_lakelog_table(
@@ -421,9 +419,13 @@ def read_lakelog_table(
     watermark: Optional[tuple[str, str]] = None,
     **kwargs: Any,
 ) -> FlinkTable:
-    """A Flink ``Table`` over :func:`read_lakelog` (a changelog table in streaming mode; an upsert
-    table with the primary key where the read cannot emit a complete changelog: see
-    :func:`_read_lakelog`).
+    """A Flink ``Table`` over :func:`read_lakelog` (a changelog table in streaming mode).
+
+    A streaming read of a primary-key table's rows that cannot emit a complete changelog of what it
+    emitted (it starts after a snapshot without reading it, or reads the Kafka log, whose records
+    of a table without a changelog producer are the rows as written) emits no ``-U`` rows: the
+    Table declares upsert mode with the primary key, and Flink derives the ``-U`` rows from what it
+    has seen (its ChangelogNormalize, as Paimon's source asks for).
 
     ``t_env`` must be a ``StreamTableEnvironment``; ``env`` defaults to the one it was created on and
     ``mode`` to the environment's runtime mode. Columns keep their exact types (``TIMESTAMP(3)``,
@@ -437,8 +439,11 @@ def read_lakelog_table(
         rt = str(t_env.get_config().get("execution.runtime-mode", "streaming")).lower()
         mode = "batch" if rt == "batch" else "streaming"
     path = table_path(table)
-    ds, upsert = _read_lakelog(env, path, mode=mode, upsert=None, **kwargs)
-    shape = kwargs.get("shape") or ("audit_log" if kwargs.get("audit_log") else "rows")
+    parallelism = kwargs.pop("parallelism", None)
+    plan = _read_plan(path, mode, **kwargs)
+    plan.upsert = upsert = mode == "streaming" and _upsert_read(plan)
+    ds = _stream(env, plan, mode, parallelism)
+    shape = plan.shape
     schema = _declared_schema(path, kwargs.get("columns"), shape, computed, watermark, upsert)
     if mode == "streaming" and shape == "rows":
         if upsert:
@@ -495,7 +500,7 @@ def _check_streaming_start(plan: ReadPlan) -> None:
 
 
 def _upsert_read(plan: ReadPlan) -> bool:
-    """Whether a streaming read of ``plan`` emits upserts (see :func:`_read_lakelog`)."""
+    """Whether a streaming read of ``plan`` emits upserts (see :func:`read_lakelog_table`)."""
     store = plan.store()
     if plan.shape != "rows" or not store.is_primary_key_table:
         return False

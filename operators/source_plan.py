@@ -117,7 +117,7 @@ class ReadPlan:
             raise OptionError(f"read shape {self.shape!r}: expected one of {SHAPES}")
         self.audit = self.shape != "rows"  # rows carry their kind in a column, every row an insert
         self.read_optimized = read_optimized
-        # a streaming read that emits upserts: no -U rows (see operators.source._read_lakelog)
+        # a streaming read that emits upserts: no -U rows (see operators.source.read_lakelog_table)
         self.upsert = False
         self.options = {str(k): str(v) for k, v in options.items()}
         store = TableStore(table_path)
