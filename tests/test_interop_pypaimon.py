@@ -1031,6 +1031,19 @@ def _pp_stream_changelog(warehouse: str, plans: int) -> pa.Table:
     return pa.concat_tables(out)
 
 
+# a changelog made by compaction, at every commit (lookup; full-compaction without
+# 'full-compaction.delta-commits' full-compacts at every commit, as Paimon's sink does)
+COMPACTED_CHANGELOG = [
+    ("+I", 1, "x"),
+    ("+I", 2, "y"),
+    ("+I", 3, "z"),
+    ("-U", 2, "y"),
+    ("+U", 2, "y2"),
+    ("+I", 4, "w"),
+    ("-D", 3, "z"),
+]
+
+
 @pytest.mark.parametrize(
     "producer,expected",
     [
@@ -1045,31 +1058,8 @@ def _pp_stream_changelog(warehouse: str, plans: int) -> pa.Table:
                 ("-D", 3, None),
             ],
         ),
-        (
-            "lookup",
-            [
-                ("+I", 1, "x"),
-                ("+I", 2, "y"),
-                ("+I", 3, "z"),
-                ("-U", 2, "y"),
-                ("+U", 2, "y2"),
-                ("+I", 4, "w"),
-                ("-D", 3, "z"),
-            ],
-        ),
-        (
-            # without 'full-compaction.delta-commits' every commit full-compacts (Paimon's sink does)
-            "full-compaction",
-            [
-                ("+I", 1, "x"),
-                ("+I", 2, "y"),
-                ("+I", 3, "z"),
-                ("-U", 2, "y"),
-                ("+U", 2, "y2"),
-                ("+I", 4, "w"),
-                ("-D", 3, "z"),
-            ],
-        ),
+        ("lookup", COMPACTED_CHANGELOG),
+        ("full-compaction", COMPACTED_CHANGELOG),
     ],
 )
 def test_pypaimon_streams_lakelog_changelog(warehouse: str, producer: str, expected: list[Any]) -> None:

@@ -8,7 +8,8 @@ import os
 import subprocess
 import sys
 import textwrap
-from typing import Any, Optional
+from collections.abc import Callable
+from typing import Any, Optional, Union
 
 from tests.flink.conftest import REPO_CONF_DIR
 
@@ -31,6 +32,38 @@ def rows(result: Any) -> list[tuple[Any, ...]]:
         return sorted(result.rows, key=repr)
     with result.collect() as it:
         return sorted((tuple(r) for r in it), key=repr)
+
+
+def stream_changes(
+    res: Any,
+    until: Union[int, Callable[[list[tuple[str, tuple[Any, ...]]]], bool]],
+    seconds: float = 90,
+    *,
+    then: Optional[tuple[int, Callable[[], Any]]] = None,
+) -> list[tuple[str, tuple[Any, ...]]]:
+    """The changes (RowKind name, values) of a streaming query's result ``res``, until there are
+    ``until`` of them or ``until(changes so far)`` holds; a query that stalls is cancelled after
+    ``seconds`` and what came back is returned (the caller's assertion says what was missing).
+    ``then = (k, f)``: call ``f()`` once the k-th change is in."""
+    import threading
+
+    got: list[tuple[str, tuple[Any, ...]]] = []
+    done = (lambda g: len(g) == until) if isinstance(until, int) else until
+    timer = threading.Timer(seconds, lambda: res.get_job_client().cancel())
+    timer.start()
+    try:
+        with res.collect() as it:
+            for r in it:
+                got.append((r.get_row_kind().name, tuple(r)))
+                if then is not None and len(got) == then[0]:
+                    then[1]()
+                if done(got):
+                    break
+    except Exception:  # cancelled: the caller's assertion says what was seen
+        pass
+    finally:
+        timer.cancel()
+    return got
 
 
 def query(sql: Any, text: str) -> list[tuple[Any, ...]]:

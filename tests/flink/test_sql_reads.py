@@ -6,14 +6,13 @@ from __future__ import annotations
 import datetime
 import time
 from pathlib import Path
-from typing import Any, Optional
 
 import pyarrow as pa
 import pytest
 
 import lakelog
 from lakelog.connector.table.system_tables import METADATA_TABLES, system_table_schema
-from tests.flink.sqlkit import query, refused, session
+from tests.flink.sqlkit import query, refused, session, stream_changes
 
 pytest.importorskip("pyflink")
 pytestmark = [pytest.mark.slow]
@@ -177,14 +176,7 @@ def test_streaming_where_on_a_value_column_filters_each_change(tmp_path: Path) -
     res = sql.execute(
         "SELECT k, v FROM lk.db.t /*+ OPTIONS('continuous.discovery-interval'='100 ms') */ WHERE v = 'x'"
     )
-    got = []
-    with res.collect() as it:
-        for r in it:
-            got.append((r.get_row_kind().name, tuple(r)))
-            if len(got) == 1:
-                t.write(pa.table({"k": [1, 2], "v": ["z", "x"]}, schema))
-            if len(got) == 3:
-                break
+    got = stream_changes(res, 3, then=(1, lambda: t.write(pa.table({"k": [1, 2], "v": ["z", "x"]}, schema))))
     assert got[0] == ("INSERT", (1, "x"))
     assert sorted(got[1:]) == [("UPDATE_AFTER", (2, "x")), ("UPDATE_BEFORE", (1, "x"))]
 
@@ -196,8 +188,6 @@ def test_a_streaming_read_that_starts_after_a_snapshot_emits_only_later_changes(
     snapshot whole, so an update of a row it never emitted must not retract it: the read is
     upserts and Flink derives the retractions from what it has emitted. Paimon: COUNT(*) counts
     the updated row as new (before the fix the count fell back, ending at 2 here instead of 3)."""
-    import threading
-
     wh = str(tmp_path / "wh")
     schema = pa.schema([pa.field("k", pa.int64(), False), ("v", pa.string())])
     t = lakelog.Catalog(wh).create_table("db.t", schema, primary_key=["k"], options={"bucket": "1"})
@@ -213,20 +203,9 @@ def test_a_streaming_read_that_starts_after_a_snapshot_emits_only_later_changes(
     sql = session("streaming")
     sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='file://{wh}')")
     res = sql.execute(f"SELECT COUNT(*) FROM lk.db.t /*+ OPTIONS('{start}' = '{value}') */")
-    timer = threading.Timer(90, lambda: res.get_job_client().cancel())  # a wrong count never ends
-    timer.start()
-    got: list[tuple[str, int]] = []
-    try:
-        with res.collect() as it:
-            for r in it:
-                got.append((r.get_row_kind().name, r[0]))
-                if r.get_row_kind().name in ("INSERT", "UPDATE_AFTER") and r[0] == 3:
-                    break
-    except Exception:  # cancelled: the assertion below says what was seen
-        pass
-    finally:
-        timer.cancel()
-    counts = [c for kind, c in got if kind in ("INSERT", "UPDATE_AFTER")]
+    # a wrong count never reaches 3: the query is cancelled after 90 s
+    got = stream_changes(res, lambda g: g[-1][0] in ("INSERT", "UPDATE_AFTER") and g[-1][1] == (3,))
+    counts = [row[0] for kind, row in got if kind in ("INSERT", "UPDATE_AFTER")]
     assert counts and counts[-1] == 3 and min(counts) >= 1, got
 
 
@@ -261,31 +240,6 @@ def test_reads_that_start_without_a_full_snapshot_are_upserts() -> None:
     assert not upsert(append, **{"scan.mode": "latest"})
 
 
-def _changes_until(
-    res: object, n: int, seconds: float = 90, *, then: Optional[tuple[int, Any]] = None
-) -> list[tuple[str, tuple[object, ...]]]:
-    """The first ``n`` changes of a streaming query (fewer if it stalls for ``seconds``); ``then``
-    = (k, f): call ``f()`` once the k-th change is in."""
-    import threading
-
-    got: list[tuple[str, tuple[object, ...]]] = []
-    timer = threading.Timer(seconds, lambda: res.get_job_client().cancel())  # type: ignore[attr-defined]
-    timer.start()
-    try:
-        with res.collect() as it:  # type: ignore[attr-defined]
-            for r in it:
-                got.append((r.get_row_kind().name, tuple(r)))
-                if then is not None and len(got) == then[0]:
-                    then[1]()
-                if len(got) == n:
-                    break
-    except Exception:  # cancelled: the caller's assertion says what was seen
-        pass
-    finally:
-        timer.cancel()
-    return got
-
-
 def test_changelogs_from_compaction_start_with_what_they_published(tmp_path: Path) -> None:
     """Issue 25, 3 and 4. The lookup producer read from an APPEND snapshot (its rows not yet
     compacted, their changelog still to come) emitted those rows twice; it now starts with the
@@ -318,12 +272,12 @@ def test_changelogs_from_compaction_start_with_what_they_published(tmp_path: Pat
         f"'scan.snapshot-id' = '{append.id}', 'continuous.discovery-interval' = '100 ms') */"
     )
     lu.compact(full=False)  # pushes level 0 up: the changelog of the APPEND snapshot
-    got = _changes_until(res, 5)
+    got = stream_changes(res, 5)
     assert sorted(got[:2]) == [("INSERT", (1, "a")), ("INSERT", (2, "b"))], got
     assert sorted(got[2:]) == [("INSERT", (3, "c")), ("UPDATE_AFTER", (1, "a2")), ("UPDATE_BEFORE", (1, "a"))], got
 
     res = stream.execute("SELECT k, v FROM lk.db.fc /*+ OPTIONS('continuous.discovery-interval' = '100 ms') */")
-    got = _changes_until(res, 2)
+    got = stream_changes(res, 2)
     assert sorted(got) == [("INSERT", (1, "a")), ("INSERT", (2, "b"))], got
 
 
@@ -340,7 +294,7 @@ def test_streaming_read_overwrite_as_a_hint(tmp_path: Path) -> None:
         "SELECT k, v FROM lk.db.t /*+ OPTIONS('streaming-read-overwrite' = 'true', "
         "'continuous.discovery-interval' = '100 ms') */"
     )
-    got = _changes_until(res, 5, then=(2, lambda: t.overwrite(pa.table({"k": [1], "v": ["x"]}, schema))))
+    got = stream_changes(res, 5, then=(2, lambda: t.overwrite(pa.table({"k": [1], "v": ["x"]}, schema))))
     assert sorted(got[:2]) == [("INSERT", (1, "a")), ("INSERT", (2, "b"))], got
     assert sorted(got[2:]) == [("DELETE", (1, "a")), ("DELETE", (2, "b")), ("INSERT", (1, "x"))], got
 
