@@ -45,6 +45,7 @@ from lakelog.connector.lsm.split import Split
 from lakelog.connector.table.changes import touched_buckets
 from lakelog.connector.table.compaction import compact_split
 from lakelog.connector.table.partition_specs import PartitionSpec, matching_partitions, partitions_where
+from lakelog.connector.table.scan import deletion_vectors_of
 from lakelog.operators.codec import Committable
 from lakelog.operators.committer import SinkCommitter
 
@@ -139,17 +140,10 @@ def live_buckets(
         if b is None:
             b = out[key] = BucketFiles(snapshot.id, e.partition, e.bucket, e.total_buckets, [])
         b.files.append(e.file)
-    if store.options.deletion_vectors_enabled:
-        from lakelog.connector.format.index_file import DELETION_VECTORS_INDEX
-        from lakelog.connector.lsm.deletion_vectors import deletion_files
-
+    vectors = deletion_vectors_of(store, snapshot)  # as a scan attaches them to its splits
+    if vectors is not None:
         for b in out.values():
-            b.deletion_vectors = {}
-        for ie in store.index_entries(snapshot):
-            b = out.get(bucket_key(ie.partition, ie.bucket))
-            vectors = b.deletion_vectors if b is not None else None
-            if vectors is not None and ie.index_file.index_type == DELETION_VECTORS_INDEX:
-                vectors.update(deletion_files(store, ie))  # Paimon's may be several files
+            b.deletion_vectors = dict(vectors.get((b.partition, b.bucket), {}))
     return out
 
 

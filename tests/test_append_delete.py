@@ -309,3 +309,23 @@ def test_pypaimon_reads_the_deletes_at_every_snapshot(warehouse: str, layout: st
     for s in t.snapshots():
         got = pp_read(warehouse, "db.t", snapshot_id=s.id)
         assert sorted(got.column("id").to_pylist()) == _ids(t, snapshot_id=s.id), s.id
+
+
+def test_the_compaction_jobs_planner_compacts_a_bucket_past_the_delete_ratio(catalog: lakelog.Catalog) -> None:
+    """The dedicated compaction job's planner (operators.compact_buckets, as the Flink job and
+    ``lakelog compact --job`` use it) reads an append bucket's vectors as a scan does: a file past
+    'compaction.delete-ratio-threshold' makes the bucket due, and its compaction drops the rows."""
+    pytest.importorskip("pyflink")
+    from lakelog.operators.compact_buckets import compact_bucket, plan_compaction
+
+    t = catalog.create_table("db.t", S, options={**DV, "compaction.delete-ratio-threshold": "0.25"})
+    t.write(_rows(list(range(8))))
+    t.delete_where("id < 2")  # 2 of 8: not due
+    assert plan_compaction(t.store) == []
+    t.delete_where("id = 2")  # 3 of 8: due
+    (key,) = plan_compaction(t.store)
+    done = compact_bucket(t.store, key)
+    assert done is not None
+    TableCommit(t.store).commit([done[1]])
+    assert _vector_files(t) == [] and _ids(t) == list(range(3, 8))
+    assert sum(t.files().column("record_count").to_pylist()) == 5
