@@ -21,8 +21,10 @@ another table or a computed column.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Optional
+
+import pyarrow as pa
 
 from lakelog.connector.errors import LakelogError
 from lakelog.connector.format.types import DataField, fields_to_arrow_schema
@@ -40,8 +42,9 @@ _LITERALS: dict[str, frozenset[str]] = {
 _WORDS = {"AND", "OR", "NOT", "IN", "IS", "NULL", "BETWEEN"}
 
 
-def _pushable(conjunct: str, fields: Sequence[DataField]) -> bool:
-    roots = {f.name: f.type.root for f in fields}
+def _pushable(conjunct: str, roots: Mapping[str, str], schema: pa.Schema) -> bool:
+    """Whether ``conjunct`` compares only columns of ``roots`` (name -> type root) with literals as
+    Flink does, and parses as a filter on ``schema``."""
     try:
         toks = filter_tokens(conjunct)
     except LakelogError:
@@ -65,7 +68,7 @@ def _pushable(conjunct: str, fields: Sequence[DataField]) -> bool:
     if column is None:
         return False
     try:
-        parse_filter(conjunct, fields_to_arrow_schema(list(fields)))
+        parse_filter(conjunct, schema)
     except LakelogError:
         return False
     return True
@@ -74,5 +77,7 @@ def _pushable(conjunct: str, fields: Sequence[DataField]) -> bool:
 def pushed_filter(conjuncts: Sequence[str], fields: Sequence[DataField]) -> Optional[str]:
     """The filter (a string for :func:`~lakelog.connector.table.expressions.parse_filter`) of the
     ``conjuncts`` a read of a table of ``fields`` may apply; None if there is none."""
-    kept = [c for c in conjuncts if _pushable(c, fields)]
+    roots = {f.name: f.type.root for f in fields}
+    schema = fields_to_arrow_schema(list(fields))
+    kept = [c for c in conjuncts if _pushable(c, roots, schema)]
     return " AND ".join(f"({c})" for c in kept) if kept else None
