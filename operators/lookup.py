@@ -22,19 +22,21 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Union
 
 import pyarrow as pa
 from pyflink.common import Row, Types
 from pyflink.common.typeinfo import RowTypeInfo
-from pyflink.datastream import DataStream, FlatMapFunction, RuntimeContext
+from pyflink.datastream import DataStream, FlatMapFunction, MapFunction, RuntimeContext
+from pyflink.java_gateway import get_gateway
 from pyflink.table.udf import FunctionContext, ScalarFunction, TableFunction, udf, udtf
 
-from lakelog.connector.errors import OptionError, SchemaError
+from lakelog.connector.errors import LakelogError, OptionError, SchemaError
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.types import type_to_string, with_nullable
 from lakelog.operators.flink_types import type_info_of
+from lakelog.operators.lookup_shard import KeyRouter, Shard, routing_buckets
 from lakelog.operators.lookup_table import LookupSpec, LookupTable
 from lakelog.operators.table_ref import TableLike
 
@@ -53,27 +55,52 @@ __all__ = [
 class LookupJoinConfig:
     """``probe``: the input fields holding the key, in key order; ``pick``: the looked-up columns
     appended to each row (indexes into the lookup table's columns); ``inner``: drop rows without a
-    match (else nulls)."""
+    match (else nulls); ``shards``: the number of subtasks sharing the table by bucket (0: each
+    holds all of it)."""
 
     spec: LookupSpec
     probe: tuple[int, ...]
     pick: tuple[int, ...]
     inner: bool
+    shards: int = 0
 
 
 class LookupJoinFunction(FlatMapFunction):  # type: ignore[misc]
-    """Joins each Row with the lookup table's current rows for its key."""
+    """Joins each Row with the lookup table's current rows for its key.
+
+    Sharded (``config.shards``, see :func:`lookup_join`): each input is ``Row(subtask, row)`` as
+    :class:`_RouteProbe` routed it, and this subtask holds only its buckets' rows."""
 
     def __init__(self, config: LookupJoinConfig) -> None:
         self.config = config
         self.table: Optional[LookupTable] = None
+        self.index = 0
 
     def open(self, runtime_context: RuntimeContext) -> None:
-        self.table = self.config.spec.open()
+        cfg = self.config
+        shard = None
+        if cfg.shards:
+            self.index = runtime_context.get_index_of_this_subtask()
+            running = runtime_context.get_number_of_parallel_subtasks()
+            if running != cfg.shards:
+                raise OptionError(
+                    f"lookup join on {cfg.spec.table_path} was built for parallelism {cfg.shards} but runs "
+                    f"at {running}: give lookup_join(parallelism=...) instead of changing its parallelism"
+                )
+            assert cfg.spec.shard_buckets is not None
+            shard = Shard(self.index, cfg.shards, cfg.spec.shard_buckets)
+        self.table = cfg.spec.open(shard=shard)
 
     def flat_map(self, value: Any) -> Iterable[Any]:
         assert self.table is not None
         cfg = self.config
+        if cfg.shards:
+            if value[0] != self.index:
+                raise LakelogError(
+                    f"lookup join on {cfg.spec.table_path}: a probe for subtask {value[0]} reached subtask "
+                    f"{self.index}"
+                )
+            value = value[1]
         base = [value[i] for i in range(len(value))]
         matches = self.table.get_values(tuple(value[i] for i in cfg.probe))
         if matches:
@@ -85,6 +112,20 @@ class LookupJoinFunction(FlatMapFunction):  # type: ignore[misc]
     def close(self) -> None:
         if self.table is not None:
             self.table.close()
+
+
+class _RouteProbe(MapFunction):  # type: ignore[misc]
+    """``Row(subtask, row)``: the lookup subtask that holds the probe's bucket (routing bucket ``b``
+    of ``shards`` subtasks: ``b % shards``; a key that matches no row: 0)."""
+
+    def __init__(self, router: KeyRouter, probe: tuple[int, ...], shards: int) -> None:
+        self.router = router
+        self.probe = probe
+        self.shards = shards
+
+    def map(self, value: Any) -> Any:
+        bucket = self.router.bucket_of([value[i] for i in self.probe])
+        return Row(max(bucket, 0) % self.shards, value)
 
 
 class _LookupFunction:
@@ -139,6 +180,8 @@ def lookup_join(
     join_type: str = "inner",
     suffix: str = "_dim",
     name: Optional[str] = None,
+    shuffle: Optional[bool] = None,
+    parallelism: Optional[int] = None,
     **options: Any,
 ) -> DataStream:
     """``ds`` (a DataStream of named Rows, e.g. ``output_type=Types.ROW_NAMED(...)``) joined with the
@@ -152,6 +195,13 @@ def lookup_join(
     <lakelog.operators.lookup_table.LookupSpec.of>`): ``key_columns``, ``columns``, ``filter`` (a
     SQL-like string), ``refresh_interval``, ``async_refresh``, ``consumer_id``, ``cache_rows``. Every
     parallel instance loads the table in ``open()`` and refreshes it every ``refresh_interval``.
+
+    ``shuffle`` (Paimon's shuffle lookup join): each probe is sent to the subtask that owns its
+    key's bucket, and each subtask loads and refreshes only its buckets, about the table over the
+    parallelism (:mod:`lakelog.operators.lookup_shard`). Default: on where the key holds the bucket
+    key of a fixed-bucket table; ``True`` elsewhere is refused with the reason, ``False`` loads the
+    whole table in every subtask. A sharded join runs at ``parallelism`` (default the
+    environment's), fixed when it is built: the routing depends on it.
     """
     if join_type not in ("inner", "left"):
         raise OptionError(f"join_type must be 'inner' or 'left', not {join_type!r}")
@@ -174,16 +224,36 @@ def lookup_join(
         in_names + [n for _, n in out],
         in_types + [type_info_of(lt.schema.field(c).type, c) for c, _ in out],
     )
-    config = LookupJoinConfig(
-        spec,
-        tuple(in_names.index(p) for p in probe),
-        tuple(lt.columns.index(c) for c, _ in out),
-        join_type == "inner",
-    )
+    probe_idx = tuple(in_names.index(p) for p in probe)
     short = os.path.basename(spec.table_path.rstrip("/"))
-    return ds.flat_map(LookupJoinFunction(config), output_type=out_type).name(
-        name or f"lakelog-lookup[{short}]"
+    store = lt.store
+    buckets, why = routing_buckets(store, lt.key_columns)
+    if shuffle and buckets is None:
+        raise OptionError(f"lookup_join(shuffle=True) on {short}: lookups cannot be sharded by bucket: {why}")
+    pick = tuple(lt.columns.index(c) for c, _ in out)
+    shards = parallelism or ds.get_execution_environment().get_parallelism()
+    if buckets is None or shuffle is False or shards < 1:
+        config = LookupJoinConfig(spec, probe_idx, pick, join_type == "inner")
+        joined = ds.flat_map(LookupJoinFunction(config), output_type=out_type)
+        if parallelism:
+            joined.set_parallelism(parallelism)
+        return joined.name(name or f"lakelog-lookup[{short}]")
+    # PyFlink's partition_custom needs a job parameter that execute_and_collect() never sets, so
+    # the probes are routed here as it routes them: Row(subtask, row), then Flink's IdPartitioner
+    router = KeyRouter.of(store, lt.key_columns)
+    spec = replace(spec, shard_buckets=router.buckets)
+    config = LookupJoinConfig(spec, probe_idx, pick, join_type == "inner", shards)
+    tagged = ds.map(_RouteProbe(router, probe_idx, shards), output_type=Types.ROW([Types.INT(), in_type]))
+    tagged.name(f"lakelog-lookup-route[{short}]")
+    gateway = get_gateway()
+    routed = DataStream(
+        tagged._j_data_stream.partitionCustom(
+            gateway.jvm.org.apache.flink.python.legacy.IdPartitioner(),
+            gateway.jvm.PartitionCustomKeySelector(),
+        )
     )
+    joined = routed.flat_map(LookupJoinFunction(config), output_type=out_type).set_parallelism(shards)
+    return joined.name(name or f"lakelog-lookup[{short}]")
 
 
 def register_lookup_function(

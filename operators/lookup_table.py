@@ -60,6 +60,7 @@ from lakelog.operators.lookup_index import (
     py_combine,
     py_value_hash,
 )
+from lakelog.operators.lookup_shard import KeyRouter, Shard
 from lakelog.operators.source_plan import table_rows
 from lakelog.operators.table_ref import TableLike, adopt_io, table_io, table_store
 
@@ -126,6 +127,9 @@ class LookupTable:
     background thread instead, lookups never wait. ``consumer_id``: record progress in a consumer
     file so snapshot expiration keeps what the next refresh needs. ``cache_rows``: LRU size of the
     single-key result cache (per snapshot). ``lazy``: load at the first lookup, not now.
+    ``shard``: hold only this :class:`~lakelog.operators.lookup_shard.Shard`'s rows (the key must
+    hold the bucket key of a fixed-bucket table); a probe of another shard's key is refused by
+    :meth:`check_owner`, never answered as a miss.
     """
 
     def __init__(
@@ -140,8 +144,11 @@ class LookupTable:
         consumer_id: Optional[str] = None,
         cache_rows: int = 10_000,
         lazy: bool = False,
+        shard: Optional[Shard] = None,
     ) -> None:
         self._store = table_store(table)
+        self.shard = shard
+        self.router: Optional[KeyRouter] = None
         self._filter_spec = filter
         self._consumer_id = consumer_id
         self._cache_rows = max(0, int(cache_rows))
@@ -191,6 +198,8 @@ class LookupTable:
         if not key or len(set(key)) != len(key):
             raise OptionError(f"key_columns {key} must name distinct columns")
         self._key = key
+        if self.shard is not None:
+            self.router = KeyRouter.of(store, key, self.shard.buckets)
         self._columns = list(dict.fromkeys(out))
         self._pk = pk
         self._kinds = [key_kind(schema.field(c).type, c) for c in key]
@@ -229,6 +238,11 @@ class LookupTable:
     @property
     def path(self) -> str:
         return self._store.path
+
+    @property
+    def store(self) -> Any:
+        """The table's ``TableStore``."""
+        return self._store
 
     @property
     def key_columns(self) -> list[str]:
@@ -370,11 +384,25 @@ class LookupTable:
             gid = self._groups[key] = len(self._groups)
         return gid
 
+    def _takes(self, bucket: int, total_buckets: int) -> Optional[bool]:
+        """Does this table hold the rows of a (partition, bucket): all (True), none (False), or
+        those its shard owns (None)? Always True without a shard."""
+        return True if self.shard is None else self.shard.take(bucket, total_buckets)
+
+    def _owned(self, t: pa.Table) -> pa.Table:
+        """The rows of ``t`` that this table's shard holds."""
+        assert self.router is not None and self.shard is not None
+        return t.filter(pa.array(self.router.owned(t, self.shard))) if t.num_rows else t
+
     def _read_splits(self, splits: Sequence[Split]) -> tuple[pa.Table, np.ndarray]:
         read = SplitRead(self._store, columns=self._internal, filter=self._filter)
+        splits = [s for s in splits if self._takes(s.bucket, s.total_buckets) is not False]
 
         def one(s: Split) -> list[pa.Table]:
-            return [t for t in read.read_split(s) if t.num_rows]
+            tables = read.read_split(s)
+            if self._takes(s.bucket, s.total_buckets) is None:
+                tables = [self._owned(t) for t in tables]
+            return [t for t in tables if t.num_rows]
 
         parts = _parallel(one, splits)
         tables: list[pa.Table] = []
@@ -416,7 +444,12 @@ class LookupTable:
         self, st: _State, snap: Snapshot, deltas: Mapping[int, list[ManifestEntry]], reason: str
     ) -> tuple[_State, str, int, str]:
         store = self._store
-        touched = {(e.partition, e.bucket) for es in deltas.values() for e in es}
+        touched = {
+            (e.partition, e.bucket)
+            for es in deltas.values()
+            for e in es
+            if self._takes(e.bucket, e.total_buckets) is not False
+        }
         entries = [e for e in store.live_entries(snap) if (e.partition, e.bucket) in touched]
         rows, groups = self._read_splits(plan_splits(store, snap, filter=self._filter, entries=entries))
         gids = np.array(sorted(self._group(p, b) for p, b in touched), dtype=np.int32)
@@ -430,13 +463,20 @@ class LookupTable:
         pk_table = store.is_primary_key_table
         read = SplitRead(store, columns=self._read_cols)
         # group ids are assigned here, not in the reader threads
-        jobs = [(sid, e, self._group(e.partition, e.bucket)) for sid in sorted(deltas) for e in deltas[sid]]
+        jobs = [
+            (sid, e, self._group(e.partition, e.bucket))
+            for sid in sorted(deltas)
+            for e in deltas[sid]
+            if self._takes(e.bucket, e.total_buckets) is not False
+        ]
 
         def one(job: tuple[int, ManifestEntry, int]) -> pa.Table:
             sid, e, gid = job
             split = Split(sid, e.partition, e.bucket, e.total_buckets, [e.file])
             t = read.read_file(split, e.file, system=pk_table)
             t = t.select([*self._read_cols, *([SEQUENCE_NUMBER, VALUE_KIND] if pk_table else [])])
+            if self._takes(e.bucket, e.total_buckets) is None:
+                t = self._owned(t)  # a rescaled partition: a key's rows stay in one shard
             t = t.append_column("__snap", pa.array(np.full(t.num_rows, sid, dtype=np.int64)))
             return t.append_column("__group", pa.array(np.full(t.num_rows, gid, dtype=np.int32)))
 
@@ -622,6 +662,14 @@ class LookupTable:
                 with contextlib.suppress(KeyError):
                     st.cache.popitem(last=False)
         return value
+
+    def holds(self, key: Any) -> bool:
+        """Could this table hold ``key``'s rows? Always without a shard; with one, only for the keys
+        whose routing bucket it owns (a key that can match no row belongs to every shard)."""
+        if self.router is None or self.shard is None:
+            return True
+        bucket = self.router.bucket_of(self._key_tuple(key))
+        return bucket < 0 or self.shard.owns(bucket)
 
     def _key_tuple(self, key: Any) -> tuple[Any, ...]:
         k = tuple(key) if isinstance(key, (tuple, list)) else (key,)
@@ -863,6 +911,8 @@ class LookupSpec:
     # apart (Flink's LOOKUP hint: 'retry-predicate' = 'lookup_miss', 'retry-strategy' = 'fixed_delay')
     retry_attempts: int = 0
     retry_delay: float = 0.0
+    # sharded by bucket (lakelog.operators.lookup_shard): the routing bucket count (None: unsharded)
+    shard_buckets: Optional[int] = None
 
     @classmethod
     def of(
@@ -898,7 +948,8 @@ class LookupSpec:
             retry_delay=retry_delay,
         )
 
-    def open(self, *, lazy: bool = False) -> LookupTable:
+    def open(self, *, lazy: bool = False, shard: Optional[Shard] = None) -> LookupTable:
+        """The lookup table (``shard``: only that shard's rows)."""
         adopt_io(self.table_path, self.io)
         return LookupTable(
             self.table_path,
@@ -910,4 +961,5 @@ class LookupSpec:
             consumer_id=self.consumer_id,
             cache_rows=self.cache_rows,
             lazy=lazy,
+            shard=shard,
         )

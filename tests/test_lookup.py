@@ -534,3 +534,128 @@ def test_lookup_follows_a_rescaled_table(catalog: lakelog.Catalog) -> None:
     # the ALTER re-reads everything (schema change), the rescale's OVERWRITE re-reads the touched
     # (partition, bucket)s of both counts, the write after it replays its level-0 files
     assert modes == ["initial", "full", "buckets", "delta"]
+
+
+# ---- sharded by bucket ------------------------------------------------------------------------------------
+def _shards(t: lakelog.Table, count: int, buckets: int) -> list[LookupTable]:
+    from lakelog.operators.lookup_shard import Shard
+
+    return [LookupTable(t.path, refresh_interval=math.inf, shard=Shard(i, count, buckets)) for i in range(count)]
+
+
+def check_shards(shards: list[LookupTable], w: Workload) -> None:
+    """The shards partition the table's rows by routing bucket, and each key's owner answers it."""
+    from lakelog.operators.lookup_shard import KeyRouter
+
+    names = shards[0].columns
+    union = [r for s in shards for r in s.to_arrow().to_pylist()]
+    assert _sorted_rows(union, names) == _sorted_rows(list(w.rows.values()), names)
+    router = KeyRouter.of(shards[0].store, w.pk, shards[0].shard.buckets)  # type: ignore[union-attr]
+    count = len(shards)
+    for key in [w.random_key() for _ in range(40)] + list(w.rows)[:20]:
+        owner = router.bucket_of(key) % count
+        assert [s.holds(key) for s in shards] == [i == owner for i in range(count)], key
+        assert shards[owner].get(key) == w.rows.get(key), key
+    # the batch path agrees with the per-record one
+    keys = list(w.rows)[:30]
+    table = pa.table({c: [k[i] for k in keys] for i, c in enumerate(w.pk)})
+    got = router.buckets_of(table)
+    assert list(got) == [router.bucket_of(k) for k in keys]
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_shards_by_bucket_hold_their_share_through_random_changes(
+    catalog: lakelog.Catalog, scenario: str
+) -> None:
+    """Issue 22 (sharded by bucket): shards of 2 and 3 subtasks, refreshed through upserts, deletes,
+    compactions and expirations, hold together exactly the table's rows, each only its buckets'."""
+    schema, pk, part, opts = SCENARIOS[scenario]
+    t = catalog.create_table("db.dim", schema, primary_key=pk, partition_by=part, options=opts)
+    w = Workload(t, schema, pk, seed=7 + len(scenario))
+    for _ in range(3):
+        w.commit()
+    buckets = int(opts["bucket"])
+    groups = {n: _shards(t, n, buckets) for n in (2, 3)}
+    for shards in groups.values():
+        check_shards(shards, w)
+    modes: set[str] = set()
+    for rnd in range(8):
+        w.commit()
+        if rnd % 3 == 2:
+            t.compact(full=True)
+        if rnd == 5:
+            w.commit()
+            t.expire_snapshots(retain_min=1, retain_max=1, older_than_millis=int(time.time() * 1000) + 1)
+        for shards in groups.values():
+            for s in shards:
+                s.refresh()
+                if s.last_refresh is not None:
+                    modes.add(s.last_refresh.mode)
+            check_shards(shards, w)
+    assert {"delta", "full"} <= modes, modes
+    # memory: every shard holds about its share (buckets spread over the subtasks)
+    whole = LookupTable(t.path, refresh_interval=math.inf)
+    assert sum(s.num_rows for s in groups[2]) == whole.num_rows
+    assert max(s.memory_bytes() for s in groups[2]) < whole.memory_bytes()
+
+
+def test_shards_follow_a_rescaled_partition(catalog: lakelog.Catalog) -> None:
+    """A partition rescaled after the job started (bucket 2 -> 3) no longer lines up with the
+    routing buckets: its rows are read whole and kept by hash, so no shard misses a key."""
+    from lakelog.connector.format.schema_changes import SetOption
+
+    t = catalog.create_table("db.dim", PART, primary_key=["dt", "id"], partition_by=["dt"],
+                             options={"bucket": "2"})  # fmt: skip
+    w = Workload(t, PART, ["dt", "id"], seed=3)
+    for _ in range(4):
+        w.commit()
+    shards = _shards(t, 2, 2)
+    check_shards(shards, w)
+    t.alter(SetOption("bucket", "3"))
+    assert t.rescale(partitions=[{"dt": "2024-01-02"}]) is not None
+    for _ in range(3):
+        w.commit()  # 2024-01-02 written with 3 buckets, the others with 2
+    for s in shards:
+        assert s.refresh()
+    check_shards(shards, w)
+    assert {e.total_buckets for e in t.store.live_entries(t.latest_snapshot())} == {2, 3}
+
+
+def test_sharding_needs_the_bucket_key_in_the_lookup_key(catalog: lakelog.Catalog) -> None:
+    from lakelog.operators.lookup_shard import KeyRouter, Shard, routing_buckets
+
+    t = catalog.create_table("db.dim", CUST, primary_key=["id"], options={"bucket": "4"})
+    assert routing_buckets(t.store, ["id"]) == (4, "")
+    n, why = routing_buckets(t.store, ["city"])
+    assert n is None and "bucket key column(s) ['id']" in why
+    with pytest.raises(OptionError, match="cannot be sharded by bucket"):
+        LookupTable(t.path, key_columns=["city"], shard=Shard(0, 2, 4))
+    dyn = catalog.create_table("db.dyn", CUST, primary_key=["id"], options={"bucket": "-1"})
+    assert "HASH_DYNAMIC" in routing_buckets(dyn.store, ["id"])[1]
+    with pytest.raises(OptionError, match="invalid lookup shard"):
+        Shard(2, 2, 4)
+    # a key that can match no row belongs to every shard
+    router = KeyRouter.of(t.store, ["id"])
+    assert router.bucket_of((None,)) == -1 and router.bucket_of((1 << 70,)) == -1
+
+
+@pytest.mark.parametrize(
+    "atype, values",
+    [
+        (pa.int32(), [0, -1, 7, 2**31 - 1, -(2**31)]),
+        (pa.string(), ["", "a", "1234567", "12345678", "ü" * 30]),
+        (pa.decimal128(20, 4), [decimal.Decimal("0"), decimal.Decimal("-12.5"), decimal.Decimal("9999999999.9999")]),
+        (pa.decimal128(9, 2), [decimal.Decimal("1.25"), decimal.Decimal("-0.01")]),
+        (pa.timestamp("us"), [datetime.datetime(2024, 1, 2, 3, 4, 5, 678901), datetime.datetime(1960, 1, 1)]),
+        (pa.date32(), [datetime.date(2024, 2, 29), datetime.date(1970, 1, 1)]),
+        (pa.bool_(), [True, False]),
+    ],
+)
+def test_scalar_bucket_hash_equals_the_vectorised_one(atype: pa.DataType, values: list[Any]) -> None:
+    from lakelog.connector.format.bucket import bucket_key_hash, bucket_key_hashes
+    from lakelog.connector.format.types import from_arrow_type
+
+    types = [from_arrow_type(atype), from_arrow_type(pa.int64())]
+    table = pa.table({"a": pa.array(values, atype), "b": pa.array(range(len(values)), pa.int64())})
+    want = list(bucket_key_hashes(table, ["a", "b"], types))
+    assert [bucket_key_hash([v, i], types) for i, v in enumerate(values)] == want

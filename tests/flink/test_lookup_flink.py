@@ -24,9 +24,9 @@ DIM = pa.schema(
 ORDERS = [(1, 1), (2, 2), (3, 4), (4, 9), (100, 3), (6, 1), (7, 2), (8, 4)]  # (oid, customer id)
 
 
-def _dim(tmp_path: Any, name: str = "cust") -> lakelog.Table:
+def _dim(tmp_path: Any, name: str = "cust", buckets: int = 2) -> lakelog.Table:
     t = lakelog.Catalog(str(tmp_path / "wh")).create_table(
-        f"db.{name}", DIM, primary_key=["id"], options={"bucket": "2"}
+        f"db.{name}", DIM, primary_key=["id"], options={"bucket": str(buckets)}
     )
     t.write(pa.table({"id": [1, 2, 3], "name": ["a1", "b1", "c1"], "city": ["x", "y", "z"]}, schema=DIM))
     return t
@@ -51,6 +51,9 @@ class _UpdateDimOnMarker:
 
 
 def test_datastream_lookup_join_sees_updates_during_the_job(tmp_path: Any, flink_env: Any) -> None:
+    """The left join is sharded by bucket (the default; issue 22): two subtasks, each loading two of
+    the dimension's four buckets, every probe routed to its owner (a misrouted probe would fail the
+    job, see LookupJoinFunction); the inner join is not (``shuffle=False``)."""
     from pyflink.common import Row, Types
 
     from lakelog.operators.lookup import lookup_join
@@ -68,11 +71,11 @@ def test_datastream_lookup_join_sees_updates_during_the_job(tmp_path: Any, flink
         orders = env.from_collection([Row(o, c) for o, c in ORDERS], type_info=row_t)
         return orders.map(_UpdateDimOnMarker(dim.path), output_type=row_t)
 
-    left_dim, inner_dim = _dim(tmp_path, "cust_l"), _dim(tmp_path, "cust_i")
+    left_dim, inner_dim = _dim(tmp_path, "cust_l", buckets=4), _dim(tmp_path, "cust_i")
     left = lookup_join(pipeline(left_dim), left_dim.path, "cid", columns=["name"], join_type="left",
-                       refresh_interval=0)  # fmt: skip
+                       refresh_interval=0, parallelism=2)  # fmt: skip
     inner = lookup_join(pipeline(inner_dim), inner_dim.path, {"cid": "id"}, columns=["id", "name"],
-                        refresh_interval=0)  # fmt: skip
+                        refresh_interval=0, shuffle=False)  # fmt: skip
     assert inner.get_type().get_field_names() == ["oid", "cid", "id", "name"]
     out = left.map(lambda r: Row("left", r[0], r[1], r[2]), output_type=tag).union(
         inner.map(lambda r: Row("inner", r[0], r[1], r[3]), output_type=tag)
