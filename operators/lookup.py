@@ -30,19 +30,22 @@ from pyflink.common import Row, Types
 from pyflink.common.typeinfo import RowTypeInfo
 from pyflink.datastream import DataStream, FlatMapFunction, MapFunction, RuntimeContext
 from pyflink.java_gateway import get_gateway
+from pyflink.table.expressions import col
 from pyflink.table.udf import FunctionContext, ScalarFunction, TableFunction, udf, udtf
 
 from lakelog.connector.errors import LakelogError, OptionError, SchemaError
 from lakelog.connector.format.store import TableStore
-from lakelog.connector.format.types import type_to_string, with_nullable
+from lakelog.connector.format.types import to_arrow_type, type_to_string, with_nullable
 from lakelog.operators.flink_types import type_info_of
-from lakelog.operators.lookup_shard import KeyRouter, Shard, routing_buckets
-from lakelog.operators.lookup_table import LookupSpec, LookupTable
-from lakelog.operators.table_ref import TableLike
+from lakelog.operators.lookup_shard import KeyRouter, routing_buckets
+from lakelog.operators.lookup_table import LookupSpec, LookupTable, conform_probe
+from lakelog.operators.table_ref import TableLike, table_store
 
 __all__ = [
     "lookup_join",
     "register_lookup_function",
+    "register_route_function",
+    "routed_by_column",
     "LookupJoinConfig",
     "LookupJoinFunction",
     "LookupTableFunction",
@@ -62,13 +65,12 @@ class LookupJoinConfig:
     probe: tuple[int, ...]
     pick: tuple[int, ...]
     inner: bool
-    shards: int = 0
 
 
 class LookupJoinFunction(FlatMapFunction):  # type: ignore[misc]
     """Joins each Row with the lookup table's current rows for its key.
 
-    Sharded (``config.shards``, see :func:`lookup_join`): each input is ``Row(subtask, row)`` as
+    Sharded (``spec.shards``, see :func:`lookup_join`): each input is ``Row(subtask, row)`` as
     :class:`_RouteProbe` routed it, and this subtask holds only its buckets' rows."""
 
     def __init__(self, config: LookupJoinConfig) -> None:
@@ -77,24 +79,14 @@ class LookupJoinFunction(FlatMapFunction):  # type: ignore[misc]
         self.index = 0
 
     def open(self, runtime_context: RuntimeContext) -> None:
-        cfg = self.config
-        shard = None
-        if cfg.shards:
-            self.index = runtime_context.get_index_of_this_subtask()
-            running = runtime_context.get_number_of_parallel_subtasks()
-            if running != cfg.shards:
-                raise OptionError(
-                    f"lookup join on {cfg.spec.table_path} was built for parallelism {cfg.shards} but runs "
-                    f"at {running}: give lookup_join(parallelism=...) instead of changing its parallelism"
-                )
-            assert cfg.spec.shard_buckets is not None
-            shard = Shard(self.index, cfg.shards, cfg.spec.shard_buckets)
-        self.table = cfg.spec.open(shard=shard)
+        self.index = runtime_context.get_index_of_this_subtask()
+        count = runtime_context.get_number_of_parallel_subtasks()
+        self.table = self.config.spec.open_subtask(self.index, count)
 
     def flat_map(self, value: Any) -> Iterable[Any]:
         assert self.table is not None
         cfg = self.config
-        if cfg.shards:
+        if cfg.spec.shards:
             if value[0] != self.index:
                 raise LakelogError(
                     f"lookup join on {cfg.spec.table_path}: a probe for subtask {value[0]} reached subtask "
@@ -136,7 +128,9 @@ class _LookupFunction:
         self.table: Optional[LookupTable] = None
 
     def open(self, function_context: FunctionContext) -> None:
-        self.table = self.spec.open()
+        self.table = self.spec.open_subtask(
+            function_context.get_index_of_this_subtask(), function_context.get_number_of_parallel_subtasks()
+        )
 
     def is_deterministic(self) -> bool:
         return False  # the rows change as the table does
@@ -158,6 +152,11 @@ class LookupTableFunction(_LookupFunction, TableFunction):  # type: ignore[misc]
             time.sleep(self.spec.retry_delay)
             self.table.refresh()
             found = self.table.get_values(key)
+        if not found and not self.table.holds(key):  # sharded: a hit proves the routing, a miss is checked
+            raise LakelogError(
+                f"lookup join on {self.spec.table_path}: key {key!r} reached shard {self.table.shard}, "
+                "which does not hold its bucket (the probes were not routed by bucket)"
+            )
         for m in found:
             yield Row(*m)
 
@@ -169,6 +168,44 @@ class LookupRowFunction(_LookupFunction, ScalarFunction):  # type: ignore[misc]
         assert self.table is not None
         t = self.table.lookup([pa.Array.from_pandas(s) for s in keys])
         return t.to_pandas(integer_object_nulls=True, date_as_object=True)
+
+
+class ProbeRouteFunction(ScalarFunction):  # type: ignore[misc]
+    """A pandas (vectorised) scalar function: the lookup subtask that holds each probe key's bucket
+    (``routing bucket % shards``), the key's values compared as the dimension's column types."""
+
+    def __init__(self, router: KeyRouter, arrow_types: Sequence[pa.DataType], shards: int) -> None:
+        self.router = router
+        self.arrow_types = list(arrow_types)
+        self.shards = shards
+
+    def eval(self, *keys: Any) -> Any:
+        import pandas as pd
+
+        r = self.router
+        cols = [
+            conform_probe(pa.Array.from_pandas(keys[i]), self.arrow_types[i], name)
+            for i, name in zip(r.positions, r.names)
+        ]
+        table = pa.table(dict(zip(r.names, cols)))
+        return pd.Series(r.buckets_of(table) % self.shards, dtype="int32")
+
+
+def routed_by_column(t_env: Any, table: Any, column: str, parallelism: int) -> Any:
+    """``table`` sent to the subtask of ``parallelism`` that its int ``column`` (the first one)
+    names, without that column: Flink's IdPartitioner, on the JVM. The operators that the planner
+    chains after it run at ``parallelism`` (they take the parallelism of their input, which
+    would otherwise be the probe source's)."""
+    routed = _id_partitioned(t_env.to_data_stream(table)._j_data_stream)
+    routed.getTransformation().setParallelism(parallelism)
+    return t_env.from_data_stream(DataStream(routed)).drop_columns(col(column))
+
+
+def _id_partitioned(j_stream: Any) -> Any:
+    """A Java DataStream of Rows sent to the subtask that each one's first field names."""
+    jvm = get_gateway().jvm
+    partitioner = jvm.org.apache.flink.python.legacy.IdPartitioner()
+    return j_stream.partitionCustom(partitioner, jvm.PartitionCustomKeySelector())
 
 
 # ---- public entry points --------------------------------------------------------------------------------
@@ -241,17 +278,11 @@ def lookup_join(
     # PyFlink's partition_custom needs a job parameter that execute_and_collect() never sets, so
     # the probes are routed here as it routes them: Row(subtask, row), then Flink's IdPartitioner
     router = KeyRouter.of(store, lt.key_columns)
-    spec = replace(spec, shard_buckets=router.buckets)
-    config = LookupJoinConfig(spec, probe_idx, pick, join_type == "inner", shards)
+    spec = replace(spec, shard_buckets=router.buckets, shards=shards)
+    config = LookupJoinConfig(spec, probe_idx, pick, join_type == "inner")
     tagged = ds.map(_RouteProbe(router, probe_idx, shards), output_type=Types.ROW([Types.INT(), in_type]))
     tagged.name(f"lakelog-lookup-route[{short}]")
-    gateway = get_gateway()
-    routed = DataStream(
-        tagged._j_data_stream.partitionCustom(
-            gateway.jvm.org.apache.flink.python.legacy.IdPartitioner(),
-            gateway.jvm.PartitionCustomKeySelector(),
-        )
-    )
+    routed = DataStream(_id_partitioned(tagged._j_data_stream))
     joined = routed.flat_map(LookupJoinFunction(config), output_type=out_type).set_parallelism(shards)
     return joined.name(name or f"lakelog-lookup[{short}]")
 
@@ -262,6 +293,7 @@ def register_lookup_function(
     table: TableLike,
     *,
     vectorized: bool = False,
+    shards: int = 0,
     **options: Any,
 ) -> list[str]:
     """Register ``name`` as a temporary system function over ``table`` (a lakelog ``Table`` or a
@@ -278,9 +310,16 @@ def register_lookup_function(
     (all fields null on a miss) that looks up a whole Arrow batch of keys at once::
 
         SELECT x.oid, x.d.name FROM (SELECT o.oid, dim(o.customer_id) AS d FROM orders AS o) AS x
+
+    ``shards`` (table function only): each of that many subtasks holds only its buckets, and the
+    probes must reach it routed by :func:`register_route_function` and :func:`routed_by_column`
+    (the SQL wrapper does this for ``FOR SYSTEM_TIME AS OF`` joins); a misrouted probe fails the job.
     """
     spec = LookupSpec.of(table, **options)
     lt = spec.open(lazy=True)
+    if shards:
+        router = KeyRouter.of(lt.store, lt.key_columns)
+        spec = replace(spec, shard_buckets=router.buckets, shards=shards)
     types = {f.name: f.type for f in TableStore(spec.table_path).schema.fields}
     fields = ", ".join(
         "`" + c.replace("`", "``") + "` " + type_to_string(with_nullable(types[c], True)) for c in lt.columns
@@ -291,8 +330,24 @@ def register_lookup_function(
                 f"a vectorized lookup function needs a unique key; {lt.key_columns} is not "
                 "(use the table function)"
             )
+        if shards:
+            raise OptionError("a vectorized lookup function cannot be sharded; use the table function")
         fn = udf(LookupRowFunction(spec), result_type=f"ROW<{fields}>", func_type="pandas")
     else:
         fn = udtf(LookupTableFunction(spec), result_types=f"ROW<{fields}>")
     t_env.create_temporary_system_function(name, fn)
     return lt.columns
+
+
+def register_route_function(
+    t_env: Any, name: str, table: TableLike, key_columns: Sequence[str], shards: int
+) -> int:
+    """Register ``name(k1, k2, ...)`` (the probe's values of ``key_columns``), a pandas function
+    giving the subtask of ``shards`` whose shard of ``table`` holds each probe key's bucket; return
+    the routing bucket count. OptionError when lookups on ``key_columns`` cannot be sharded."""
+    store = table_store(table)
+    router = KeyRouter.of(store, key_columns)
+    arrow_types = [to_arrow_type(t) for t in store.field_types(list(key_columns))]
+    fn = udf(ProbeRouteFunction(router, arrow_types, shards), result_type="INT", func_type="pandas")
+    t_env.create_temporary_system_function(name, fn)
+    return router.buckets

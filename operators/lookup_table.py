@@ -600,7 +600,7 @@ class LookupTable:
         out = []
         for name, t, c in zip(self._key, self._key_types, cols):
             arr = c if isinstance(c, (pa.Array, pa.ChunkedArray)) else pa.array(c, type=t)
-            out.append(_conform(arr, t, name))
+            out.append(conform_probe(arr, t, name))
         lens = {len(c) for c in out}
         if len(lens) > 1:
             raise InvalidInputError(f"key columns have different lengths {sorted(lens)}")
@@ -864,7 +864,7 @@ def _is_seq_of_arrays(x: Any) -> bool:
     )
 
 
-def _conform(arr: Union[pa.Array, pa.ChunkedArray], t: pa.DataType, name: str) -> pa.ChunkedArray:
+def conform_probe(arr: Union[pa.Array, pa.ChunkedArray], t: pa.DataType, name: str) -> pa.ChunkedArray:
     """``arr`` as type ``t``; integers out of ``t``'s range become null (they match nothing)."""
     if isinstance(arr, pa.Array):
         arr = pa.chunked_array([arr], type=arr.type)
@@ -911,8 +911,10 @@ class LookupSpec:
     # apart (Flink's LOOKUP hint: 'retry-predicate' = 'lookup_miss', 'retry-strategy' = 'fixed_delay')
     retry_attempts: int = 0
     retry_delay: float = 0.0
-    # sharded by bucket (lakelog.operators.lookup_shard): the routing bucket count (None: unsharded)
+    # sharded by bucket (lakelog.operators.lookup_shard): the routing bucket count and the number of
+    # subtasks the probes are routed to (None, 0: unsharded)
     shard_buckets: Optional[int] = None
+    shards: int = 0
 
     @classmethod
     def of(
@@ -947,6 +949,19 @@ class LookupSpec:
             retry_attempts=retry_attempts,
             retry_delay=retry_delay,
         )
+
+    def open_subtask(self, index: int, count: int) -> LookupTable:
+        """The lookup table of parallel subtask ``index`` of ``count``: its shard when the spec is
+        sharded (OptionError when it runs at another parallelism than its probes are routed to)."""
+        if not self.shards:
+            return self.open()
+        if count != self.shards:
+            raise OptionError(
+                f"lookup join on {self.table_path}: its probes are routed to {self.shards} subtasks but it "
+                f"runs at parallelism {count}; do not change a sharded lookup's parallelism"
+            )
+        assert self.shard_buckets is not None
+        return self.open(shard=Shard(index, count, self.shard_buckets))
 
     def open(self, *, lazy: bool = False, shard: Optional[Shard] = None) -> LookupTable:
         """The lookup table (``shard``: only that shard's rows)."""

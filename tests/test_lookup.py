@@ -19,7 +19,7 @@ from lakelog.connector.errors import InvalidInputError, OptionError, SchemaError
 from lakelog.connector.format.schema_changes import AddColumn
 from lakelog.operators.lookup_index import column_hash, py_value_hash
 from lakelog.operators.lookup_table import LookupTable
-from lakelog.operators.sql.rewrite import rewrite_lookup_joins
+from lakelog.operators.sql.rewrite import ProbeSide, rewrite_lookup_joins
 
 CUST = pa.schema(
     [
@@ -398,13 +398,17 @@ def _resolve(parts: list[str]) -> Optional[str]:
     return "/wh/db.db/cust" if parts[-1] == "cust" else None
 
 
-def _register(path: str, keys: list[str], hint: Optional[str], names: list[str]) -> tuple[str, list[str]]:
+def _register(
+    path: str, keys: list[str], hint: Optional[str], names: list[str], probe: Optional[ProbeSide]
+) -> tuple[str, list[str], Optional[str]]:
     _register.calls.append((path, keys, hint))  # type: ignore[attr-defined]
-    return "dim_fn", ["id", "name"]
+    _register.probes.append(probe)  # type: ignore[attr-defined]
+    return "dim_fn", ["id", "name"], None
 
 
 def test_rewrite_lookup_joins() -> None:
     _register.calls = []  # type: ignore[attr-defined]
+    _register.probes = []  # type: ignore[attr-defined]
     sql = (
         "SELECT o.oid, c.name FROM orders AS o JOIN cust FOR SYSTEM_TIME AS OF o.proc AS c "
         "ON o.cid = c.id WHERE o.oid > 1"
@@ -442,6 +446,35 @@ def test_rewrite_lookup_joins() -> None:
         )
     plain = "SELECT * FROM a JOIN cust AS c ON a.x = c.id"
     assert rewrite_lookup_joins(plain, _resolve, _register) == plain
+    # the probe side, where it is one table reference (a sharded join routes it)
+    assert _register.probes[:3] == [  # type: ignore[attr-defined]
+        ProbeSide("orders AS o", "o", ("o.cid",)),
+        ProbeSide("orders o", "o", ("o.cid", "UPPER(o.n)")),
+        ProbeSide("orders o", "o", ("o.cid",)),
+    ]
+
+
+def test_rewrite_lookup_joins_routes_a_single_probe_table() -> None:
+    def route(path: str, keys: list[str], hint: Optional[str], names: list[str],
+              probe: Optional[ProbeSide]) -> tuple[str, list[str], Optional[str]]:  # fmt: skip
+        seen.append(probe)
+        return "f", ["id"], "__routed" if probe is not None else None
+
+    seen: list[Optional[ProbeSide]] = []
+    sql = "SELECT * FROM db.orders /*+ OPTIONS('a'='b') */ AS o LEFT JOIN cust FOR SYSTEM_TIME AS OF o.p AS c ON c.id = o.k"
+    assert rewrite_lookup_joins(sql, _resolve, route) == (
+        "SELECT * FROM __routed AS `o` LEFT JOIN LATERAL TABLE(f(o.k)) AS `c`(`id`) ON TRUE"
+    )
+    assert seen == [ProbeSide("db.orders /*+ OPTIONS('a'='b') */ AS o", "o", ("o.k",))]
+    # not one table reference: a subquery, a comma list, a chain of joins
+    for sql in (
+        "SELECT * FROM (SELECT * FROM t) AS o JOIN cust FOR SYSTEM_TIME AS OF o.p AS c ON c.id = o.k",
+        "SELECT * FROM a, orders o JOIN cust FOR SYSTEM_TIME AS OF o.p AS c ON c.id = o.k",
+        "SELECT * FROM a JOIN b ON a.x = b.x JOIN cust FOR SYSTEM_TIME AS OF b.p AS c ON c.id = b.k",
+    ):
+        seen.clear()
+        assert "__routed" not in rewrite_lookup_joins(sql, _resolve, route)
+        assert seen == [None], sql
 
 
 def test_files_vanishing_during_a_refresh_fall_back_to_full(

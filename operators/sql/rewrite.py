@@ -14,12 +14,13 @@ Both edit the original text at token offsets and leave the rest of the statement
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Optional
 
 from lakelog.connector.errors import OptionError
 from lakelog.operators.sql.lexer import Token, significant, tokenize
 
-__all__ = ["rewrite_table_refs", "rewrite_lookup_joins", "is_constant_time"]
+__all__ = ["rewrite_table_refs", "rewrite_lookup_joins", "is_constant_time", "ProbeSide", "LookupRegister"]
 
 # keywords that end the table list of a FROM clause (or begin another clause)
 _CLAUSE_END = {"WHERE", "GROUP", "ORDER", "LIMIT", "HAVING", "ON", "UNION", "SELECT", "WINDOW", "EXCEPT",
@@ -309,10 +310,57 @@ def _split_top(toks: list[Token], word: str) -> list[list[Token]]:
     return parts
 
 
+@dataclass(frozen=True)
+class ProbeSide:
+    """The probe side of a lookup join when it is one table reference: ``FROM <text> JOIN dim ...``
+    where ``text`` is ``name [hint] [[AS] alias]``; ``args`` are the probe key expressions."""
+
+    text: str
+    alias: str
+    args: tuple[str, ...]
+
+
+# register(path, key columns, hint, names, probe side) -> (function, its columns, the probe side's
+# replacement: None keeps it)
+LookupRegister = Callable[
+    [str, list[str], Optional[str], list[str], Optional[ProbeSide]], tuple[str, list[str], Optional[str]]
+]
+
+
+def _probe_side(toks: list[Token], join: int) -> Optional[tuple[int, int, str]]:
+    """(first token, last token, alias) of a single table reference between ``FROM`` and the join
+    at token ``join`` (``[LEFT [OUTER] | INNER] JOIN``); None for anything else (a subquery, a chain
+    of joins, a comma list, time travel)."""
+    j = join - 1
+    while j >= 0 and toks[j].word in ("LEFT", "INNER", "OUTER"):
+        j -= 1
+    end = j
+    k = j
+    while k >= 0 and toks[k].word != "FROM":
+        k -= 1
+    if k < 0 or end <= k:
+        return None
+    ref = toks[k + 1 : end + 1]
+    m = 1
+    if not ref or not ref[0].is_name:
+        return None
+    while m + 1 < len(ref) and ref[m].text == "." and ref[m + 1].is_name:
+        m += 2
+    alias = ref[m - 1].name
+    if m < len(ref) and ref[m].kind == "hint":
+        m += 1
+    if m < len(ref) and ref[m].word == "AS":
+        m += 1
+    if m < len(ref) and ref[m].is_name and ref[m].word not in _NOT_ALIAS:
+        alias = ref[m].name
+        m += 1
+    return (k + 1, end, alias) if m == len(ref) else None
+
+
 def rewrite_lookup_joins(
     sql: str,
     resolve: Callable[[list[str]], Optional[str]],
-    register: Callable[[str, list[str], Optional[str], list[str]], tuple[str, list[str]]],
+    register: LookupRegister,
 ) -> str:
     """Rewrite processing-time lookup joins against lakelog tables into ``LATERAL TABLE`` joins.
 
@@ -321,8 +369,10 @@ def rewrite_lookup_joins(
     between a ``d.<column>`` and an expression without ``d`` make the lookup key; other conditions
     stay in the ``ON`` clause of inner joins (left joins allow none). ``resolve(name parts)`` gives
     the lakelog table path of ``t`` (None: not a lakelog table, the join stays as it is);
-    ``register(path, key columns, hint, names)`` registers a table function and returns (its name,
-    its columns); ``names`` are the alias and the table's name, as a ``LOOKUP`` hint names it.
+    ``register(path, key columns, hint, names, probe)`` registers a table function and returns (its
+    name, its columns, a replacement of the probe side or None); ``names`` are the alias and the
+    table's name, as a ``LOOKUP`` hint names it; ``probe`` is the :class:`ProbeSide` when the
+    probe side is a single table reference (a replacement keeps its alias: routed by bucket).
     """
     toks = significant(sql)
     edits: list[tuple[int, int, str]] = []
@@ -394,7 +444,15 @@ def rewrite_lookup_joins(
                 f"LEFT lookup join on {'.'.join(parts)}: only key equalities are allowed in ON, "
                 f"move {' AND '.join(rest)} to WHERE or a subquery"
             )
-        fn, columns = register(path, keys, hint, list(dict.fromkeys([alias, parts[-1], ".".join(parts)])))
+        side = _probe_side(toks, i)
+        probe = None
+        if side is not None and side[2] != alias:
+            first, last, probe_alias = side
+            probe = ProbeSide(sql[toks[first].start : toks[last].end], probe_alias, tuple(args))
+        names = list(dict.fromkeys([alias, parts[-1], ".".join(parts)]))
+        fn, columns, probe_view = register(path, keys, hint, names, probe)
+        if probe_view is not None and side is not None and probe is not None:
+            edits.append((toks[side[0]].start, toks[side[1]].end, f"{probe_view} AS `{probe.alias}`"))
         cols = ", ".join("`" + c.replace("`", "``") + "`" for c in columns)
         on = " AND ".join(f"({r})" for r in rest) if rest else "TRUE"
         text = f"LATERAL TABLE({fn}({', '.join(args)})) AS `{alias}`({cols}) ON {on}"
@@ -402,7 +460,7 @@ def rewrite_lookup_joins(
         edits.append((toks[i + 1].start, end, text))
         i = n
     out = sql
-    for start, end, text in reversed(edits):
+    for start, end, text in sorted(edits, reverse=True):
         out = out[:start] + text + out[end:]
     return out
 

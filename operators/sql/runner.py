@@ -28,7 +28,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from py4j.protocol import Py4JJavaError
 from pyflink.common import JobClient
+from pyflink.java_gateway import get_gateway
 from pyflink.table import EnvironmentSettings, StreamTableEnvironment
 from pyflink.table.catalog import ObjectPath
 from pyflink.util.java_utils import get_field_value
@@ -40,7 +42,8 @@ from lakelog.connector.format.options import Duration, validate_options
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.catalog import Catalog, parse_table_path
 from lakelog.operators.flink_env import flink_environment, is_remote, load_settings, runtime_mode
-from lakelog.operators.lookup import register_lookup_function
+from lakelog.operators.lookup import register_lookup_function, register_route_function, routed_by_column
+from lakelog.operators.lookup_shard import routing_buckets
 from lakelog.operators.sink import sink_table_to_lakelog
 from lakelog.operators.sql import ddl, dml, reads
 from lakelog.operators.sql.errors import SqlError, UnsupportedStatementError, flink_error, message_of
@@ -57,7 +60,7 @@ from lakelog.operators.sql.lexer import (
 from lakelog.operators.sql.mirror import Mirror
 from lakelog.operators.sql.procedures import CallContext, call_procedure, parse_call, procedure_names
 from lakelog.operators.sql.results import SqlResult
-from lakelog.operators.sql.rewrite import rewrite_lookup_joins, rewrite_table_refs
+from lakelog.operators.sql.rewrite import ProbeSide, rewrite_lookup_joins, rewrite_table_refs
 from lakelog.operators.sql.session import CATALOG_TYPES, CatalogSpec, DynamicOptions
 from lakelog.operators.sql.statements import Statement, classify
 from lakelog.operators.sql.table_ddl import quote_ident
@@ -360,13 +363,14 @@ class LakelogSql:
         hints = lookup_hints(sql)
 
         def register(
-            path: str, keys: list[str], hint: Optional[str], names: list[str]
-        ) -> tuple[str, list[str]]:
+            path: str, keys: list[str], hint: Optional[str], names: list[str], probe: Optional[ProbeSide]
+        ) -> tuple[str, list[str], Optional[str]]:
             where = f"lookup join on {names[0]}"
             opts = hint_options(hint)
             _check_lookup_options(opts, where)
             mine = [h for h in hints if h.get("table") in names]
-            attempts, delay = _lookup_retry(mine, where)
+            attempts, delay, shuffle = _lookup_hint(mine, where)
+            routed = self._route_probes(path, keys, probe, shuffle, where)
             self._view_count += 1
             name = f"__lakelog_lookup_{self._view_count}"
             cols = register_lookup_function(
@@ -379,10 +383,63 @@ class LakelogSql:
                 cache_rows=_hint_option(opts, "lookup.cache-rows", "10000", int),
                 retry_attempts=attempts,
                 retry_delay=delay,
+                shards=self._lookup_shards() if routed is not None else 0,
             )
-            return name, cols
+            return name, cols, routed
 
         return rewrite_lookup_joins(sql, lambda parts: self.lakelog_path(*self.resolve(parts)), register)
+
+    def _lookup_shards(self) -> int:
+        """The parallelism of a statement's operators: the number of shards of a lookup table."""
+        value = self.t_env.get_config().get("table.exec.resource.default-parallelism", "-1")
+        if int(value) > 0:
+            return int(value)
+        return int(self.env.get_parallelism())
+
+    def _route_probes(
+        self, path: str, keys: list[str], probe: Optional[ProbeSide], shuffle: Optional[bool], where: str
+    ) -> Optional[str]:
+        """A view of the probe side with each probe sent to the subtask that holds its key's bucket
+        (the dimension sharded by bucket, issue 22), or None where the join is not sharded: turned
+        off (``'shuffle' = 'false'``), parallelism 1, batch mode, a probe side that is not one table
+        reference, has a watermark or is not insert-only, a key that does not name a bucket. Where
+        ``'shuffle' = 'true'`` asks for it, each of these but the first two is an error."""
+        shards = self._lookup_shards()
+        if shuffle is False or shards < 2:
+            return None
+
+        def cannot(why: str) -> None:
+            if shuffle:
+                raise OptionError(f"{where}: LOOKUP 'shuffle' = 'true' cannot be honoured: {why}")
+
+        if self.mode == "batch":  # the adaptive batch scheduler picks each operator's parallelism
+            cannot("in batch mode Flink chooses the join's parallelism from the data (streaming only)")
+            return None
+
+        if probe is None:
+            cannot("the probe side is not a single table reference")
+            return None
+        buckets, why = routing_buckets(TableStore(path), keys)
+        if buckets is None:
+            cannot(f"lookups cannot be sharded by bucket: {why}")
+            return None
+        self._view_count += 1
+        route = f"__lakelog_route_{self._view_count}"
+        register_route_function(self.t_env, route, path, keys, shards)
+        alias = quote_ident(probe.alias)
+        query = f"SELECT {route}({', '.join(probe.args)}) AS `__lakelog_shard`, {alias}.* FROM {probe.text}"
+        table = self.t_env.sql_query(self.rewrite(query))
+        if _has_rowtime(table):
+            cannot("the probe side has a watermark (routing would lose its time attribute)")
+            return None
+        try:
+            routed = routed_by_column(self.t_env, table, "__lakelog_shard", shards)
+        except Py4JJavaError as e:
+            if "update changes" not in str(e):
+                raise
+            cannot("the probe side is not insert-only")
+            return None
+        return self.temporary_view(routed)
 
     def rewrite(self, sql: str) -> str:
         """``sql`` with every lakelog table reference replaced by a view over its source."""
@@ -1163,14 +1220,16 @@ def _check_lookup_options(opts: dict[str, str], where: str) -> None:
         )
 
 
-def _lookup_retry(hints: list[dict[str, str]], where: str) -> tuple[int, float]:
-    """(retries after a miss, seconds between them) from the ``LOOKUP`` hints naming a lookup
-    join's table (Flink's keys; (0, 0) without retry). Asynchronous lookups are refused: lakelog's
-    lookups are synchronous."""
+def _lookup_hint(hints: list[dict[str, str]], where: str) -> tuple[int, float, Optional[bool]]:
+    """(retries after a miss, seconds between them, shuffle) from the ``LOOKUP`` hints naming a
+    lookup join's table: Flink's retry keys ((0, 0) without retry) and Paimon's ``'shuffle'`` (None
+    when not given). Asynchronous lookups are refused: lakelog's lookups are synchronous."""
     merged: dict[str, str] = {}
     for h in hints:
         merged.update(h)
     merged.pop("table", None)
+    shuffle = _hint_option(merged, "shuffle", "", bool) if "shuffle" in merged else None
+    merged.pop("shuffle", None)
     asynchronous = {"output-mode", "capacity", "timeout"} & merged.keys()
     if merged.get("async", "false").lower() != "false" or asynchronous:
         raise OptionError(
@@ -1181,9 +1240,9 @@ def _lookup_retry(hints: list[dict[str, str]], where: str) -> tuple[int, float]:
     unknown = sorted(k for k in merged if k not in _RETRY_KEYS)
     if unknown:
         raise OptionError(f"{where}: unknown LOOKUP hint option {unknown[0]!r}; known: table, async, "
-                          f"{', '.join(_RETRY_KEYS)}")
+                          f"shuffle, {', '.join(_RETRY_KEYS)}")
     if not merged:
-        return 0, 0.0
+        return 0, 0.0, shuffle
     missing = [k for k in _RETRY_KEYS if k not in merged]
     if missing:
         needs = ", ".join(_RETRY_KEYS)
@@ -1192,7 +1251,7 @@ def _lookup_retry(hints: list[dict[str, str]], where: str) -> tuple[int, float]:
         if merged[key].lower() != only:
             raise OptionError(f"{where}: LOOKUP {key!r} = {merged[key]!r}: lakelog retries on {only!r} only")
     delay = Duration.parse(merged["fixed-delay"]).seconds
-    return _hint_option(merged, "max-attempts", "1", int), delay
+    return _hint_option(merged, "max-attempts", "1", int), delay, shuffle
 
 
 def _hint_option(opts: dict[str, str], key: str, default: str, kind: type) -> Any:
@@ -1204,3 +1263,10 @@ def _hint_option(opts: dict[str, str], key: str, default: str, kind: type) -> An
         return int(text)
     allowed = "true or false" if kind is bool else "a whole number greater than 0"
     raise OptionError(f"invalid value {text!r} for lookup option {key!r}: expected {allowed}")
+
+
+def _has_rowtime(table: Any) -> bool:
+    """Does a Flink ``Table`` have a rowtime (event-time) column?"""
+    checks = get_gateway().jvm.org.apache.flink.table.types.logical.utils.LogicalTypeChecks
+    columns = table._j_table.getResolvedSchema().getColumns()
+    return any(checks.isRowtimeAttribute(c.getDataType().getLogicalType()) for c in columns)

@@ -171,3 +171,54 @@ def test_lookup_hints_retry_a_miss_and_unknown_options_are_refused(tmp_path: Any
     refused(sql, join.format("/*+ OPTIONS('scan.snapshot-id'='1') */"), "no effect on a lakelog lookup join")
     refused(sql, "SELECT /*+ LOOKUP('table'='c', 'async'='true') */ " + join.format("")[7:], "asynchronous")
     refused(sql, "SELECT /*+ LOOKUP('table'='c', 'retry-predcate'='x') */ " + join.format("")[7:], "unknown LOOKUP")
+
+
+def test_sql_lookup_join_sharded_by_bucket(tmp_path: Any) -> None:
+    """Issue 22: at parallelism 2 a ``FOR SYSTEM_TIME AS OF`` join routes each probe to the subtask
+    that holds its key's bucket (each loads two of the four buckets; a misrouted probe would fail the
+    job); Paimon's ``'shuffle'`` hint turns it off, or is refused where it cannot be honoured."""
+    from pyflink.table import DataTypes
+
+    from lakelog.operators.sql import LakelogSql
+    from tests.flink.sqlkit import refused
+
+    t = lakelog.Catalog(str(tmp_path / "wh")).create_table(
+        "db.cust", DIM, primary_key=["id"], options={"bucket": "4"}
+    )
+    t.write(pa.table({"id": range(0, 400, 2), "name": [f"n{i}" for i in range(0, 400, 2)],
+                      "city": [f"c{i % 7}" for i in range(0, 400, 2)]}, schema=DIM))  # fmt: skip
+    orders = [(o, (o * 7919) % 500) for o in range(600)]  # half the keys hit
+    row = DataTypes.ROW([DataTypes.FIELD("oid", DataTypes.BIGINT()), DataTypes.FIELD("cid", DataTypes.BIGINT())])
+
+    def session(mode: str) -> Any:
+        sql = LakelogSql(mode, parallelism=2)
+        sql.t_env.create_temporary_view("orders", sql.t_env.from_elements(orders, row))
+        sql.execute(f"CREATE TABLE cust (id BIGINT NOT NULL, name STRING, city STRING) WITH ('connector'='lakelog', 'path'='{t.path}')")
+        return sql
+
+    sql = session("streaming")
+    join = ("SELECT {hint} '{j}' AS j, o.oid, {c}.name FROM orders AS o {kind} JOIN cust FOR SYSTEM_TIME AS OF "
+            "PROCTIME() AS {c} ON o.cid = {c}.id")  # fmt: skip
+    off = "/*+ LOOKUP('table'='u', 'shuffle'='false') */"
+    query = " UNION ALL ".join([
+        join.format(hint="", j="inner", kind="", c="c"),
+        join.format(hint="", j="left", kind="LEFT", c="c"),
+        join.format(hint=off, j="unsharded", kind="", c="u"),
+    ])  # fmt: skip
+    plan = sql.sql_query(query).explain()
+    assert plan.count("fields=[__lakelog_shard, oid, cid]") == 2 * 2  # the routed probes (both plans)
+    assert plan.count("__lakelog_shard") == 2 * 2
+    with sql.sql_query(query).execute().collect() as it:
+        got = sorted(tuple(r) for r in it)
+    name = {i: f"n{i}" for i in range(0, 400, 2)}
+    expect = [("inner", o, name[c]) for o, c in orders if c in name]
+    expect += [("left", o, name.get(c)) for o, c in orders]
+    expect += [("unsharded", o, name[c]) for o, c in orders if c in name]
+    assert got == sorted(expect)
+    on_city = ("SELECT /*+ LOOKUP('table'='c', 'shuffle'='true') */ o.oid FROM orders AS o JOIN cust "
+               "FOR SYSTEM_TIME AS OF PROCTIME() AS c ON c.city = CAST(o.cid AS STRING)")  # fmt: skip
+    refused(sql, on_city, "cannot be sharded by bucket")
+    refused(sql, on_city.replace("'true'", "'yes'"), "expected true or false")
+    batch = session("batch")  # the adaptive batch scheduler picks the parallelism
+    refused(batch, join.format(hint="/*+ LOOKUP('table'='c', 'shuffle'='true') */", j="x", kind="", c="c"),
+            "streaming only")  # fmt: skip
