@@ -5,6 +5,13 @@ Not a timed test: one run prints rates and *ratios* measured in the same process
 
     python benchmarks/bench_lookup.py                    # 200k dimension rows, int and string keys
     python benchmarks/bench_lookup.py --rows 1000000     # bigger dimension
+    python benchmarks/bench_lookup.py --shards 2000000   # memory and bootstrap per subtask, sharded
+                                                         # by bucket at parallelism 1, 2 and 4
+
+--shards N: a dimension of N rows (int key, 8 buckets) is opened as each subtask of a sharded lookup
+join would open it (LookupTable(shard=Shard(i, p, 8))), one shard after another in this process;
+it prints the largest shard's memory (rows and indexes, LookupTable.memory_bytes) and load time (the
+bootstrap to the first probe answered) per parallelism, and their ratios to parallelism 1.
 """
 
 from __future__ import annotations
@@ -145,6 +152,33 @@ def run(rows: int, probes: int, batch: int, buckets: int, reps: int) -> None:
         shutil.rmtree(wh, ignore_errors=True)
 
 
+def run_shards(rows: int, buckets: int = 8) -> None:
+    from lakelog.operators.lookup_shard import Shard
+
+    wh = tempfile.mkdtemp(prefix="bench-lookup-")
+    try:
+        t = _dimension(wh, rows, False, buckets)
+        print(f"dimension: {rows} rows, {buckets} buckets; every column held; shards opened one by one")
+        header = f"{'parallelism':>11}{'rows/subtask':>14}{'MiB/subtask':>13}{'x p=1':>8}{'bootstrap s':>13}{'x p=1':>8}"
+        print(header)
+        print("-" * len(header))
+        base: tuple[float, float] = (0.0, 0.0)
+        for p in (1, 2, 4):
+            mem, load, n = 0, 0.0, 0
+            for i in range(p):
+                t0 = time.perf_counter()
+                lt = LookupTable(t.path, refresh_interval=math.inf, shard=Shard(i, p, buckets))
+                lt.get_values(i)  # the first probe answered
+                load = max(load, time.perf_counter() - t0)
+                mem, n = max(mem, lt.memory_bytes()), max(n, lt.num_rows)
+                del lt
+            if p == 1:
+                base = (mem, load)
+            print(f"{p:>11}{n:>14,}{mem / 2**20:>13.1f}{mem / base[0]:>8.2f}{load:>13.2f}{load / base[1]:>8.2f}")
+    finally:
+        shutil.rmtree(wh, ignore_errors=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=200_000)
@@ -152,7 +186,11 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=10_000)
     p.add_argument("--buckets", type=int, default=4)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--shards", type=int, default=0, metavar="ROWS", help="only the sharded-memory table")
     a = p.parse_args()
+    if a.shards:
+        run_shards(a.shards)
+        return
     run(a.rows, a.probes, a.batch, a.buckets, a.reps)
 
 

@@ -44,8 +44,8 @@ from tests.services import free_port  # noqa: E402
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.s3, pytest.mark.postgres]
 
-ROWS = 1_800
-RATE = 12  # rows per second: the insert runs 150 s (the jobs take 30-60 s to start here)
+ROWS = 1_320
+RATE = 12  # rows per second: the insert runs 110 s (the jobs take 30-60 s to start here)
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.int64())])
 
 
