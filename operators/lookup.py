@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Optional, Union
 
+import numpy as np
 import pyarrow as pa
 from pyflink.common import Row, Types
 from pyflink.common.typeinfo import RowTypeInfo
@@ -37,7 +38,7 @@ from lakelog.connector.errors import LakelogError, OptionError, SchemaError
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.types import to_arrow_type, type_to_string, with_nullable
 from lakelog.operators.flink_types import type_info_of
-from lakelog.operators.lookup_shard import KeyRouter, routing_buckets
+from lakelog.operators.lookup_shard import KeyRouter, routing_buckets, worth_sharding
 from lakelog.operators.lookup_table import LookupSpec, LookupTable, conform_probe
 from lakelog.operators.table_ref import TableLike, table_store
 
@@ -162,12 +163,39 @@ class LookupTableFunction(_LookupFunction, TableFunction):  # type: ignore[misc]
 
 
 class LookupRowFunction(_LookupFunction, ScalarFunction):  # type: ignore[misc]
-    """A pandas (vectorised) scalar function: each key's current row as a ROW, nulls on a miss."""
+    """A pandas (vectorised) scalar function: each key's current row as a ROW, nulls on a miss.
+
+    A batch's misses are tried again as the spec's retry says (the misses only, after a refresh);
+    sharded, the misses must be keys of this shard (else the job fails: the probes were misrouted)."""
 
     def eval(self, *keys: Any) -> Any:
-        assert self.table is not None
-        t = self.table.lookup([pa.Array.from_pandas(s) for s in keys])
-        return t.to_pandas(integer_object_nulls=True, date_as_object=True)
+        table = self.table
+        assert table is not None
+        cols = [pa.Array.from_pandas(s) for s in keys]
+        rows, found = table.lookup_found(cols)
+        for _ in range(self.spec.retry_attempts):  # a LOOKUP hint's retry on a miss
+            missing = np.flatnonzero(~found)
+            if not len(missing):
+                break
+            time.sleep(self.spec.retry_delay)
+            table.refresh()
+            take = pa.array(missing)
+            again, hit = table.lookup_found([c.take(take) for c in cols])
+            if hit.any():
+                order = np.arange(len(found))
+                order[missing[hit]] = len(found) + np.flatnonzero(hit)
+                rows = pa.concat_tables([rows, again]).take(pa.array(order))
+                found[missing[hit]] = True
+        if table.shard is not None and not found.all():
+            missing = np.flatnonzero(~found)
+            wrong = ~table.holds_all([c.take(pa.array(missing)) for c in cols])
+            if wrong.any():
+                key = tuple(c[int(missing[np.flatnonzero(wrong)[0]])].as_py() for c in cols)
+                raise LakelogError(
+                    f"lookup join on {self.spec.table_path}: key {key!r} reached shard {table.shard}, "
+                    "which does not hold its bucket (the probes were not routed by bucket)"
+                )
+        return rows.to_pandas(integer_object_nulls=True, date_as_object=True)
 
 
 class ProbeRouteFunction(ScalarFunction):  # type: ignore[misc]
@@ -236,8 +264,9 @@ def lookup_join(
     ``shuffle`` (Paimon's shuffle lookup join): each probe is sent to the subtask that owns its
     key's bucket, and each subtask loads and refreshes only its buckets, about the table over the
     parallelism (:mod:`lakelog.operators.lookup_shard`). Default: on where the key holds the bucket
-    key of a fixed-bucket table; ``True`` elsewhere is refused with the reason, ``False`` loads the
-    whole table in every subtask. A sharded join runs at ``parallelism`` (default the
+    key of a fixed-bucket table whose data files hold at least ``SHARD_BYTES`` (64 MiB); ``True``
+    where it cannot be done is refused with the reason, ``False`` loads the whole table in every
+    subtask. A sharded join runs at ``parallelism`` (default the
     environment's), fixed when it is built: the routing depends on it.
     """
     if join_type not in ("inner", "left"):
@@ -269,7 +298,9 @@ def lookup_join(
         raise OptionError(f"lookup_join(shuffle=True) on {short}: lookups cannot be sharded by bucket: {why}")
     pick = tuple(lt.columns.index(c) for c, _ in out)
     shards = parallelism or ds.get_execution_environment().get_parallelism()
-    if buckets is None or shuffle is False or shards < 1:
+    if shuffle is None:
+        shuffle = buckets is not None and worth_sharding(store)
+    if buckets is None or not shuffle or shards < 1:
         config = LookupJoinConfig(spec, probe_idx, pick, join_type == "inner")
         joined = ds.flat_map(LookupJoinFunction(config), output_type=out_type)
         if parallelism:
@@ -311,7 +342,7 @@ def register_lookup_function(
 
         SELECT x.oid, x.d.name FROM (SELECT o.oid, dim(o.customer_id) AS d FROM orders AS o) AS x
 
-    ``shards`` (table function only): each of that many subtasks holds only its buckets, and the
+    ``shards``: each of that many subtasks holds only its buckets, and the
     probes must reach it routed by :func:`register_route_function` and :func:`routed_by_column`
     (the SQL wrapper does this for ``FOR SYSTEM_TIME AS OF`` joins); a misrouted probe fails the job.
     """
@@ -330,8 +361,6 @@ def register_lookup_function(
                 f"a vectorized lookup function needs a unique key; {lt.key_columns} is not "
                 "(use the table function)"
             )
-        if shards:
-            raise OptionError("a vectorized lookup function cannot be sharded; use the table function")
         fn = udf(LookupRowFunction(spec), result_type=f"ROW<{fields}>", func_type="pandas")
     else:
         fn = udtf(LookupTableFunction(spec), result_types=f"ROW<{fields}>")

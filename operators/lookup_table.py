@@ -60,6 +60,7 @@ from lakelog.operators.lookup_index import (
     py_combine,
     py_value_hash,
 )
+from lakelog.operators.lookup_partitions import PartitionChoice
 from lakelog.operators.lookup_shard import KeyRouter, Shard
 from lakelog.operators.source_plan import table_rows
 from lakelog.operators.table_ref import TableLike, adopt_io, table_io, table_store
@@ -96,6 +97,7 @@ class _State:
     key_index: HashIndex
     pk_index: Optional[HashIndex]  # primary-key index when the lookup key is not the primary key
     n_alive: int
+    partitions: Optional[frozenset[bytes]] = None  # the served partitions of max_pt() (None: all)
     cache: OrderedDict[Any, Any] = field(default_factory=OrderedDict)
 
 
@@ -127,9 +129,12 @@ class LookupTable:
     background thread instead, lookups never wait. ``consumer_id``: record progress in a consumer
     file so snapshot expiration keeps what the next refresh needs. ``cache_rows``: LRU size of the
     single-key result cache (per snapshot). ``lazy``: load at the first lookup, not now.
+    ``partitions``: serve only these partitions (Paimon's ``scan.partitions``): ``max_pt()`` (the
+    latest partition, followed as new ones appear), ``max_two_pt()``, or ``k=v[,k2=v2][;...]``
+    (:mod:`lakelog.operators.lookup_partitions`).
     ``shard``: hold only this :class:`~lakelog.operators.lookup_shard.Shard`'s rows (the key must
-    hold the bucket key of a fixed-bucket table); a probe of another shard's key is refused by
-    :meth:`check_owner`, never answered as a miss.
+    hold the bucket key of a fixed-bucket table); the Flink operators check with :meth:`holds`
+    that a probe that misses is this shard's, so a misrouted probe is never answered as a miss.
     """
 
     def __init__(
@@ -144,10 +149,13 @@ class LookupTable:
         consumer_id: Optional[str] = None,
         cache_rows: int = 10_000,
         lazy: bool = False,
+        partitions: Optional[str] = None,
         shard: Optional[Shard] = None,
     ) -> None:
         self._store = table_store(table)
         self.shard = shard
+        self.partitions = PartitionChoice.parse(self._store, partitions)
+        self._parts: Optional[frozenset[bytes]] = None  # the served partitions of the state being built
         self.router: Optional[KeyRouter] = None
         self._filter_spec = filter
         self._consumer_id = consumer_id
@@ -335,6 +343,7 @@ class LookupTable:
         self.close()
 
     def _advance(self, st: _State, latest: int) -> tuple[_State, str, int, str]:
+        self._parts = st.partitions
         if st.snapshot_id is None or latest < st.snapshot_id:
             if st.snapshot_id is None:
                 return self._full(latest, "initial", "")
@@ -349,6 +358,12 @@ class LookupTable:
             return _replace(st, snapshot_id=latest), "compact", 0, ""
         try:
             deltas = delta_entries_between(self._store, st.snapshot_id, latest)
+            if self.partitions.dynamic and st.partitions is not None:
+                added = {e.partition for es in deltas.values() for e in es if e.kind == 0}
+                if any(s.commit_kind == "OVERWRITE" for s in snaps) or self.partitions.outranked(
+                    self._store, st.partitions, added
+                ):
+                    return self._full(latest, "full", f"the partitions of {self.partitions.text} changed")
             why = self._replay_blocker(snaps, deltas)
             if why is None:
                 return self._replay(st, snaps[-1], deltas)
@@ -384,9 +399,13 @@ class LookupTable:
             gid = self._groups[key] = len(self._groups)
         return gid
 
-    def _takes(self, bucket: int, total_buckets: int) -> Optional[bool]:
-        """Does this table hold the rows of a (partition, bucket): all (True), none (False), or
-        those its shard owns (None)? Always True without a shard."""
+    def _takes(self, partition: bytes, bucket: int, total_buckets: int) -> Optional[bool]:
+        """Does this table hold the rows of a (partition, bucket): all (True), none (False: not a
+        served partition, or another shard's bucket), or those its shard owns (None)?"""
+        if self._parts is not None and partition not in self._parts:
+            return False
+        if self.partitions.matches is not None and not self.partitions.matches(partition):
+            return False
         return True if self.shard is None else self.shard.take(bucket, total_buckets)
 
     def _owned(self, t: pa.Table) -> pa.Table:
@@ -396,11 +415,11 @@ class LookupTable:
 
     def _read_splits(self, splits: Sequence[Split]) -> tuple[pa.Table, np.ndarray]:
         read = SplitRead(self._store, columns=self._internal, filter=self._filter)
-        splits = [s for s in splits if self._takes(s.bucket, s.total_buckets) is not False]
+        splits = [s for s in splits if self._takes(s.partition, s.bucket, s.total_buckets) is not False]
 
         def one(s: Split) -> list[pa.Table]:
             tables = read.read_split(s)
-            if self._takes(s.bucket, s.total_buckets) is None:
+            if self._takes(s.partition, s.bucket, s.total_buckets) is None:
                 tables = [self._owned(t) for t in tables]
             return [t for t in tables if t.num_rows]
 
@@ -428,7 +447,13 @@ class LookupTable:
                 store.refresh_schema()
                 self._setup_columns(self._key, self._columns)
             try:
-                rows, groups = self._read_splits(plan_splits(store, snap, filter=self._filter))
+                entries = None
+                if self.partitions.dynamic:
+                    live = store.live_entries(snap)
+                    self._parts = self.partitions.largest(store, (e.partition for e in live))
+                    entries = [e for e in live if e.partition in self._parts]
+                splits = plan_splits(store, snap, filter=self._filter, entries=entries)
+                rows, groups = self._read_splits(splits)
                 break
             except FileNotFoundError:  # expired while we read: try the newest snapshot again
                 latest = store.snapshot_manager.latest_id()
@@ -437,6 +462,7 @@ class LookupTable:
                 snapshot_id = latest
         empty = self._empty_state()
         empty.schema_id = snap.schema_id
+        empty.partitions = self._parts
         new = self._apply(empty, np.zeros(0, dtype=np.int64), rows, groups, snapshot_id)
         return new, mode, rows.num_rows, reason
 
@@ -448,7 +474,7 @@ class LookupTable:
             (e.partition, e.bucket)
             for es in deltas.values()
             for e in es
-            if self._takes(e.bucket, e.total_buckets) is not False
+            if self._takes(e.partition, e.bucket, e.total_buckets) is not False
         }
         entries = [e for e in store.live_entries(snap) if (e.partition, e.bucket) in touched]
         rows, groups = self._read_splits(plan_splits(store, snap, filter=self._filter, entries=entries))
@@ -467,7 +493,7 @@ class LookupTable:
             (sid, e, self._group(e.partition, e.bucket))
             for sid in sorted(deltas)
             for e in deltas[sid]
-            if self._takes(e.bucket, e.total_buckets) is not False
+            if self._takes(e.partition, e.bucket, e.total_buckets) is not False
         ]
 
         def one(job: tuple[int, ManifestEntry, int]) -> pa.Table:
@@ -475,7 +501,7 @@ class LookupTable:
             split = Split(sid, e.partition, e.bucket, e.total_buckets, [e.file])
             t = read.read_file(split, e.file, system=pk_table)
             t = t.select([*self._read_cols, *([SEQUENCE_NUMBER, VALUE_KIND] if pk_table else [])])
-            if self._takes(e.bucket, e.total_buckets) is None:
+            if self._takes(e.partition, e.bucket, e.total_buckets) is None:
                 t = self._owned(t)  # a rescaled partition: a key's rows stay in one shard
             t = t.append_column("__snap", pa.array(np.full(t.num_rows, sid, dtype=np.int64)))
             return t.append_column("__group", pa.array(np.full(t.num_rows, gid, dtype=np.int32)))
@@ -538,7 +564,9 @@ class LookupTable:
             group = group[keep]
             key_index = key_index.remapped(new_pos)
             pk_index = pk_index.remapped(new_pos) if pk_index is not None else None
-        return _State(snapshot_id, st.schema_id, all_rows, alive, group, key_index, pk_index, n_alive)
+        return _State(
+            snapshot_id, st.schema_id, all_rows, alive, group, key_index, pk_index, n_alive, st.partitions
+        )
 
     # ---- matching -------------------------------------------------------------------------------------
     def _match(
@@ -718,6 +746,10 @@ class LookupTable:
 
     def lookup(self, keys: Any) -> pa.Table:
         """One row per probe key: its current row, or nulls when it has none (unique keys only)."""
+        return self.lookup_found(keys)[0]
+
+    def lookup_found(self, keys: Any) -> tuple[pa.Table, np.ndarray]:
+        """:meth:`lookup`, and a boolean per probe key: was it found?"""
         self._maybe_refresh()
         st = self._state
         cols = self._probe_columns(keys)
@@ -729,7 +761,17 @@ class LookupTable:
             )
         out = np.full(n, -1, dtype=np.int64)
         out[pi] = pos
-        return self._rows_at(st, out)
+        return self._rows_at(st, out), out >= 0
+
+    def holds_all(self, keys: Any) -> np.ndarray:
+        """:meth:`holds` for a batch of probe keys (as :meth:`lookup` takes them)."""
+        n = len(self._probe_columns(keys)[0])
+        if self.router is None or self.shard is None:
+            return np.ones(n, dtype=bool)
+        cols = self._probe_columns(keys)
+        names = [self._key[i] for i in self.router.positions]
+        table = pa.table({name: cols[i] for name, i in zip(names, self.router.positions)})
+        return self.router.owned(table, self.shard)
 
     def contains(self, keys: Any) -> np.ndarray:
         """A boolean per probe key: does it have a current row?"""
@@ -816,7 +858,8 @@ class LookupTable:
 # ---- helpers -------------------------------------------------------------------------------------------
 def _replace(st: _State, *, snapshot_id: int) -> _State:
     return _State(
-        snapshot_id, st.schema_id, st.rows, st.alive, st.group, st.key_index, st.pk_index, st.n_alive
+        snapshot_id, st.schema_id, st.rows, st.alive, st.group, st.key_index, st.pk_index, st.n_alive,
+        st.partitions,
     )
 
 
@@ -915,6 +958,7 @@ class LookupSpec:
     # subtasks the probes are routed to (None, 0: unsharded)
     shard_buckets: Optional[int] = None
     shards: int = 0
+    partitions: Optional[str] = None  # Paimon's scan.partitions: max_pt(), max_two_pt(), k=v specs
 
     @classmethod
     def of(
@@ -930,6 +974,7 @@ class LookupSpec:
         cache_rows: int = 10_000,
         retry_attempts: int = 0,
         retry_delay: float = 0.0,
+        partitions: Optional[str] = None,
     ) -> LookupSpec:
         """The spec of a lookup on ``table`` (the options are :class:`LookupTable`'s; a Flink job's
         ``filter`` must be a SQL-like string)."""
@@ -948,6 +993,7 @@ class LookupSpec:
             io=table_io(table),
             retry_attempts=retry_attempts,
             retry_delay=retry_delay,
+            partitions=partitions,
         )
 
     def open_subtask(self, index: int, count: int) -> LookupTable:
@@ -976,5 +1022,6 @@ class LookupSpec:
             consumer_id=self.consumer_id,
             cache_rows=self.cache_rows,
             lazy=lazy,
+            partitions=self.partitions,
             shard=shard,
         )

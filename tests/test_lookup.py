@@ -19,7 +19,7 @@ from lakelog.connector.errors import InvalidInputError, OptionError, SchemaError
 from lakelog.connector.format.schema_changes import AddColumn
 from lakelog.operators.lookup_index import column_hash, py_value_hash
 from lakelog.operators.lookup_table import LookupTable
-from lakelog.operators.sql.rewrite import ProbeSide, rewrite_lookup_joins
+from lakelog.operators.sql.rewrite import LookupCall, ProbeSide, rewrite_lookup_joins
 
 CUST = pa.schema(
     [
@@ -400,10 +400,10 @@ def _resolve(parts: list[str]) -> Optional[str]:
 
 def _register(
     path: str, keys: list[str], hint: Optional[str], names: list[str], probe: Optional[ProbeSide]
-) -> tuple[str, list[str], Optional[str]]:
+) -> LookupCall:
     _register.calls.append((path, keys, hint))  # type: ignore[attr-defined]
     _register.probes.append(probe)  # type: ignore[attr-defined]
-    return "dim_fn", ["id", "name"], None
+    return LookupCall("dim_fn", ["id", "name"])
 
 
 def test_rewrite_lookup_joins() -> None:
@@ -454,11 +454,29 @@ def test_rewrite_lookup_joins() -> None:
     ]
 
 
+def test_rewrite_lookup_joins_with_a_vectorised_function() -> None:
+    """A unique key is looked up a batch at a time: one ROW per probe, unnested; an inner join keeps
+    the rows found (the hit column is never null in a found row), a left join keeps every probe."""
+
+    def vec(path: str, keys: list[str], hint: Optional[str], names: list[str],
+            probe: Optional[ProbeSide]) -> LookupCall:  # fmt: skip
+        return LookupCall("f", ["id", "name"], None, "id")
+
+    inner = "SELECT * FROM o JOIN cust FOR SYSTEM_TIME AS OF o.p AS c ON o.k = c.id AND c.name <> 'x'"
+    assert rewrite_lookup_joins(inner, _resolve, vec) == (
+        "SELECT * FROM o JOIN UNNEST(ARRAY[f(o.k)]) AS `c`(`id`, `name`) ON `c`.`id` IS NOT NULL AND (c.name <> 'x')"
+    )
+    left = "SELECT * FROM o LEFT OUTER JOIN cust FOR SYSTEM_TIME AS OF o.p AS c ON o.k = c.id"
+    assert rewrite_lookup_joins(left, _resolve, vec) == (
+        "SELECT * FROM o LEFT OUTER JOIN UNNEST(ARRAY[f(o.k)]) AS `c`(`id`, `name`) ON TRUE"
+    )
+
+
 def test_rewrite_lookup_joins_routes_a_single_probe_table() -> None:
     def route(path: str, keys: list[str], hint: Optional[str], names: list[str],
-              probe: Optional[ProbeSide]) -> tuple[str, list[str], Optional[str]]:  # fmt: skip
+              probe: Optional[ProbeSide]) -> LookupCall:  # fmt: skip
         seen.append(probe)
-        return "f", ["id"], "__routed" if probe is not None else None
+        return LookupCall("f", ["id"], "__routed" if probe is not None else None)
 
     seen: list[Optional[ProbeSide]] = []
     sql = "SELECT * FROM db.orders /*+ OPTIONS('a'='b') */ AS o LEFT JOIN cust FOR SYSTEM_TIME AS OF o.p AS c ON c.id = o.k"
@@ -692,3 +710,56 @@ def test_scalar_bucket_hash_equals_the_vectorised_one(atype: pa.DataType, values
     table = pa.table({"a": pa.array(values, atype), "b": pa.array(range(len(values)), pa.int64())})
     want = list(bucket_key_hashes(table, ["a", "b"], types))
     assert [bucket_key_hash([v, i], types) for i, v in enumerate(values)] == want
+
+
+# ---- the served partitions: scan.partitions (max_pt(), max_two_pt(), fixed) ------------------------------
+def test_max_pt_serves_the_latest_partition_and_follows_new_ones(catalog: lakelog.Catalog) -> None:
+    """Issue 22: ``max_pt()`` serves only the partition with the largest values and switches when a
+    larger one gets rows; writes to older partitions change nothing; ``max_two_pt()`` serves two;
+    an overwrite reloads; fixed partitions are served as named."""
+    t = catalog.create_table("db.dim", PART, primary_key=["dt", "id"], partition_by=["dt"],
+                             options={"bucket": "2"})  # fmt: skip
+
+    def write(dt: str, ids: range, name: str) -> None:
+        t.write(pa.table({"dt": [dt] * len(ids), "id": list(ids), "name": [f"{name}{i}" for i in ids],
+                          "city": [None] * len(ids), "amount": [None] * len(ids)}, schema=PART))  # fmt: skip
+
+    write("2024-01-01", range(10), "a")
+    write("2024-01-02", range(5), "b")
+    one = LookupTable(t.path, key_columns=["id"], columns=["dt", "name"], refresh_interval=0, partitions="max_pt()")
+    two = LookupTable(t.path, key_columns=["id"], columns=["dt", "name"], refresh_interval=0,
+                      partitions="max_two_pt()")  # fmt: skip
+    assert one.get(3) == {"dt": "2024-01-02", "name": "b3"} and one.get(7) is None and one.num_rows == 5
+    assert two.num_rows == 15 and len(two.get_all(3)) == 2
+    write("2024-01-01", range(10, 12), "a")  # an older partition: nothing changes
+    assert one.refresh() and one.last_refresh.mode == "delta" and one.num_rows == 5
+    write("2024-01-02", range(5, 7), "b")  # the served one: applied as a delta
+    assert one.refresh() and one.last_refresh.mode == "delta" and one.get(6) == {"dt": "2024-01-02", "name": "b6"}
+    write("2024-01-03", range(2), "c")  # a new latest partition: reloaded, the old one left
+    assert one.refresh() and one.last_refresh.mode == "full" and "changed" in one.last_refresh.reason
+    assert one.num_rows == 2 and one.get(1) == {"dt": "2024-01-03", "name": "c1"} and one.get(3) is None
+    assert two.refresh() and two.num_rows == 9  # 2024-01-02 (7 rows) and 2024-01-03
+    t.overwrite(pa.table({"dt": ["2024-01-03"], "id": [8], "name": ["c8"], "city": [None], "amount": [None]},
+                         schema=PART))  # fmt: skip
+    assert one.refresh() and one.last_refresh.mode == "full" and one.num_rows == 1 and one.get(8)["name"] == "c8"
+    fixed = LookupTable(t.path, key_columns=["id"], columns=["name"], partitions="dt=2024-01-01")
+    assert fixed.num_rows == 12 and fixed.get(11) == {"name": "a11"}
+    with pytest.raises(OptionError, match="'scan.partitions' = 'max_pt'"):
+        LookupTable(t.path, partitions="max_pt")
+    with pytest.raises(OptionError, match="not a partition field"):
+        LookupTable(t.path, partitions="id=1")
+    flat = catalog.create_table("db.flat", CUST, primary_key=["id"], options={"bucket": "2"})
+    with pytest.raises(OptionError, match="is not partitioned"):
+        LookupTable(flat.path, partitions="max_pt()")
+
+
+def test_sharding_by_default_only_for_a_large_dimension(catalog: lakelog.Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakelog.operators import lookup_shard
+
+    t = catalog.create_table("db.dim", CUST, primary_key=["id"], options={"bucket": "4"})
+    assert not lookup_shard.worth_sharding(t.store)  # no snapshot yet
+    Workload(t, CUST, ["id"], seed=1).commit()
+    assert not lookup_shard.worth_sharding(t.store)
+    size = sum(e.file.file_size for e in t.store.live_entries(t.latest_snapshot()))
+    monkeypatch.setattr(lookup_shard, "SHARD_BYTES", size)
+    assert lookup_shard.worth_sharding(t.store)

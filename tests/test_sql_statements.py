@@ -13,7 +13,7 @@ from lakelog.connector.errors import OptionError
 from lakelog.operators.sql.errors import SqlError, describe_error, root_cause
 from lakelog.operators.sql.procedures import CallContext, call_procedure, parse_call
 from lakelog.operators.sql.results import SqlResult, format_table
-from lakelog.operators.sql.rewrite import rewrite_lookup_joins, rewrite_table_refs
+from lakelog.operators.sql.rewrite import LookupCall, rewrite_lookup_joins, rewrite_table_refs
 from lakelog.operators.sql.session import CatalogSpec, DynamicOptions
 from lakelog.operators.sql.statements import classify
 from lakelog.operators.sql.table_ddl import ComputedColumn, Watermark, read_schema_options, schema_options
@@ -187,9 +187,9 @@ def test_time_travel_and_lookup_joins_are_told_apart() -> None:
     assert seen == [(["t"], "TIMESTAMP '2024-01-01 00:00:00'"), (["u"], None)]
     # a constant time is no lookup join: rewrite_lookup_joins leaves it to the table rewrite
     travel = "SELECT * FROM o JOIN d FOR SYSTEM_TIME AS OF TIMESTAMP '2024-01-01' AS x ON x.k = o.k"
-    assert rewrite_lookup_joins(travel, lambda p: "/path", lambda *a: ("f", ["k"])) == travel
+    assert rewrite_lookup_joins(travel, lambda p: "/path", lambda *a: LookupCall("f", ["k"])) == travel
     lookup = "SELECT * FROM o JOIN d FOR SYSTEM_TIME AS OF o.proc AS x ON x.k = o.k"
-    assert "LATERAL TABLE(f(o.k))" in rewrite_lookup_joins(lookup, lambda p: "/path", lambda *a: ("f", ["k"]))
+    assert "LATERAL TABLE(f(o.k))" in rewrite_lookup_joins(lookup, lambda p: "/path", lambda *a: LookupCall("f", ["k"]))
 
 
 def test_insert_parts_and_typed_values() -> None:

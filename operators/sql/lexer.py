@@ -27,6 +27,8 @@ __all__ = [
     "string_pairs",
     "with_options",
     "hint_options",
+    "lookup_hints",
+    "drop_lookup_hints",
     "strip_comments",
     "read_name",
     "matching_paren",
@@ -172,6 +174,25 @@ def lookup_hints(sql: str) -> list[dict[str, str]]:
     for tok in tokenize(sql):
         if tok.kind == "hint":
             out += [string_pairs(m.group(1)) for m in re.finditer(r"LOOKUP\s*\(([^)]*)\)", tok.text, re.I)]
+    return out
+
+
+def drop_lookup_hints(sql: str, tables: set[str]) -> str:
+    """``sql`` without the ``LOOKUP(...)`` query hints that name one of ``tables`` (a hint comment
+    left empty goes as a whole): lakelog takes them, and Flink refuses a hint naming a table that a
+    rewritten lookup join no longer shows it."""
+    out = sql
+    for tok in reversed(list(tokenize(sql))):
+        if tok.kind != "hint":
+            continue
+
+        def keep(m: re.Match[str]) -> str:
+            return "" if string_pairs(m.group(1)).get("table") in tables else m.group(0)
+
+        body = re.sub(r"LOOKUP\s*\(([^)]*)\)", keep, tok.text[3:-2], flags=re.I)
+        body = re.sub(r"^[\s,]+|[\s,]+$", "", re.sub(r",\s*,", ",", body))
+        text = f"/*+ {body} */" if body else ""
+        out = out[: tok.start] + text + out[tok.end :]
     return out
 
 

@@ -20,7 +20,14 @@ from typing import Optional
 from lakelog.connector.errors import OptionError
 from lakelog.operators.sql.lexer import Token, significant, tokenize
 
-__all__ = ["rewrite_table_refs", "rewrite_lookup_joins", "is_constant_time", "ProbeSide", "LookupRegister"]
+__all__ = [
+    "rewrite_table_refs",
+    "rewrite_lookup_joins",
+    "is_constant_time",
+    "ProbeSide",
+    "LookupCall",
+    "LookupRegister",
+]
 
 # keywords that end the table list of a FROM clause (or begin another clause)
 _CLAUSE_END = {"WHERE", "GROUP", "ORDER", "LIMIT", "HAVING", "ON", "UNION", "SELECT", "WINDOW", "EXCEPT",
@@ -320,11 +327,21 @@ class ProbeSide:
     args: tuple[str, ...]
 
 
-# register(path, key columns, hint, names, probe side) -> (function, its columns, the probe side's
-# replacement: None keeps it)
-LookupRegister = Callable[
-    [str, list[str], Optional[str], list[str], Optional[ProbeSide]], tuple[str, list[str], Optional[str]]
-]
+@dataclass(frozen=True)
+class LookupCall:
+    """What a registered lookup function is: ``function`` and its result ``columns``; ``probe_view``
+    replaces the probe side (None keeps it); ``hit_column`` (a column never null in a found row)
+    marks a vectorised function returning one ROW per probe (nulls on a miss), joined through
+    ``UNNEST(ARRAY[...])``; without it a table function, joined through ``LATERAL TABLE``."""
+
+    function: str
+    columns: list[str]
+    probe_view: Optional[str] = None
+    hit_column: Optional[str] = None
+
+
+# register(path, key columns, hint, names, probe side) -> the call
+LookupRegister = Callable[[str, list[str], Optional[str], list[str], Optional[ProbeSide]], LookupCall]
 
 
 def _probe_side(toks: list[Token], join: int) -> Optional[tuple[int, int, str]]:
@@ -365,14 +382,16 @@ def rewrite_lookup_joins(
     """Rewrite processing-time lookup joins against lakelog tables into ``LATERAL TABLE`` joins.
 
     ``[LEFT|INNER] JOIN t [/*+ OPTIONS(...) */] FOR SYSTEM_TIME AS OF <time> [AS] d ON o.k = d.k [AND ...]``
-    becomes ``[LEFT|INNER] JOIN LATERAL TABLE(f(o.k)) AS d(<columns>) ON TRUE``: the equalities
+    becomes ``[LEFT|INNER] JOIN LATERAL TABLE(f(o.k)) AS d(<columns>) ON TRUE`` (a table function),
+    or ``[LEFT|INNER] JOIN UNNEST(ARRAY[f(o.k)]) AS d(<columns>) ON d.<hit> IS NOT NULL`` (a
+    vectorised function of one row per probe; a left join keeps ``ON TRUE``): the equalities
     between a ``d.<column>`` and an expression without ``d`` make the lookup key; other conditions
     stay in the ``ON`` clause of inner joins (left joins allow none). ``resolve(name parts)`` gives
     the lakelog table path of ``t`` (None: not a lakelog table, the join stays as it is);
-    ``register(path, key columns, hint, names, probe)`` registers a table function and returns (its
-    name, its columns, a replacement of the probe side or None); ``names`` are the alias and the
-    table's name, as a ``LOOKUP`` hint names it; ``probe`` is the :class:`ProbeSide` when the
-    probe side is a single table reference (a replacement keeps its alias: routed by bucket).
+    ``register(path, key columns, hint, names, probe)`` registers the lookup function and returns
+    its :class:`LookupCall`; ``names`` are the alias and the table's name, as a ``LOOKUP`` hint
+    names it; ``probe`` is the :class:`ProbeSide` when the probe side is a single table reference
+    (a replacement keeps its alias: routed by bucket).
     """
     toks = significant(sql)
     edits: list[tuple[int, int, str]] = []
@@ -439,7 +458,8 @@ def rewrite_lookup_joins(
             raise OptionError(
                 f"lookup join on {'.'.join(parts)}: the ON clause needs equalities {alias}.<column> = <expr>"
             )
-        if "LEFT" in [t.word for t in toks[max(0, i - 2) : i]] and rest:
+        left = "LEFT" in [t.word for t in toks[max(0, i - 2) : i]]
+        if left and rest:
             raise OptionError(
                 f"LEFT lookup join on {'.'.join(parts)}: only key equalities are allowed in ON, "
                 f"move {' AND '.join(rest)} to WHERE or a subquery"
@@ -450,12 +470,18 @@ def rewrite_lookup_joins(
             first, last, probe_alias = side
             probe = ProbeSide(sql[toks[first].start : toks[last].end], probe_alias, tuple(args))
         names = list(dict.fromkeys([alias, parts[-1], ".".join(parts)]))
-        fn, columns, probe_view = register(path, keys, hint, names, probe)
-        if probe_view is not None and side is not None and probe is not None:
-            edits.append((toks[side[0]].start, toks[side[1]].end, f"{probe_view} AS `{probe.alias}`"))
-        cols = ", ".join("`" + c.replace("`", "``") + "`" for c in columns)
-        on = " AND ".join(f"({r})" for r in rest) if rest else "TRUE"
-        text = f"LATERAL TABLE({fn}({', '.join(args)})) AS `{alias}`({cols}) ON {on}"
+        call = register(path, keys, hint, names, probe)
+        if call.probe_view is not None and side is not None and probe is not None:
+            edits.append((toks[side[0]].start, toks[side[1]].end, f"{call.probe_view} AS `{probe.alias}`"))
+        cols = ", ".join(_quote(c) for c in call.columns)
+        conds = [f"({r})" for r in rest]
+        invocation = f"{call.function}({', '.join(args)})"
+        if call.hit_column is None:
+            text = f"LATERAL TABLE({invocation}) AS `{alias}`({cols}) ON {' AND '.join(conds) or 'TRUE'}"
+        else:
+            if not left:
+                conds.insert(0, f"`{alias}`.{_quote(call.hit_column)} IS NOT NULL")
+            text = f"UNNEST(ARRAY[{invocation}]) AS `{alias}`({cols}) ON {' AND '.join(conds) or 'TRUE'}"
         end = toks[n - 1].end if n > m + 1 else toks[m].end
         edits.append((toks[i + 1].start, end, text))
         i = n
@@ -505,3 +531,7 @@ def _lookup_keys(sql: str, cond: list[Token], alias: str) -> tuple[list[str], li
         if conj:
             rest.append(text(conj))
     return keys, args, rest
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"

@@ -43,12 +43,13 @@ from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.catalog import Catalog, parse_table_path
 from lakelog.operators.flink_env import flink_environment, is_remote, load_settings, runtime_mode
 from lakelog.operators.lookup import register_lookup_function, register_route_function, routed_by_column
-from lakelog.operators.lookup_shard import routing_buckets
+from lakelog.operators.lookup_shard import routing_buckets, worth_sharding
 from lakelog.operators.sink import sink_table_to_lakelog
 from lakelog.operators.sql import ddl, dml, reads
 from lakelog.operators.sql.errors import SqlError, UnsupportedStatementError, flink_error, message_of
 from lakelog.operators.sql.lexer import (
     Token,
+    drop_lookup_hints,
     hint_options,
     lookup_hints,
     matching_paren,
@@ -60,7 +61,7 @@ from lakelog.operators.sql.lexer import (
 from lakelog.operators.sql.mirror import Mirror
 from lakelog.operators.sql.procedures import CallContext, call_procedure, parse_call, procedure_names
 from lakelog.operators.sql.results import SqlResult
-from lakelog.operators.sql.rewrite import ProbeSide, rewrite_lookup_joins, rewrite_table_refs
+from lakelog.operators.sql.rewrite import LookupCall, ProbeSide, rewrite_lookup_joins, rewrite_table_refs
 from lakelog.operators.sql.session import CATALOG_TYPES, CatalogSpec, DynamicOptions
 from lakelog.operators.sql.statements import Statement, classify
 from lakelog.operators.sql.table_ddl import quote_ident
@@ -355,28 +356,36 @@ class LakelogSql:
         ``LATERAL TABLE`` join over a table function (see
         :func:`lakelog.operators.sql.rewrite.rewrite_lookup_joins`). Hint options:
         ``continuous.discovery-interval`` (refresh interval), ``lookup.refresh.async``,
-        ``lookup.cache-rows``; any other option is refused. A ``LOOKUP`` query hint naming the
-        join's table retries a probe that misses (``'retry-predicate' = 'lookup_miss'``,
-        ``'retry-strategy' = 'fixed_delay'``, ``'fixed-delay'``, ``'max-attempts'``), as Flink's."""
+        ``lookup.cache-rows``, ``scan.partitions`` (``max_pt()`` ...); any other option is refused.
+        A ``LOOKUP`` query hint naming the join's table retries a probe that misses
+        (``'retry-predicate' = 'lookup_miss'``, ``'retry-strategy' = 'fixed_delay'``,
+        ``'fixed-delay'``, ``'max-attempts'``), as Flink's, and shards it by bucket or not
+        (``'shuffle'``, see :meth:`_route_probes`)."""
         if not re.search(r"\bSYSTEM_TIME\b", sql, re.I):
             return sql
         hints = lookup_hints(sql)
+        taken: set[str] = set()  # the names of the rewritten joins, which LOOKUP hints may name
 
         def register(
             path: str, keys: list[str], hint: Optional[str], names: list[str], probe: Optional[ProbeSide]
-        ) -> tuple[str, list[str], Optional[str]]:
+        ) -> LookupCall:
             where = f"lookup join on {names[0]}"
             opts = hint_options(hint)
             _check_lookup_options(opts, where)
             mine = [h for h in hints if h.get("table") in names]
+            taken.update(names)
             attempts, delay, shuffle = _lookup_hint(mine, where)
             routed = self._route_probes(path, keys, probe, shuffle, where)
             self._view_count += 1
             name = f"__lakelog_lookup_{self._view_count}"
+            # a unique key (it holds the primary key) is looked up a batch at a time (one ROW per probe)
+            pk = list(TableStore(path).schema.primary_keys)
+            unique = bool(pk) and set(pk) <= set(keys)
             cols = register_lookup_function(
                 self.t_env,
                 name,
                 path,
+                vectorized=unique,
                 key_columns=keys,
                 refresh_interval=opts.get("continuous.discovery-interval"),
                 async_refresh=_hint_option(opts, "lookup.refresh.async", "false", bool),
@@ -384,10 +393,12 @@ class LakelogSql:
                 retry_attempts=attempts,
                 retry_delay=delay,
                 shards=self._lookup_shards() if routed is not None else 0,
+                partitions=_lookup_partitions(opts, where),
             )
-            return name, cols, routed
+            return LookupCall(name, cols, routed, pk[0] if unique else None)
 
-        return rewrite_lookup_joins(sql, lambda parts: self.lakelog_path(*self.resolve(parts)), register)
+        out = rewrite_lookup_joins(sql, lambda parts: self.lakelog_path(*self.resolve(parts)), register)
+        return drop_lookup_hints(out, taken) if taken else out
 
     def _lookup_shards(self) -> int:
         """The parallelism of a statement's operators: the number of shards of a lookup table."""
@@ -402,8 +413,9 @@ class LakelogSql:
         """A view of the probe side with each probe sent to the subtask that holds its key's bucket
         (the dimension sharded by bucket, issue 22), or None where the join is not sharded: turned
         off (``'shuffle' = 'false'``), parallelism 1, batch mode, a probe side that is not one table
-        reference, has a watermark or is not insert-only, a key that does not name a bucket. Where
-        ``'shuffle' = 'true'`` asks for it, each of these but the first two is an error."""
+        reference, has a watermark or is not insert-only, a key that does not name a bucket; by
+        default also a dimension smaller than ``SHARD_BYTES``. Where ``'shuffle' = 'true'`` asks
+        for it, each of these but the first two is an error."""
         shards = self._lookup_shards()
         if shuffle is False or shards < 2:
             return None
@@ -419,10 +431,13 @@ class LakelogSql:
         if probe is None:
             cannot("the probe side is not a single table reference")
             return None
-        buckets, why = routing_buckets(TableStore(path), keys)
+        store = TableStore(path)
+        buckets, why = routing_buckets(store, keys)
         if buckets is None:
             cannot(f"lookups cannot be sharded by bucket: {why}")
             return None
+        if shuffle is None and not worth_sharding(store):
+            return None  # a small dimension: a copy in every subtask is cheaper than routing
         self._view_count += 1
         route = f"__lakelog_route_{self._view_count}"
         register_route_function(self.t_env, route, path, keys, shards)
@@ -1199,14 +1214,21 @@ _HANDLERS: dict[str, Any] = {
 }
 
 
-_LOOKUP_OPTIONS = ("continuous.discovery-interval", "lookup.refresh.async", "lookup.cache-rows")
+_LOOKUP_OPTIONS = (
+    "continuous.discovery-interval",
+    "lookup.refresh.async",
+    "lookup.cache-rows",
+    "scan.partitions",
+    "lookup.dynamic-partition",
+    "lookup.dynamic-partition.refresh-interval",
+)
 _RETRY_KEYS = ("retry-predicate", "retry-strategy", "fixed-delay", "max-attempts")
 
 
 def _check_lookup_options(opts: dict[str, str], where: str) -> None:
     """Refuse the ``OPTIONS`` of a lookup join's table that lookups do not take: unknown keys and
-    Paimon's keys lakelog lacks (``scan.partitions``, ``lookup.dynamic-partition``, ...) as table
-    options do, and table options that have no effect on a lookup."""
+    Paimon's keys lakelog lacks (``lookup.cache``, ...) as table options do, and table options that
+    have no effect on a lookup."""
     for key, value in opts.items():
         if key in _LOOKUP_OPTIONS:
             continue
@@ -1218,6 +1240,20 @@ def _check_lookup_options(opts: dict[str, str], where: str) -> None:
             f"{where}: option {key!r} has no effect on a lakelog lookup join; lookups take "
             f"{', '.join(_LOOKUP_OPTIONS)}"
         )
+
+
+def _lookup_partitions(opts: dict[str, str], where: str) -> Optional[str]:
+    """The partitions a lookup join serves: ``scan.partitions`` (``max_pt()``, ``max_two_pt()``,
+    ``k=v`` specs) or the older ``lookup.dynamic-partition`` (``max_pt()`` only). Their
+    ``lookup.dynamic-partition.refresh-interval`` is taken and has nothing to do: lakelog checks
+    for a new latest partition at every refresh of the dimension."""
+    older = opts.get("lookup.dynamic-partition")
+    if older is not None and older.strip().lower().replace(" ", "") != "max_pt()":
+        raise OptionError(f"{where}: 'lookup.dynamic-partition' = {older!r}: only max_pt() is supported")
+    interval = opts.get("lookup.dynamic-partition.refresh-interval")
+    if interval is not None:
+        Duration.parse(interval)  # a malformed value is an error, as Paimon's
+    return opts.get("scan.partitions") or older
 
 
 def _lookup_hint(hints: list[dict[str, str]], where: str) -> tuple[int, float, Optional[bool]]:

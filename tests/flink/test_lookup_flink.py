@@ -51,9 +51,11 @@ class _UpdateDimOnMarker:
 
 
 def test_datastream_lookup_join_sees_updates_during_the_job(tmp_path: Any, flink_env: Any) -> None:
-    """The left join is sharded by bucket (the default; issue 22): two subtasks, each loading two of
+    """The inner join is sharded by bucket (issue 22): two subtasks, each loading two of
     the dimension's four buckets, every probe routed to its owner (a misrouted probe would fail the
-    job, see LookupJoinFunction); the inner join is not (``shuffle=False``)."""
+    job, see LookupJoinFunction). The left join is not (``shuffle=False``): its lookups run in the
+    updater's chain, so the orders before the marker must not see the update; the sharded join's
+    run behind the shuffle and may see it."""
     from pyflink.common import Row, Types
 
     from lakelog.operators.lookup import lookup_join
@@ -71,11 +73,11 @@ def test_datastream_lookup_join_sees_updates_during_the_job(tmp_path: Any, flink
         orders = env.from_collection([Row(o, c) for o, c in ORDERS], type_info=row_t)
         return orders.map(_UpdateDimOnMarker(dim.path), output_type=row_t)
 
-    left_dim, inner_dim = _dim(tmp_path, "cust_l", buckets=4), _dim(tmp_path, "cust_i")
+    left_dim, inner_dim = _dim(tmp_path, "cust_l"), _dim(tmp_path, "cust_i", buckets=4)
     left = lookup_join(pipeline(left_dim), left_dim.path, "cid", columns=["name"], join_type="left",
-                       refresh_interval=0, parallelism=2)  # fmt: skip
+                       refresh_interval=0, shuffle=False)  # fmt: skip
     inner = lookup_join(pipeline(inner_dim), inner_dim.path, {"cid": "id"}, columns=["id", "name"],
-                        refresh_interval=0, shuffle=False)  # fmt: skip
+                        refresh_interval=0, parallelism=2, shuffle=True)  # fmt: skip
     assert inner.get_type().get_field_names() == ["oid", "cid", "id", "name"]
     out = left.map(lambda r: Row("left", r[0], r[1], r[2]), output_type=tag).union(
         inner.map(lambda r: Row("inner", r[0], r[1], r[3]), output_type=tag)
@@ -85,8 +87,14 @@ def test_datastream_lookup_join_sees_updates_during_the_job(tmp_path: Any, flink
         (1, 1, "a1"), (2, 2, "b1"), (3, 4, None), (4, 9, None),  # before the marker
         (100, 3, "c1"), (6, 1, "a2"), (7, 2, None), (8, 4, "d2"),  # after it
     ]  # fmt: skip
-    expect = [("left", *r) for r in expect_left] + [("inner", *r) for r in expect_left if r[2] is not None]
-    assert got == sorted(expect)
+    assert [r[1:] for r in got if r[0] == "left"] == sorted(expect_left)
+    after = [r for r in expect_left[4:] if r[2] is not None]
+    inner_rows = [r[1:] for r in got if r[0] == "inner"]
+    assert sorted(r for r in inner_rows if r[0] in (100, 6, 7, 8)) == sorted(after)
+    # before the marker: the old rows, or the new ones where the update was faster than the shuffle
+    assert {r for r in inner_rows if r[0] not in (100, 6, 7, 8)} <= {(1, 1, "a1"), (1, 1, "a2"), (2, 2, "b1"),
+                                                                     (3, 4, "d2")}  # fmt: skip
+    assert {(1, 1), (2, 2)} <= {r[:2] for r in inner_rows}
 
 
 def test_sql_lateral_table_joins(tmp_path: Any) -> None:
@@ -114,6 +122,15 @@ def test_sql_lateral_table_joins(tmp_path: Any) -> None:
     sql.execute(
         f"CREATE TABLE cust (id BIGINT NOT NULL, name STRING, city STRING) WITH ('connector'='lakelog', 'path'='{t.path}')"
     )
+    # a partitioned dimension, of which max_pt() joins the latest partition only (issue 22)
+    daily = pa.schema([pa.field("dt", pa.string(), False), *DIM])
+    pt = lakelog.Catalog(str(tmp_path / "wh")).create_table(
+        "db.daily", daily, primary_key=["dt", "id"], partition_by=["dt"], options={"bucket": "2"}
+    )
+    pt.write(pa.table({"dt": ["d1", "d1", "d2"], "id": [1, 2, 1], "name": ["old1", "old2", "new1"],
+                       "city": ["x", "y", "z"]}, schema=daily))  # fmt: skip
+    sql.execute(f"CREATE TABLE daily (dt STRING NOT NULL, id BIGINT NOT NULL, name STRING, city STRING) "
+                f"WITH ('connector'='lakelog', 'path'='{pt.path}')")  # fmt: skip
     query = """
         SELECT 'inner' AS j, o.oid, d.name FROM orders AS o, LATERAL TABLE(dim(o.cid)) AS d
         UNION ALL
@@ -124,12 +141,17 @@ def test_sql_lateral_table_joins(tmp_path: Any) -> None:
         UNION ALL
         SELECT 'vector' AS j, x.oid, x.r.name FROM (SELECT o.oid, dim_row(o.cid) AS r FROM orders AS o) AS x
           WHERE x.r.id IS NOT NULL
+        UNION ALL
+        SELECT 'max_pt' AS j, o.oid, p.name FROM orders AS o
+          JOIN daily /*+ OPTIONS('scan.partitions' = 'max_pt()', 'lookup.dynamic-partition.refresh-interval' = '1 h') */
+          FOR SYSTEM_TIME AS OF PROCTIME() AS p ON o.cid = p.id
     """
     with sql.sql_query(query).execute().collect() as it:
         got = sorted(tuple(r) for r in it)
     names = {1: "a1", 2: "b1", 3: "c2", 4: "d1"}
     expect = [(j, o, names[c]) for j in ("inner", "vector") for o, c in ORDERS if c in names]
     expect += [(j, o, names.get(c)) for j in ("left", "systime") for o, c in ORDERS]
+    expect += [("max_pt", o, "new1") for o, c in ORDERS if c == 1]  # customer 2 is only in d1
     assert got == sorted(expect)
 
 
@@ -167,16 +189,21 @@ def test_lookup_hints_retry_a_miss_and_unknown_options_are_refused(tmp_path: Any
 
     join = "SELECT o.oid FROM orders AS o JOIN cust {} FOR SYSTEM_TIME AS OF PROCTIME() AS c ON o.cid = c.id"
     refused(sql, join.format("/*+ OPTIONS('lookup.cahce-rows'='5') */"), "unknown table option")
-    refused(sql, join.format("/*+ OPTIONS('scan.partitions'='max_pt()') */"), "not supported by lakelog")
+    refused(sql, join.format("/*+ OPTIONS('lookup.cache'='memory') */"), "not supported by lakelog")
+    refused(sql, join.format("/*+ OPTIONS('scan.partitions'='max_pt()') */"), "is not partitioned")
     refused(sql, join.format("/*+ OPTIONS('scan.snapshot-id'='1') */"), "no effect on a lakelog lookup join")
     refused(sql, "SELECT /*+ LOOKUP('table'='c', 'async'='true') */ " + join.format("")[7:], "asynchronous")
     refused(sql, "SELECT /*+ LOOKUP('table'='c', 'retry-predcate'='x') */ " + join.format("")[7:], "unknown LOOKUP")
 
 
-def test_sql_lookup_join_sharded_by_bucket(tmp_path: Any) -> None:
+def test_sql_lookup_join_sharded_by_bucket(tmp_path: Any, monkeypatch: Any) -> None:
     """Issue 22: at parallelism 2 a ``FOR SYSTEM_TIME AS OF`` join routes each probe to the subtask
     that holds its key's bucket (each loads two of the four buckets; a misrouted probe would fail the
-    job); Paimon's ``'shuffle'`` hint turns it off, or is refused where it cannot be honoured."""
+    job); by default for a dimension of SHARD_BYTES or more (lowered here), Paimon's ``'shuffle'``
+    hint turns it off, or is refused where it cannot be honoured."""
+    from lakelog.operators import lookup_shard
+
+    monkeypatch.setattr(lookup_shard, "SHARD_BYTES", 1)
     from pyflink.table import DataTypes
 
     from lakelog.operators.sql import LakelogSql

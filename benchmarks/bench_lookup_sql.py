@@ -1,0 +1,136 @@
+"""SQL lookup join: lakelog's against Paimon's Java lookup join, same job, same table, same run.
+
+Not a timed test: one run prints figures and ratios (absolute times on a shared machine are noise).
+See benchmarks/README.md.
+
+    python benchmarks/bench_lookup_sql.py                         # 200k-row dimension, 500k probes
+    python benchmarks/bench_lookup_sql.py --rows 1000000 --probes 1000000 --rounds 2
+
+Method (one process, jobs one after another on local MiniClusters, streaming mode, parallelism 2):
+  dimension  one lakelog table (BIGINT key, two STRING columns, 4 buckets), written once; Paimon's
+             Java connector reads the very same files (paimon-flink-2.1 1.3.0 from Maven Central,
+             SHA-1 checked, with the Hadoop jars the interop tests fetch).
+  probes     datagen, ``--probes`` rows, key uniform over twice the dimension's keys (half hit),
+             unthrottled (datagen's default is 10,000 rows a second).
+  job        INSERT INTO blackhole SELECT o.oid, d.name FROM orders AS o
+               JOIN dim FOR SYSTEM_TIME AS OF o.pt AS d ON o.cid = d.id
+             lakelog: LakelogSql (sharded by bucket, the default, and with 'shuffle'='false');
+             Paimon: a plain TableEnvironment with Paimon's catalog (its default full cache).
+  baseline   the same job without the join (SELECT o.oid, CAST(o.cid AS STRING)), in each
+             environment; join cost = job wall time - baseline wall time (start-up cancels out);
+             probes/s = probes / join cost. Rounds interleave the jobs; the best of each is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import lakelog  # noqa: E402
+from tests.paimon_java.oracle import JARS, _Jar, fetch_jars  # noqa: E402
+
+PAIMON_FLINK = _Jar("org.apache.paimon", "paimon-flink-2.1", "1.3.0", "fa831b39b703194fea00a9b6493dbab0dbdbd7e4")
+PARALLELISM = 2
+
+
+def _dimension(wh: str, rows: int) -> None:
+    ids = np.arange(rows, dtype=np.int64)
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string()), ("city", pa.string())])
+    t = lakelog.Catalog(wh).create_table("db.dim", schema, primary_key=["id"], options={"bucket": "4"})
+    names = pc.binary_join_element_wise("name-", pc.cast(pa.array(ids), pa.string()), "")
+    t.write(pa.table({"id": ids, "name": names, "city": pc.cast(pa.array(ids % 50), pa.string())}, schema=schema))
+
+
+def _ddl(probes: int, rows: int) -> list[str]:
+    return [
+        f"CREATE TEMPORARY TABLE orders (oid BIGINT, cid BIGINT, pt AS PROCTIME()) WITH ('connector'='datagen', "
+        f"'rows-per-second'='1000000000', 'number-of-rows'='{probes}', 'fields.oid.kind'='sequence', 'fields.oid.start'='1', "
+        f"'fields.oid.end'='{probes}', 'fields.cid.min'='0', 'fields.cid.max'='{2 * rows - 1}')",
+        "CREATE TEMPORARY TABLE sink1 (oid BIGINT, name STRING) WITH ('connector'='blackhole')",
+    ]
+
+
+BASELINE = "INSERT INTO sink1 SELECT o.oid, CAST(o.cid AS STRING) FROM orders AS o"
+JOIN = "INSERT INTO sink1 SELECT {hint} o.oid, d.name FROM orders AS o JOIN {dim} FOR SYSTEM_TIME AS OF o.pt AS d ON o.cid = d.id"
+
+
+def _lakelog_job(wh: str, probes: int, rows: int, stmt: str) -> float:
+    from lakelog.operators.sql import LakelogSql
+
+    sql = LakelogSql("streaming", parallelism=PARALLELISM)
+    sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='file://{wh}')")
+    for d in _ddl(probes, rows):
+        sql.execute(d)
+    t0 = time.perf_counter()
+    sql.execute(stmt.format(dim="lk.db.dim")).wait()
+    return time.perf_counter() - t0
+
+
+def _paimon_job(wh: str, probes: int, rows: int, stmt: str, jars: list[Path]) -> float:
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    conf = t_env.get_config()
+    conf.set("pipeline.jars", ";".join(p.as_uri() for p in jars))
+    conf.set("parallelism.default", str(PARALLELISM))
+    t_env.execute_sql(f"CREATE CATALOG pm WITH ('type'='paimon', 'warehouse'='file://{wh}')")
+    for d in _ddl(probes, rows):
+        t_env.execute_sql(d)
+    t0 = time.perf_counter()
+    t_env.execute_sql(stmt.format(dim="pm.db.dim")).wait()
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=int, default=200_000)
+    p.add_argument("--probes", type=int, default=500_000)
+    p.add_argument("--rounds", type=int, default=2)
+    a = p.parse_args()
+    jars = fetch_jars(jars=(PAIMON_FLINK, *JARS[1:3]))
+    wh = tempfile.mkdtemp(prefix="bench-lookup-sql-")
+    try:
+        _dimension(wh, a.rows)
+        off = "/*+ LOOKUP('table'='d', 'shuffle'='false') */"
+        jobs: dict[str, Callable[[], float]] = {
+            "lakelog baseline": lambda: _lakelog_job(wh, a.probes, a.rows, BASELINE),
+            "lakelog join (sharded)": lambda: _lakelog_job(wh, a.probes, a.rows, JOIN.replace("{hint}", "")),
+            "lakelog join (unsharded)": lambda: _lakelog_job(wh, a.probes, a.rows, JOIN.replace("{hint}", off)),
+            "paimon baseline": lambda: _paimon_job(wh, a.probes, a.rows, BASELINE, jars),
+            "paimon join": lambda: _paimon_job(wh, a.probes, a.rows, JOIN.replace("{hint}", ""), jars),
+        }
+        best: dict[str, float] = {}
+        for r in range(a.rounds):
+            for name, job in jobs.items():
+                s = job()
+                best[name] = min(best.get(name, s), s)
+                print(f"round {r + 1}: {name:<26}{s:8.1f} s", flush=True)
+        print(f"\n{a.rows:,} dimension rows, {a.probes:,} probes (half hit), parallelism {PARALLELISM}, "
+              f"best of {a.rounds} (load {os.getloadavg()[0]:.1f})")
+        rates: dict[str, float] = {}
+        for name, base in (("lakelog join (sharded)", "lakelog baseline"),
+                           ("lakelog join (unsharded)", "lakelog baseline"), ("paimon join", "paimon baseline")):
+            cost = best[name] - best[base]
+            rates[name] = a.probes / cost if cost > 0 else float("inf")
+            print(f"  {name:<26} join cost {cost:6.1f} s   {rates[name]:>10,.0f} probes/s")
+        for name in ("lakelog join (sharded)", "lakelog join (unsharded)"):
+            print(f"  {name} / paimon join: {rates[name] / rates['paimon join']:.2f}x")
+    finally:
+        shutil.rmtree(wh, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
