@@ -14,7 +14,8 @@ Method (one process, jobs one after another on local MiniClusters, streaming mod
              unthrottled (datagen's default is 10,000 rows a second).
   job        INSERT INTO blackhole SELECT o.oid, d.name FROM orders AS o
                JOIN dim FOR SYSTEM_TIME AS OF o.pt AS d ON o.cid = d.id
-             lakelog: LakelogSql (sharded by bucket, the default, and with 'shuffle'='false');
+             lakelog: LakelogSql, with 'shuffle'='true' (sharded by bucket) and 'false' (the
+             default for a dimension this small);
              Paimon: a plain TableEnvironment with Paimon's catalog (its default full cache).
   baseline   the same job without the join (SELECT o.oid, CAST(o.cid AS STRING)), in each
              environment; join cost = job wall time - baseline wall time (start-up cancels out);
@@ -67,10 +68,15 @@ BASELINE = "INSERT INTO sink1 SELECT o.oid, CAST(o.cid AS STRING) FROM orders AS
 JOIN = "INSERT INTO sink1 SELECT {hint} o.oid, d.name FROM orders AS o JOIN {dim} FOR SYSTEM_TIME AS OF o.pt AS d ON o.cid = d.id"
 
 
-def _lakelog_job(wh: str, probes: int, rows: int, stmt: str) -> float:
+def _lakelog_job(wh: str, probes: int, rows: int, stmt: str, bundle: int) -> float:
+    from lakelog.operators.flink_env import load_settings
     from lakelog.operators.sql import LakelogSql
 
-    sql = LakelogSql("streaming", parallelism=PARALLELISM)
+    config = load_settings()
+    if bundle:
+        config["python.fn-execution.bundle.size"] = str(bundle)
+        config["python.fn-execution.arrow.batch.size"] = str(bundle)
+    sql = LakelogSql("streaming", parallelism=PARALLELISM, config=config)
     sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='file://{wh}')")
     for d in _ddl(probes, rows):
         sql.execute(d)
@@ -99,16 +105,21 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=200_000)
     p.add_argument("--probes", type=int, default=500_000)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--bundle", type=int, default=0, help="python.fn-execution.bundle.size and "
+                   "arrow.batch.size of the lakelog jobs (default: flink-conf/'s)")
     a = p.parse_args()
     jars = fetch_jars(jars=(PAIMON_FLINK, *JARS[1:3]))
     wh = tempfile.mkdtemp(prefix="bench-lookup-sql-")
     try:
         _dimension(wh, a.rows)
-        off = "/*+ LOOKUP('table'='d', 'shuffle'='false') */"
+        on, off = ("/*+ LOOKUP('table'='d', 'shuffle'='true') */", "/*+ LOOKUP('table'='d', 'shuffle'='false') */")
+        def lk(stmt: str) -> Callable[[], float]:
+            return lambda: _lakelog_job(wh, a.probes, a.rows, stmt, a.bundle)
+
         jobs: dict[str, Callable[[], float]] = {
-            "lakelog baseline": lambda: _lakelog_job(wh, a.probes, a.rows, BASELINE),
-            "lakelog join (sharded)": lambda: _lakelog_job(wh, a.probes, a.rows, JOIN.replace("{hint}", "")),
-            "lakelog join (unsharded)": lambda: _lakelog_job(wh, a.probes, a.rows, JOIN.replace("{hint}", off)),
+            "lakelog baseline": lk(BASELINE),
+            "lakelog join (sharded)": lk(JOIN.replace("{hint}", on)),
+            "lakelog join (unsharded)": lk(JOIN.replace("{hint}", off)),
             "paimon baseline": lambda: _paimon_job(wh, a.probes, a.rows, BASELINE, jars),
             "paimon join": lambda: _paimon_job(wh, a.probes, a.rows, JOIN.replace("{hint}", ""), jars),
         }
