@@ -59,8 +59,7 @@ __all__ = [
 class LookupJoinConfig:
     """``probe``: the input fields holding the key, in key order; ``pick``: the looked-up columns
     appended to each row (indexes into the lookup table's columns); ``inner``: drop rows without a
-    match (else nulls); ``shards``: the number of subtasks sharing the table by bucket (0: each
-    holds all of it)."""
+    match (else nulls). Sharded by bucket when ``spec.shards`` is set."""
 
     spec: LookupSpec
     probe: tuple[int, ...]
@@ -266,8 +265,8 @@ def lookup_join(
     parallelism (:mod:`lakelog.operators.lookup_shard`). Default: on where the key holds the bucket
     key of a fixed-bucket table whose data files hold at least ``SHARD_BYTES`` (64 MiB); ``True``
     where it cannot be done is refused with the reason, ``False`` loads the whole table in every
-    subtask. A sharded join runs at ``parallelism`` (default the
-    environment's), fixed when it is built: the routing depends on it.
+    subtask. A sharded join runs at ``parallelism`` (default the environment's), fixed when it is
+    built: the routing depends on it.
     """
     if join_type not in ("inner", "left"):
         raise OptionError(f"join_type must be 'inner' or 'left', not {join_type!r}")
