@@ -153,10 +153,7 @@ class LookupTableFunction(_LookupFunction, TableFunction):  # type: ignore[misc]
             self.table.refresh()
             found = self.table.get_values(key)
         if not found and not self.table.holds(key):  # sharded: a hit proves the routing, a miss is checked
-            raise LakelogError(
-                f"lookup join on {self.spec.table_path}: key {key!r} reached shard {self.table.shard}, "
-                "which does not hold its bucket (the probes were not routed by bucket)"
-            )
+            raise _misrouted(self.spec, key, self.table)
         for m in found:
             yield Row(*m)
 
@@ -189,12 +186,16 @@ class LookupRowFunction(_LookupFunction, ScalarFunction):  # type: ignore[misc]
             missing = np.flatnonzero(~found)
             wrong = ~table.holds_all([c.take(pa.array(missing)) for c in cols])
             if wrong.any():
-                key = tuple(c[int(missing[np.flatnonzero(wrong)[0]])].as_py() for c in cols)
-                raise LakelogError(
-                    f"lookup join on {self.spec.table_path}: key {key!r} reached shard {table.shard}, "
-                    "which does not hold its bucket (the probes were not routed by bucket)"
-                )
+                first = int(missing[np.flatnonzero(wrong)[0]])
+                raise _misrouted(self.spec, tuple(c[first].as_py() for c in cols), table)
         return rows.to_pandas(integer_object_nulls=True, date_as_object=True)
+
+
+def _misrouted(spec: LookupSpec, key: tuple[Any, ...], table: LookupTable) -> LakelogError:
+    return LakelogError(
+        f"lookup join on {spec.table_path}: key {key!r} reached shard {table.shard}, which does not "
+        "hold its bucket (the probes were not routed by bucket)"
+    )
 
 
 class ProbeRouteFunction(ScalarFunction):  # type: ignore[misc]

@@ -472,16 +472,17 @@ def rewrite_lookup_joins(
         names = list(dict.fromkeys([alias, parts[-1], ".".join(parts)]))
         call = register(path, keys, hint, names, probe)
         if call.probe_view is not None and side is not None and probe is not None:
-            edits.append((toks[side[0]].start, toks[side[1]].end, f"{call.probe_view} AS `{probe.alias}`"))
-        cols = ", ".join(_quote(c) for c in call.columns)
+            routed = f"{call.probe_view} AS {_quote(probe.alias)}"
+            edits.append((toks[side[0]].start, toks[side[1]].end, routed))
+        target = f"{_quote(alias)}({', '.join(_quote(c) for c in call.columns)})"
         conds = [f"({r})" for r in rest]
         invocation = f"{call.function}({', '.join(args)})"
         if call.hit_column is None:
-            text = f"LATERAL TABLE({invocation}) AS `{alias}`({cols}) ON {' AND '.join(conds) or 'TRUE'}"
+            text = f"LATERAL TABLE({invocation}) AS {target} ON {' AND '.join(conds) or 'TRUE'}"
         else:
             if not left:
-                conds.insert(0, f"`{alias}`.{_quote(call.hit_column)} IS NOT NULL")
-            text = f"UNNEST(ARRAY[{invocation}]) AS `{alias}`({cols}) ON {' AND '.join(conds) or 'TRUE'}"
+                conds.insert(0, f"{_quote(alias)}.{_quote(call.hit_column)} IS NOT NULL")
+            text = f"UNNEST(ARRAY[{invocation}]) AS {target} ON {' AND '.join(conds) or 'TRUE'}"
         end = toks[n - 1].end if n > m + 1 else toks[m].end
         edits.append((toks[i + 1].start, end, text))
         i = n
