@@ -92,9 +92,10 @@ def test_datastream_lookup_join_sees_updates_during_the_job(tmp_path: Any, flink
     inner_rows = [r[1:] for r in got if r[0] == "inner"]
     assert sorted(r for r in inner_rows if r[0] in (100, 6, 7, 8)) == sorted(after)
     # before the marker: the old rows, or the new ones where the update was faster than the shuffle
+    # (then order 2 finds customer 2 deleted, and an inner join drops it)
     assert {r for r in inner_rows if r[0] not in (100, 6, 7, 8)} <= {(1, 1, "a1"), (1, 1, "a2"), (2, 2, "b1"),
                                                                      (3, 4, "d2")}  # fmt: skip
-    assert {(1, 1), (2, 2)} <= {r[:2] for r in inner_rows}
+    assert (1, 1) in {r[:2] for r in inner_rows}  # customer 1 is there before and after the update
 
 
 def test_sql_lateral_table_joins(tmp_path: Any) -> None:
