@@ -16,7 +16,7 @@ subtask holds about the table over the parallelism (Paimon's shuffle lookup join
 * :func:`worth_sharding`: the default: shard a dimension whose data files hold at least
   :data:`SHARD_BYTES`. Routing costs a stage of its own (in SQL a vectorised function, a trip
   through a DataStream and a shuffle: measured here, a sharded SQL join of a 200k-row dimension
-  ran at a quarter of the unsharded one's probes a second), which pays off only when the
+  ran at 0.6x-0.7x the unsharded one's probes a second), which pays off only when the
   dimension's copy in every subtask is what limits the job.
 
 No pyflink here: :mod:`lakelog.operators.lookup` routes the probes of a Flink job.
