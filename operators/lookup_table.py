@@ -765,10 +765,9 @@ class LookupTable:
 
     def holds_all(self, keys: Any) -> np.ndarray:
         """:meth:`holds` for a batch of probe keys (as :meth:`lookup` takes them)."""
-        n = len(self._probe_columns(keys)[0])
-        if self.router is None or self.shard is None:
-            return np.ones(n, dtype=bool)
         cols = self._probe_columns(keys)
+        if self.router is None or self.shard is None:
+            return np.ones(len(cols[0]), dtype=bool)
         names = [self._key[i] for i in self.router.positions]
         table = pa.table({name: cols[i] for name, i in zip(names, self.router.positions)})
         return self.router.owned(table, self.shard)
