@@ -17,8 +17,8 @@ Python values (ints, str, bytes) without Arrow, for the per-record path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Optional, Union
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Optional, Union
 
 import numpy as np
 import pyarrow as pa
@@ -44,6 +44,8 @@ _SLICE = 1 << 16  # rows hashed at a time (bounds the temporary memory of string
 
 # kinds whose single-column hash is a bijection of the value: no equality check needed
 EXACT_KINDS = ("int", "uint64", "temporal")
+
+Alloc = Callable[[int, Any], np.ndarray]  # np.empty, or SpillDir.empty for a state on disk
 
 _pow_cache: np.ndarray = np.ones(1, dtype=np.uint64)
 
@@ -278,37 +280,49 @@ class HashIndex:
             return self.pos[:0]
         return self.pos[lo : int(np.searchsorted(self.h, x, side="right"))]
 
-    def keep(self, alive: np.ndarray) -> HashIndex:
-        """Without the entries of dead rows."""
+    def keep(self, alive: np.ndarray, alloc: Alloc = np.empty) -> HashIndex:
+        """Without the entries of dead rows (``alloc`` makes the new arrays, on disk or not)."""
         m = alive[self.pos]
         if m.all():
             return self
-        return HashIndex(self.h[m], self.pos[m])
+        n = int(np.count_nonzero(m))
+        return HashIndex(
+            np.compress(m, self.h, out=alloc(n, np.uint64)), np.compress(m, self.pos, out=alloc(n, np.int64))
+        )
 
-    def merged(self, h: np.ndarray, pos: np.ndarray) -> HashIndex:
-        """With more entries (sorted, then merged: the stable sort sees two sorted runs)."""
+    def merged(self, h: np.ndarray, pos: np.ndarray, alloc: Alloc = np.empty) -> HashIndex:
+        """With more entries: sorted, then merged in one pass (each new entry goes after the
+        stored entries of an equal hash, so equal hashes stay in insertion order)."""
         if not len(h):
             return self
         order = np.argsort(h, kind="stable")
-        hh = np.concatenate([self.h, h[order]])
-        pp = np.concatenate([self.pos, pos[order]])
-        o = np.argsort(hh, kind="stable")
-        return HashIndex(hh[o], pp[o])
+        h, pos = h[order], pos[order]
+        n = len(self.h) + len(h)
+        at = np.searchsorted(self.h, h, side="right") + np.arange(len(h), dtype=np.int64)
+        old = np.ones(n, dtype=bool)
+        old[at] = False
+        hh, pp = alloc(n, np.uint64), alloc(n, np.int64)
+        hh[at], pp[at] = h, pos
+        hh[old], pp[old] = self.h, self.pos
+        return HashIndex(hh, pp)
 
-    def remapped(self, new_pos: np.ndarray) -> HashIndex:
-        return HashIndex(self.h, new_pos[self.pos])
+    def remapped(self, new_pos: np.ndarray, alloc: Alloc = np.empty) -> HashIndex:
+        return HashIndex(self.h, np.take(new_pos, self.pos, out=alloc(len(self.pos), np.int64)))
 
 
 class RowStore:
     """Rows as a list of record batches with their start positions: ``take`` costs what it takes.
 
     (``ChunkedArray.take`` in pyarrow 16 concatenates every chunk first, i.e. costs the whole table.)
-    Appending adds a batch; past ``max_batches`` everything is merged into one."""
+    Appending adds a batch; past ``max_batches`` everything is merged into one. With a ``spill``
+    (a :class:`~lakelog.operators.lookup_spill.SpillDir`) every batch is a view of a mapped file:
+    appended rows are written to disk, merges and compactions stream from file to file."""
 
-    __slots__ = ("schema", "batches", "offsets", "_arrays")
+    __slots__ = ("schema", "batches", "offsets", "_arrays", "spill")
 
-    def __init__(self, schema: pa.Schema, batches: Sequence[pa.RecordBatch] = ()) -> None:
+    def __init__(self, schema: pa.Schema, batches: Sequence[pa.RecordBatch] = (), spill: Any = None) -> None:
         self.schema = schema
+        self.spill = spill
         self.batches = [b for b in batches if b.num_rows]
         self.offsets = np.cumsum([0] + [b.num_rows for b in self.batches], dtype=np.int64)
         self._arrays = [b.columns for b in self.batches]
@@ -335,11 +349,26 @@ class RowStore:
             t = pa.Table.from_arrays(t.columns, schema=schema)
         return t.to_batches()
 
-    def appended(self, t: pa.Table, max_batches: int = 64) -> RowStore:
-        batches = self.batches + self._batches_of(t, self.schema)
+    def appended(self, t: pa.Table, max_batches: int = 64, *, on_disk: bool = False) -> RowStore:
+        """With the rows of ``t`` after these (``on_disk``: ``t``'s chunks are already mapped views
+        written by this store's spill, taken as they are)."""
+        if on_disk:
+            new = [pa.RecordBatch.from_arrays(b.columns, schema=self.schema) for b in t.to_batches()]
+        else:
+            new = self._batches_of(t, self.schema)
+            if self.spill is not None:
+                new = self.spill.batches(new, self.schema)
+        batches = self.batches + new
         if len(batches) > max_batches:
-            batches = self._batches_of(pa.Table.from_batches(batches, schema=self.schema), self.schema)
-        return RowStore(self.schema, batches)
+            if self.spill is not None:
+                batches = self.spill.batches(batches, self.schema)
+            else:
+                batches = self._batches_of(pa.Table.from_batches(batches, schema=self.schema), self.schema)
+        return RowStore(self.schema, batches, self.spill)
+
+    def to_disk(self, spill: Any) -> RowStore:
+        """These rows written to ``spill``'s mapped files."""
+        return RowStore(self.schema, spill.batches(self.batches, self.schema), spill)
 
     def take(self, pos: np.ndarray, columns: Sequence[str]) -> pa.Table:
         """Rows at ``pos`` (all valid), one chunk per column."""
@@ -385,5 +414,13 @@ class RowStore:
         return pa.Table.from_batches(parts, schema=sub) if parts else sub.empty_table()
 
     def compacted(self, keep: np.ndarray) -> RowStore:
-        """Only the rows at ``keep`` (sorted), in one batch."""
-        return RowStore(self.schema, self._batches_of(self.take(keep, self.schema.names), self.schema))
+        """Only the rows at ``keep`` (sorted), in one batch (on disk: streamed file to file)."""
+        if self.spill is None:
+            return RowStore(self.schema, self._batches_of(self.take(keep, self.schema.names), self.schema))
+        mask = np.zeros(self.num_rows, dtype=bool)
+        mask[keep] = True
+        return RowStore(self.schema, self.spill.batches(self._masked(mask), self.schema), self.spill)
+
+    def _masked(self, mask: np.ndarray) -> Iterable[pa.RecordBatch]:
+        for b, s in zip(self.batches, self.offsets):
+            yield b.filter(pa.array(mask[int(s) : int(s) + b.num_rows]))

@@ -23,11 +23,12 @@ Refresh, from the served snapshot ``a`` to the latest ``b``:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar, Union
@@ -62,6 +63,7 @@ from lakelog.operators.lookup_index import (
 )
 from lakelog.operators.lookup_partitions import PartitionChoice
 from lakelog.operators.lookup_shard import KeyRouter, Shard
+from lakelog.operators.lookup_spill import CachePolicy, SpillDir, on_disk
 from lakelog.operators.source_plan import table_rows
 from lakelog.operators.table_ref import TableLike, adopt_io, table_io, table_store
 
@@ -108,6 +110,22 @@ def _parallel(fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
         return list(pool.map(fn, items))
 
 
+def _parallel_iter(fn: Callable[[_T], _R], items: Sequence[_T]) -> Iterator[_R]:
+    """``fn`` of each item, in order, computed by threads at most a few items ahead of the consumer
+    (so a consumer that writes the results away holds only those few)."""
+    if len(items) <= 1:
+        yield from (fn(x) for x in items)
+        return
+    it = iter(items)
+    with ThreadPoolExecutor(max_workers=min(_READ_THREADS, len(items))) as pool:
+        ahead = deque(pool.submit(fn, x) for x in itertools.islice(it, 2 * _READ_THREADS))
+        while ahead:
+            done = ahead.popleft()
+            for x in itertools.islice(it, 1):
+                ahead.append(pool.submit(fn, x))
+            yield done.result()
+
+
 def _seconds(v: Union[float, int, str, None], default: float) -> float:
     if v is None:
         return default
@@ -127,8 +145,13 @@ class LookupTable:
     snapshots, made by lookups themselves (default the table's ``continuous.discovery-interval``; 0:
     before every lookup; ``math.inf``: only on :meth:`refresh`). ``async_refresh``: refresh in a
     background thread instead, lookups never wait. ``consumer_id``: record progress in a consumer
-    file so snapshot expiration keeps what the next refresh needs. ``cache_rows``: LRU size of the
-    single-key result cache (per snapshot). ``lazy``: load at the first lookup, not now.
+    file so snapshot expiration keeps what the next refresh needs. ``lazy``: load at the first
+    lookup, not now.
+    ``cache``: where the state lives, Paimon's ``lookup.cache``: ``memory`` (the heap), ``full``
+    (memory-mapped local files in ``cache_dir``), ``auto`` (the heap up to ``cache_max_memory``,
+    then disk); ``cache_max_disk`` bounds the files; ``cache_rows``: LRU size of the single-key
+    result cache (per snapshot). Each defaults to the table's ``lookup.cache*`` option
+    (:mod:`lakelog.operators.lookup_spill`).
     ``partitions``: serve only these partitions (Paimon's ``scan.partitions``): ``max_pt()`` (the
     latest partition, followed as new ones appear), ``max_two_pt()``, or ``k=v[,k2=v2][;...]``
     (:mod:`lakelog.operators.lookup_partitions`).
@@ -147,19 +170,29 @@ class LookupTable:
         refresh_interval: Union[float, str, None] = None,
         async_refresh: bool = False,
         consumer_id: Optional[str] = None,
-        cache_rows: int = 10_000,
+        cache_rows: Optional[int] = None,
         lazy: bool = False,
         partitions: Optional[str] = None,
         shard: Optional[Shard] = None,
+        cache: Optional[str] = None,
+        cache_max_memory: Union[int, str, None] = None,
+        cache_max_disk: Union[int, str, None] = None,
+        cache_dir: Optional[str] = None,
     ) -> None:
         self._store = table_store(table)
+        self.cache = CachePolicy.of(
+            self._store.options, mode=cache, max_memory=cache_max_memory, max_disk=cache_max_disk,
+            rows=cache_rows, directory=cache_dir,
+        )  # fmt: skip
+        # the state's files (None: the state is on the heap); auto sets it once the state outgrows it
+        self._spill: Optional[SpillDir] = SpillDir(cache_dir) if self.cache.mode == "full" else None
         self.shard = shard
         self.partitions = PartitionChoice.parse(self._store, partitions)
         self._parts: Optional[frozenset[bytes]] = None  # the served partitions of the state being built
         self.router: Optional[KeyRouter] = None
         self._filter_spec = filter
         self._consumer_id = consumer_id
-        self._cache_rows = max(0, int(cache_rows))
+        self._cache_rows = self.cache.rows
         self._lock = threading.RLock()
         self._groups: dict[tuple[bytes, int], int] = {}
         self._setup_columns(key_columns, columns)
@@ -234,7 +267,7 @@ class LookupTable:
         return _State(
             snapshot_id=None,
             schema_id=self._store.schema.id,
-            rows=RowStore(self._internal_schema),
+            rows=RowStore(self._internal_schema, spill=self._spill),
             alive=np.zeros(0, dtype=bool),
             group=np.zeros(0, dtype=np.int32),
             key_index=HashIndex.empty(),
@@ -275,10 +308,19 @@ class LookupTable:
         return self._state.n_alive
 
     def memory_bytes(self) -> int:
-        """Bytes held: Arrow rows (including replaced rows not yet compacted away) and indexes."""
-        st = self._state
-        n = st.rows.nbytes + st.alive.nbytes + st.group.nbytes + st.key_index.nbytes
-        return int(n + (st.pk_index.nbytes if st.pk_index is not None else 0))
+        """Heap bytes of the state: Arrow rows (including replaced rows not yet compacted away) and
+        indexes, except those in memory-mapped files (:meth:`disk_bytes`)."""
+        return _footprint(self._state)[0]
+
+    def disk_bytes(self) -> int:
+        """Bytes of the state in memory-mapped local files (``lookup.cache`` full, or auto past
+        ``lookup.cache-max-memory-size``); the kernel pages in what probes touch."""
+        return _footprint(self._state)[1]
+
+    @property
+    def on_disk(self) -> bool:
+        """Is the state in local files (True) or on the heap?"""
+        return self._spill is not None
 
     def to_arrow(self) -> pa.Table:
         """Every current row (the lookup columns), in no particular order."""
@@ -413,31 +455,76 @@ class LookupTable:
         assert self.router is not None and self.shard is not None
         return t.filter(pa.array(self.router.owned(t, self.shard))) if t.num_rows else t
 
-    def _read_splits(self, splits: Sequence[Split]) -> tuple[pa.Table, np.ndarray]:
+    def _read_splits(self, splits: Sequence[Split]) -> tuple[pa.Table, np.ndarray, bool]:
+        """The rows of ``splits`` this table holds, their group ids, and whether the rows are
+        already in the state's files (a state on disk: each split is written away as it is read)."""
         read = SplitRead(self._store, columns=self._internal, filter=self._filter)
         splits = [s for s in splits if self._takes(s.partition, s.bucket, s.total_buckets) is not False]
+        self._to_disk_if_large(sum(f.file_size for s in splits for f in s.files))
 
         def one(s: Split) -> list[pa.Table]:
             tables = read.read_split(s)
             if self._takes(s.partition, s.bucket, s.total_buckets) is None:
                 tables = [self._owned(t) for t in tables]
-            return [t for t in tables if t.num_rows]
+            return [self._conform(t) for t in tables if t.num_rows]
 
-        parts = _parallel(one, splits)
-        tables: list[pa.Table] = []
         groups: list[np.ndarray] = []
-        for s, ts in zip(splits, parts):
-            gid = self._group(s.partition, s.bucket)
-            for t in ts:
-                tables.append(t)
-                groups.append(np.full(t.num_rows, gid, dtype=np.int32))
-        return self._concat(tables), _cat_int32(groups)
+
+        def tables() -> Iterator[pa.Table]:
+            for s, ts in zip(splits, _parallel_iter(one, splits)):
+                gid = self._group(s.partition, s.bucket)  # assigned here, not in the reader threads
+                for t in ts:
+                    groups.append(np.full(t.num_rows, gid, dtype=np.int32))
+                    yield t
+
+        if self._spill is None:
+            return self._concat(list(tables())), _cat_int32(groups), False
+        batches = self._spill.batches((b for t in tables() for b in t.to_batches()), self._internal_schema)
+        return pa.Table.from_batches(batches, schema=self._internal_schema), _cat_int32(groups), True
+
+    def _conform(self, t: pa.Table) -> pa.Table:
+        return t if t.schema == self._internal_schema else t.cast(self._internal_schema)
 
     def _concat(self, tables: Sequence[pa.Table]) -> pa.Table:
-        tables = [t if t.schema == self._internal_schema else t.cast(self._internal_schema) for t in tables]
         if not tables:
             return self._internal_schema.empty_table()
-        return pa.concat_tables(tables)
+        return pa.concat_tables([self._conform(t) for t in tables])
+
+    # -- where the state lives (lakelog.operators.lookup_spill) --
+    def _to_disk_if_large(self, data_bytes: int) -> None:
+        """``auto``: go to disk before a read whose data files alone outgrow the memory budget."""
+        if self._spill is None and self.cache.mode == "auto" and data_bytes > self.cache.max_memory:
+            self._spill = SpillDir(self.cache.directory)
+
+    def _alloc(self, n: int, dtype: Any) -> np.ndarray:
+        return self._spill.empty(n, dtype) if self._spill is not None else np.empty(n, dtype=dtype)
+
+    def _settled(self, st: _State) -> _State:
+        """``st`` where the cache policy wants it: moved to disk when ``auto`` finds it outgrew
+        the memory budget; on disk, every part written there; checked against the disk budget."""
+        if self._spill is None:
+            if self.cache.mode != "auto" or _footprint(st)[0] <= self.cache.max_memory:
+                return st
+            self._spill = SpillDir(self.cache.directory)  # for the rest of this table's life
+        sp = self._spill
+        moved = _State(
+            st.snapshot_id,
+            st.schema_id,
+            st.rows if st.rows.spill is not None else st.rows.to_disk(sp),
+            sp.array(st.alive),
+            sp.array(st.group),
+            HashIndex(sp.array(st.key_index.h), sp.array(st.key_index.pos)),
+            None if st.pk_index is None else HashIndex(sp.array(st.pk_index.h), sp.array(st.pk_index.pos)),
+            st.n_alive,
+            st.partitions,
+        )
+        disk = _footprint(moved)[1]
+        if self.cache.max_disk is not None and disk > self.cache.max_disk:
+            raise OptionError(
+                f"lookup on {self.path}: its state takes {disk} bytes of local disk, more than "
+                f"lookup.cache-max-disk-size = {self.cache.max_disk}; raise it, or shard the join"
+            )
+        return moved
 
     def _full(self, snapshot_id: int, mode: str, reason: str) -> tuple[_State, str, int, str]:
         store = self._store
@@ -453,7 +540,7 @@ class LookupTable:
                     self._parts = self.partitions.largest(store, (e.partition for e in live))
                     entries = [e for e in live if e.partition in self._parts]
                 splits = plan_splits(store, snap, filter=self._filter, entries=entries)
-                rows, groups = self._read_splits(splits)
+                rows, groups, written = self._read_splits(splits)
                 break
             except FileNotFoundError:  # expired while we read: try the newest snapshot again
                 latest = store.snapshot_manager.latest_id()
@@ -463,7 +550,7 @@ class LookupTable:
         empty = self._empty_state()
         empty.schema_id = snap.schema_id
         empty.partitions = self._parts
-        new = self._apply(empty, np.zeros(0, dtype=np.int64), rows, groups, snapshot_id)
+        new = self._apply(empty, np.zeros(0, dtype=np.int64), rows, groups, snapshot_id, written)
         return new, mode, rows.num_rows, reason
 
     def _reload_buckets(
@@ -477,10 +564,11 @@ class LookupTable:
             if self._takes(e.partition, e.bucket, e.total_buckets) is not False
         }
         entries = [e for e in store.live_entries(snap) if (e.partition, e.bucket) in touched]
-        rows, groups = self._read_splits(plan_splits(store, snap, filter=self._filter, entries=entries))
+        splits = plan_splits(store, snap, filter=self._filter, entries=entries)
+        rows, groups, written = self._read_splits(splits)
         gids = np.array(sorted(self._group(p, b) for p, b in touched), dtype=np.int32)
         dead = np.flatnonzero(st.alive & np.isin(st.group, gids))
-        return self._apply(st, dead, rows, groups, snap.id), "buckets", rows.num_rows, reason
+        return self._apply(st, dead, rows, groups, snap.id, written), "buckets", rows.num_rows, reason
 
     def _replay(
         self, st: _State, snap: Snapshot, deltas: Mapping[int, list[ManifestEntry]]
@@ -533,24 +621,32 @@ class LookupTable:
         return self._apply(st, dead, rows, groups, snap.id), "delta", n_read, ""
 
     def _apply(
-        self, st: _State, dead: np.ndarray, rows: pa.Table, groups: np.ndarray, snapshot_id: int
+        self,
+        st: _State,
+        dead: np.ndarray,
+        rows: pa.Table,
+        groups: np.ndarray,
+        snapshot_id: int,
+        written: bool = False,
     ) -> _State:
-        """A new state: ``st`` without the rows at ``dead``, plus ``rows``."""
+        """A new state: ``st`` without the rows at ``dead``, plus ``rows`` (``written``: already in
+        the state's files)."""
         alive = st.alive
         key_index, pk_index = st.key_index, st.pk_index
+        alloc = self._alloc
         if len(dead):
-            alive = alive.copy()
+            alive = np.array(alive)
             alive[dead] = False
-            key_index = key_index.keep(alive)
-            pk_index = pk_index.keep(alive) if pk_index is not None else None
+            key_index = key_index.keep(alive, alloc)
+            pk_index = pk_index.keep(alive, alloc) if pk_index is not None else None
         n_old = st.rows.num_rows
         if rows.num_rows:
-            all_rows = st.rows.appended(rows, _MAX_CHUNKS)
+            all_rows = st.rows.appended(rows, _MAX_CHUNKS, on_disk=written)
             alive = np.concatenate([alive, np.ones(rows.num_rows, dtype=bool)])
             group = np.concatenate([st.group, groups])
-            key_index = _index_more(key_index, rows, self._key, self._kinds, n_old)
+            key_index = _index_more(key_index, rows, self._key, self._kinds, n_old, alloc)
             if pk_index is not None:
-                pk_index = _index_more(pk_index, rows, self._pk, self._pk_kinds, n_old)
+                pk_index = _index_more(pk_index, rows, self._pk, self._pk_kinds, n_old, alloc)
         else:
             all_rows, group = st.rows, st.group
         n_alive = int(alive.sum())
@@ -562,11 +658,12 @@ class LookupTable:
             all_rows = all_rows.compacted(keep)
             alive = np.ones(len(keep), dtype=bool)
             group = group[keep]
-            key_index = key_index.remapped(new_pos)
-            pk_index = pk_index.remapped(new_pos) if pk_index is not None else None
-        return _State(
+            key_index = key_index.remapped(new_pos, alloc)
+            pk_index = pk_index.remapped(new_pos, alloc) if pk_index is not None else None
+        new = _State(
             snapshot_id, st.schema_id, all_rows, alive, group, key_index, pk_index, n_alive, st.partitions
         )
+        return self._settled(new)
 
     # ---- matching -------------------------------------------------------------------------------------
     def _match(
@@ -867,7 +964,7 @@ def _cat_int32(parts: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def _index_more(
-    index: HashIndex, rows: pa.Table, names: Sequence[str], kinds: Sequence[str], base: int
+    index: HashIndex, rows: pa.Table, names: Sequence[str], kinds: Sequence[str], base: int, alloc: Any
 ) -> HashIndex:
     hashes = []
     valid = np.ones(rows.num_rows, dtype=bool)
@@ -877,7 +974,25 @@ def _index_more(
         valid &= v
     h = combine_hashes(hashes)
     pos = np.flatnonzero(valid).astype(np.int64)
-    return index.merged(h[pos], pos + base)
+    return index.merged(h[pos], pos + base, alloc)
+
+
+def _footprint(st: _State) -> tuple[int, int]:
+    """(heap bytes, mapped-file bytes) of a state."""
+    arrays = [st.alive, st.group, st.key_index.h, st.key_index.pos]
+    if st.pk_index is not None:
+        arrays += [st.pk_index.h, st.pk_index.pos]
+    heap = disk = 0
+    for a in arrays:
+        if on_disk(a):
+            disk += a.nbytes
+        else:
+            heap += a.nbytes
+    if st.rows.spill is not None:
+        disk += st.rows.nbytes
+    else:
+        heap += st.rows.nbytes
+    return int(heap), int(disk)
 
 
 def _needs_conversion(t: pa.DataType) -> bool:
@@ -947,7 +1062,10 @@ class LookupSpec:
     refresh_interval: Union[float, str, None] = None
     async_refresh: bool = False
     consumer_id: Optional[str] = None
-    cache_rows: int = 10_000
+    cache_rows: Optional[int] = None  # None: the table's option (as the three below)
+    cache: Optional[str] = None
+    cache_max_memory: Union[int, str, None] = None
+    cache_max_disk: Union[int, str, None] = None
     io: Optional[FileIO] = None  # the table's object-store file IO (None: local)
     # a probe that misses is tried again this many times, after a refresh, ``retry_delay`` seconds
     # apart (Flink's LOOKUP hint: 'retry-predicate' = 'lookup_miss', 'retry-strategy' = 'fixed_delay')
@@ -970,10 +1088,13 @@ class LookupSpec:
         refresh_interval: Union[float, str, None] = None,
         async_refresh: bool = False,
         consumer_id: Optional[str] = None,
-        cache_rows: int = 10_000,
+        cache_rows: Optional[int] = None,
         retry_attempts: int = 0,
         retry_delay: float = 0.0,
         partitions: Optional[str] = None,
+        cache: Optional[str] = None,
+        cache_max_memory: Union[int, str, None] = None,
+        cache_max_disk: Union[int, str, None] = None,
     ) -> LookupSpec:
         """The spec of a lookup on ``table`` (the options are :class:`LookupTable`'s; a Flink job's
         ``filter`` must be a SQL-like string)."""
@@ -989,6 +1110,9 @@ class LookupSpec:
             async_refresh=async_refresh,
             consumer_id=consumer_id,
             cache_rows=cache_rows,
+            cache=cache,
+            cache_max_memory=cache_max_memory,
+            cache_max_disk=cache_max_disk,
             io=table_io(table),
             retry_attempts=retry_attempts,
             retry_delay=retry_delay,
@@ -1023,4 +1147,7 @@ class LookupSpec:
             lazy=lazy,
             partitions=self.partitions,
             shard=shard,
+            cache=self.cache,
+            cache_max_memory=self.cache_max_memory,
+            cache_max_disk=self.cache_max_disk,
         )

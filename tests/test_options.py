@@ -308,6 +308,7 @@ def test_typed_accessors() -> None:
 # ---- every honoured key has a test that fails when it is ignored ----------------------------------------
 _REFUSAL = "tests/test_options.py::test_refused_keys_say_not_supported_at_create_and_alter"
 _MALFORMED = "tests/test_options.py::test_malformed_values_name_key_value_and_what_is_allowed"
+_LOOKUP_CACHE = "tests/test_lookup_cache.py::test_auto_loads_a_large_dimension_straight_to_disk_and_disk_budget"
 HONOURED_BY: dict[str, str] = {
     # buckets that change (dynamic bucket mode, cross-partition upsert, overwrite)
     "dynamic-bucket.target-row-num": "tests/test_dynamic_bucket.py::test_assignment_of_paimon_worked_example",
@@ -438,6 +439,10 @@ HONOURED_BY: dict[str, str] = {
     "incremental-between-timestamp": "tests/test_scan_start.py::test_timestamp_spellings_of_start_and_range",
     "incremental-between-scan-mode": "tests/test_source_plan.py::test_incremental_delta_reads_the_rows_written_with_their_kinds",
     "schema.*": "tests/flink/test_sql_ddl.py::test_sql_ddl_lasts_and_event_time_windows_work",
+    "lookup.cache": _LOOKUP_CACHE,
+    "lookup.cache-max-memory-size": _LOOKUP_CACHE,
+    "lookup.cache-max-disk-size": _LOOKUP_CACHE,
+    "lookup.cache-rows": _LOOKUP_CACHE,
     "continuous.discovery-interval":
         "tests/test_option_effects.py::test_streaming_read_options_consumer_and_discovery_interval",
     "streaming-read-overwrite":

@@ -45,6 +45,7 @@ __all__ = [
     "LogSystem",
     "LogChangelogMode",
     "LogConsistency",
+    "LookupCacheMode",
     "CoreOptions",
     "ALL_OPTIONS",
     "PATTERN_OPTIONS",
@@ -253,6 +254,12 @@ class LogChangelogMode(_ValueEnum):
     AUTO = "auto"
     ALL = "all"
     UPSERT = "upsert"
+
+
+class LookupCacheMode(_ValueEnum):
+    AUTO = "auto"
+    FULL = "full"
+    MEMORY = "memory"
 
 
 class LogConsistency(_ValueEnum):
@@ -860,6 +867,21 @@ class CoreOptions:
     CONTINUOUS_DISCOVERY_INTERVAL: ClassVar[ConfigOption[Duration]] = _opt(
         "continuous.discovery-interval", Duration, Duration.parse("10 s"),
         "Snapshot polling interval of streaming reads.")
+    LOOKUP_CACHE: ClassVar[ConfigOption[LookupCacheMode]] = _opt(
+        "lookup.cache", LookupCacheMode, LookupCacheMode.AUTO,
+        "Where a lookup join holds the dimension: 'memory' on the heap, 'full' in memory-mapped local "
+        "files, 'auto' on the heap until lookup.cache-max-memory-size, then on disk.")
+    LOOKUP_CACHE_MAX_MEMORY_SIZE: ClassVar[ConfigOption[MemorySize]] = _opt(
+        "lookup.cache-max-memory-size", MemorySize, MemorySize.of_mebibytes(256),
+        "With lookup.cache = auto: the heap a lookup join's state may take before it moves to disk.",
+        validator=_positive_size)
+    LOOKUP_CACHE_MAX_DISK_SIZE: ClassVar[ConfigOption[MemorySize]] = _opt(
+        "lookup.cache-max-disk-size", MemorySize, None,
+        "The local disk a lookup join's state may take (default unlimited); a refresh past it fails.",
+        validator=_positive_size)
+    LOOKUP_CACHE_ROWS: ClassVar[ConfigOption[int]] = _opt(
+        "lookup.cache-rows", int, 10_000,
+        "Size of a lookup join's per-key result cache (the per-record path).", validator=_at_least(0))
     STREAMING_READ_OVERWRITE: ClassVar[ConfigOption[bool]] = _opt(
         "streaming-read-overwrite", bool, False,
         "Streaming reads also read the changes of overwrites (primary-key tables).")
@@ -1316,6 +1338,22 @@ class CoreOptions:
     @property
     def continuous_discovery_interval(self) -> Duration:
         return self.get(self.CONTINUOUS_DISCOVERY_INTERVAL)
+
+    @property
+    def lookup_cache(self) -> LookupCacheMode:
+        return self.get(self.LOOKUP_CACHE)
+
+    @property
+    def lookup_cache_max_memory_size(self) -> MemorySize:
+        return self.get(self.LOOKUP_CACHE_MAX_MEMORY_SIZE)
+
+    @property
+    def lookup_cache_max_disk_size(self) -> Optional[MemorySize]:
+        return self.get(self.LOOKUP_CACHE_MAX_DISK_SIZE)
+
+    @property
+    def lookup_cache_rows(self) -> int:
+        return int(self.get(self.LOOKUP_CACHE_ROWS))
 
     @property
     def log_system(self) -> LogSystem:

@@ -356,7 +356,10 @@ class LakelogSql:
         ``LATERAL TABLE`` join over a table function (see
         :func:`lakelog.operators.sql.rewrite.rewrite_lookup_joins`). Hint options:
         ``continuous.discovery-interval`` (refresh interval), ``lookup.refresh.async``,
-        ``lookup.cache-rows``, ``scan.partitions`` (``max_pt()`` ...); any other option is refused.
+        ``lookup.cache`` (``auto``/``full``/``memory``), ``lookup.cache-max-memory-size``,
+        ``lookup.cache-max-disk-size``, ``lookup.cache-rows``, ``scan.partitions`` (``max_pt()``
+        ...); any other option is refused. The table's own ``lookup.cache*`` options apply where
+        the hint sets none.
         A ``LOOKUP`` query hint naming the join's table retries a probe that misses
         (``'retry-predicate' = 'lookup_miss'``, ``'retry-strategy' = 'fixed_delay'``,
         ``'fixed-delay'``, ``'max-attempts'``), as Flink's, and shards it by bucket or not
@@ -389,7 +392,10 @@ class LakelogSql:
                 key_columns=keys,
                 refresh_interval=opts.get("continuous.discovery-interval"),
                 async_refresh=_hint_option(opts, "lookup.refresh.async", "false", bool),
-                cache_rows=_hint_option(opts, "lookup.cache-rows", "10000", int),
+                cache_rows=_hint_option(opts, "lookup.cache-rows", None, int),
+                cache=opts.get("lookup.cache"),
+                cache_max_memory=opts.get("lookup.cache-max-memory-size"),
+                cache_max_disk=opts.get("lookup.cache-max-disk-size"),
                 retry_attempts=attempts,
                 retry_delay=delay,
                 shards=self._lookup_shards() if routed is not None else 0,
@@ -1217,6 +1223,9 @@ _HANDLERS: dict[str, Any] = {
 _LOOKUP_OPTIONS = (
     "continuous.discovery-interval",
     "lookup.refresh.async",
+    "lookup.cache",
+    "lookup.cache-max-memory-size",
+    "lookup.cache-max-disk-size",
     "lookup.cache-rows",
     "scan.partitions",
     "lookup.dynamic-partition",
@@ -1290,9 +1299,13 @@ def _lookup_hint(hints: list[dict[str, str]], where: str) -> tuple[int, float, O
     return _hint_option(merged, "max-attempts", "1", int), delay, shuffle
 
 
-def _hint_option(opts: dict[str, str], key: str, default: str, kind: type) -> Any:
-    """A typed lookup hint option; a malformed value raises :class:`OptionError` naming it."""
-    text = opts.get(key, default).strip()
+def _hint_option(opts: dict[str, str], key: str, default: Optional[str], kind: type) -> Any:
+    """A typed lookup hint option (``default`` None: None when it is not set); a malformed value
+    raises :class:`OptionError` naming it."""
+    given = opts.get(key, default)
+    if given is None:
+        return None
+    text = given.strip()
     if kind is bool and text.lower() in ("true", "false"):
         return text.lower() == "true"
     if kind is int and re.fullmatch(r"[+-]?\d+", text) and int(text) > 0:

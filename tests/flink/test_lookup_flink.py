@@ -138,7 +138,8 @@ def test_sql_lateral_table_joins(tmp_path: Any) -> None:
         SELECT 'left' AS j, o.oid, d.name FROM orders AS o LEFT JOIN LATERAL TABLE(dim(o.cid)) AS d ON TRUE
         UNION ALL
         SELECT 'systime' AS j, o.oid, c.name FROM orders AS o
-          LEFT JOIN cust FOR SYSTEM_TIME AS OF PROCTIME() AS c ON o.cid = c.id
+          LEFT JOIN cust /*+ OPTIONS('lookup.cache' = 'full', 'lookup.cache-max-disk-size' = '1 gb') */
+          FOR SYSTEM_TIME AS OF PROCTIME() AS c ON o.cid = c.id
         UNION ALL
         SELECT 'vector' AS j, x.oid, x.r.name FROM (SELECT o.oid, dim_row(o.cid) AS r FROM orders AS o) AS x
           WHERE x.r.id IS NOT NULL
@@ -190,7 +191,8 @@ def test_lookup_hints_retry_a_miss_and_unknown_options_are_refused(tmp_path: Any
 
     join = "SELECT o.oid FROM orders AS o JOIN cust {} FOR SYSTEM_TIME AS OF PROCTIME() AS c ON o.cid = c.id"
     refused(sql, join.format("/*+ OPTIONS('lookup.cahce-rows'='5') */"), "unknown table option")
-    refused(sql, join.format("/*+ OPTIONS('lookup.cache'='memory') */"), "not supported by lakelog")
+    refused(sql, join.format("/*+ OPTIONS('lookup.cache'='rocksdb') */"), "must be one of auto, full, memory")
+    refused(sql, join.format("/*+ OPTIONS('lookup.cache-spill-compression'='lz4') */"), "not supported by lakelog")
     refused(sql, join.format("/*+ OPTIONS('scan.partitions'='max_pt()') */"), "is not partitioned")
     refused(sql, join.format("/*+ OPTIONS('scan.snapshot-id'='1') */"), "no effect on a lakelog lookup join")
     refused(sql, "SELECT /*+ LOOKUP('table'='c', 'async'='true') */ " + join.format("")[7:], "asynchronous")
