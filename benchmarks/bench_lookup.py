@@ -7,11 +7,16 @@ Not a timed test: one run prints rates and *ratios* measured in the same process
     python benchmarks/bench_lookup.py --rows 1000000     # bigger dimension
     python benchmarks/bench_lookup.py --shards 2000000   # memory and bootstrap per subtask, sharded
                                                          # by bucket at parallelism 1, 2 and 4
+    python benchmarks/bench_lookup.py --disk 2000000     # lookup.cache = full against memory
 
 --shards N: a dimension of N rows (int key, 8 buckets) is opened as each subtask of a sharded lookup
 join would open it (LookupTable(shard=Shard(i, p, 8))), one shard after another in this process;
 it prints the largest shard's memory (rows and indexes, LookupTable.memory_bytes) and load time (the
 bootstrap to the first probe answered) per parallelism, and their ratios to parallelism 1.
+
+--disk N: a dimension of N rows (int key, 4 buckets) opened with lookup.cache = memory and = full
+(memory-mapped local files): load time, heap and disk bytes, batched lookups per second with 90 %
+hits and with 90 % misses, and the ratios full / memory.
 """
 
 from __future__ import annotations
@@ -179,6 +184,42 @@ def run_shards(rows: int, buckets: int = 8) -> None:
         shutil.rmtree(wh, ignore_errors=True)
 
 
+def run_disk(rows: int, probes: int, batch: int, reps: int) -> None:
+    wh = tempfile.mkdtemp(prefix="bench-lookup-")
+    try:
+        t = _dimension(wh, rows, False, 4)
+        rng = np.random.default_rng(3)
+        hits = pa.array(rng.integers(0, int(rows / 0.9), probes))
+        misses = pa.array(rng.integers(0, rows * 10, probes))
+        print(f"dimension: {rows} rows, 4 buckets, every column; {probes} probes in batches of {batch}")
+        header = f"{'measure':<40}{'memory':>14}{'full (disk)':>14}{'full/memory':>13}"
+        print(header)
+        print("-" * len(header))
+        got: dict[str, list[float]] = {}
+        tables = {}
+        for mode in ("memory", "full"):
+            t0 = time.perf_counter()
+            lt = LookupTable(t.path, refresh_interval=math.inf, cache=mode, cache_rows=0)
+            got.setdefault("load (s)", []).append(time.perf_counter() - t0)
+            got.setdefault("heap MiB", []).append(lt.memory_bytes() / 2**20)
+            got.setdefault("disk MiB", []).append(lt.disk_bytes() / 2**20)
+            tables[mode] = lt
+        for label, keys in (("lookups/s, 90% hits", hits), ("lookups/s, 90% misses", misses)):
+            for mode in ("memory", "full"):
+                lt = tables[mode]
+
+                def batches(lt: LookupTable = lt, keys: pa.Array = keys) -> None:
+                    for s in range(0, probes, batch):
+                        lt.lookup(keys.slice(s, batch))
+
+                got.setdefault(label, []).append(probes / _best(batches, reps))
+        for label, (m, f) in got.items():
+            ratio = f"{f / m:13.2f}" if m else f"{'-':>13}"
+            print(f"{label:<40}{m:>14,.2f}{f:>14,.2f}{ratio}")
+    finally:
+        shutil.rmtree(wh, ignore_errors=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=200_000)
@@ -187,9 +228,13 @@ def main() -> None:
     p.add_argument("--buckets", type=int, default=4)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--shards", type=int, default=0, metavar="ROWS", help="only the sharded-memory table")
+    p.add_argument("--disk", type=int, default=0, metavar="ROWS", help="only lookup.cache full vs memory")
     a = p.parse_args()
     if a.shards:
         run_shards(a.shards)
+        return
+    if a.disk:
+        run_disk(a.disk, a.probes, a.batch, a.reps)
         return
     run(a.rows, a.probes, a.batch, a.buckets, a.reps)
 

@@ -5,6 +5,8 @@ See benchmarks/README.md.
 
     python benchmarks/bench_lookup_sql.py                         # 200k-row dimension, 500k probes
     python benchmarks/bench_lookup_sql.py --rows 1000000 --probes 1000000 --rounds 2
+    python benchmarks/bench_lookup_sql.py --probes 2000000 --hits 0.1 --disk   # 90 % misses, both on
+                                         # disk with a memory cache a tenth of the dimension
 
 Method (one process, jobs one after another on local MiniClusters, streaming mode, parallelism 2):
   dimension  one lakelog table (BIGINT key, two STRING columns, 4 buckets), written once; Paimon's
@@ -17,6 +19,11 @@ Method (one process, jobs one after another on local MiniClusters, streaming mod
              lakelog: LakelogSql, with 'shuffle'='true' (sharded by bucket) and 'false' (the
              default for a dimension this small);
              Paimon: a plain TableEnvironment with Paimon's catalog (its default full cache).
+  --disk     both joins keep the dimension on local disk behind a memory cache a tenth of its size:
+             lakelog 'lookup.cache'='full' (memory-mapped files; the page cache is the memory
+             cache, 'lookup.cache-rows' a tenth of the rows), Paimon 'lookup.cache'='full' (its
+             RocksDB state) with 'lookup.cache-max-memory-size' a tenth of the data files' size and
+             'lookup.cache-rows' a tenth of the rows. ``--hits``: the fraction of probes that hit.
   baseline   the same job without the join (SELECT o.oid, CAST(o.cid AS STRING)), in each
              environment; join cost = job wall time - baseline wall time (start-up cancels out);
              probes/s = probes / join cost. Rounds interleave the jobs; the best of each is kept.
@@ -55,20 +62,22 @@ def _dimension(wh: str, rows: int) -> None:
     t.write(pa.table({"id": ids, "name": names, "city": pc.cast(pa.array(ids % 50), pa.string())}, schema=schema))
 
 
-def _ddl(probes: int, rows: int) -> list[str]:
+def _ddl(probes: int, rows: int, hits: float = 0.5) -> list[str]:
+    top = int(rows / hits) - 1
     return [
         f"CREATE TEMPORARY TABLE orders (oid BIGINT, cid BIGINT, pt AS PROCTIME()) WITH ('connector'='datagen', "
         f"'rows-per-second'='1000000000', 'number-of-rows'='{probes}', 'fields.oid.kind'='sequence', 'fields.oid.start'='1', "
-        f"'fields.oid.end'='{probes}', 'fields.cid.min'='0', 'fields.cid.max'='{2 * rows - 1}')",
+        f"'fields.oid.end'='{probes}', 'fields.cid.min'='0', 'fields.cid.max'='{top}')",
         "CREATE TEMPORARY TABLE sink1 (oid BIGINT, name STRING) WITH ('connector'='blackhole')",
     ]
 
 
 BASELINE = "INSERT INTO sink1 SELECT o.oid, CAST(o.cid AS STRING) FROM orders AS o"
-JOIN = "INSERT INTO sink1 SELECT {hint} o.oid, d.name FROM orders AS o JOIN {dim} FOR SYSTEM_TIME AS OF o.pt AS d ON o.cid = d.id"
+JOIN = ("INSERT INTO sink1 SELECT {hint} o.oid, d.name FROM orders AS o JOIN {dim} {options}"
+        "FOR SYSTEM_TIME AS OF o.pt AS d ON o.cid = d.id")
 
 
-def _lakelog_job(wh: str, probes: int, rows: int, stmt: str, bundle: int) -> float:
+def _lakelog_job(wh: str, probes: int, rows: int, stmt: str, bundle: int, hits: float) -> float:
     from lakelog.operators.flink_env import load_settings
     from lakelog.operators.sql import LakelogSql
 
@@ -78,14 +87,14 @@ def _lakelog_job(wh: str, probes: int, rows: int, stmt: str, bundle: int) -> flo
         config["python.fn-execution.arrow.batch.size"] = str(bundle)
     sql = LakelogSql("streaming", parallelism=PARALLELISM, config=config)
     sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='file://{wh}')")
-    for d in _ddl(probes, rows):
+    for d in _ddl(probes, rows, hits):
         sql.execute(d)
     t0 = time.perf_counter()
     sql.execute(stmt.format(dim="lk.db.dim")).wait()
     return time.perf_counter() - t0
 
 
-def _paimon_job(wh: str, probes: int, rows: int, stmt: str, jars: list[Path]) -> float:
+def _paimon_job(wh: str, probes: int, rows: int, stmt: str, jars: list[Path], hits: float) -> float:
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
     t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
@@ -93,7 +102,7 @@ def _paimon_job(wh: str, probes: int, rows: int, stmt: str, jars: list[Path]) ->
     conf.set("pipeline.jars", ";".join(p.as_uri() for p in jars))
     conf.set("parallelism.default", str(PARALLELISM))
     t_env.execute_sql(f"CREATE CATALOG pm WITH ('type'='paimon', 'warehouse'='file://{wh}')")
-    for d in _ddl(probes, rows):
+    for d in _ddl(probes, rows, hits):
         t_env.execute_sql(d)
     t0 = time.perf_counter()
     t_env.execute_sql(stmt.format(dim="pm.db.dim")).wait()
@@ -107,21 +116,32 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--bundle", type=int, default=0, help="python.fn-execution.bundle.size and "
                    "arrow.batch.size of the lakelog jobs (default: flink-conf/'s)")
+    p.add_argument("--hits", type=float, default=0.5, help="fraction of probes whose key exists")
+    p.add_argument("--disk", action="store_true", help="both on local disk, a tenth in memory")
     a = p.parse_args()
     jars = fetch_jars(jars=(PAIMON_FLINK, *JARS[1:3]))
     wh = tempfile.mkdtemp(prefix="bench-lookup-sql-")
     try:
         _dimension(wh, a.rows)
         on, off = ("/*+ LOOKUP('table'='d', 'shuffle'='true') */", "/*+ LOOKUP('table'='d', 'shuffle'='false') */")
+        lk_opts = pm_opts = ""
+        if a.disk:
+            tenth = max(1, a.rows // 10)
+            files = sum(f.stat().st_size for f in Path(wh).rglob("*.parquet"))
+            lk_opts = f"/*+ OPTIONS('lookup.cache'='full', 'lookup.cache-rows'='{tenth}') */ "
+            pm_opts = (f"/*+ OPTIONS('lookup.cache'='full', 'lookup.cache-rows'='{tenth}', "
+                       f"'lookup.cache-max-memory-size'='{max(1 << 20, files // 10)} b') */ ")
+        lk_join, pm_join = JOIN.replace("{options}", lk_opts), JOIN.replace("{options}", pm_opts)
+
         def lk(stmt: str) -> Callable[[], float]:
-            return lambda: _lakelog_job(wh, a.probes, a.rows, stmt, a.bundle)
+            return lambda: _lakelog_job(wh, a.probes, a.rows, stmt, a.bundle, a.hits)
 
         jobs: dict[str, Callable[[], float]] = {
             "lakelog baseline": lk(BASELINE),
-            "lakelog join (sharded)": lk(JOIN.replace("{hint}", on)),
-            "lakelog join (unsharded)": lk(JOIN.replace("{hint}", off)),
-            "paimon baseline": lambda: _paimon_job(wh, a.probes, a.rows, BASELINE, jars),
-            "paimon join": lambda: _paimon_job(wh, a.probes, a.rows, JOIN.replace("{hint}", ""), jars),
+            "lakelog join (sharded)": lk(lk_join.replace("{hint}", on)),
+            "lakelog join (unsharded)": lk(lk_join.replace("{hint}", off)),
+            "paimon baseline": lambda: _paimon_job(wh, a.probes, a.rows, BASELINE, jars, a.hits),
+            "paimon join": lambda: _paimon_job(wh, a.probes, a.rows, pm_join.replace("{hint}", ""), jars, a.hits),
         }
         best: dict[str, float] = {}
         for r in range(a.rounds):
@@ -129,7 +149,8 @@ def main() -> None:
                 s = job()
                 best[name] = min(best.get(name, s), s)
                 print(f"round {r + 1}: {name:<26}{s:8.1f} s", flush=True)
-        print(f"\n{a.rows:,} dimension rows, {a.probes:,} probes (half hit), parallelism {PARALLELISM}, "
+        where = "on disk, a tenth in memory" if a.disk else "default caches"
+        print(f"\n{a.rows:,} dimension rows ({where}), {a.probes:,} probes ({a.hits:.0%} hit), parallelism {PARALLELISM}, "
               f"best of {a.rounds} (load {os.getloadavg()[0]:.1f})")
         rates: dict[str, float] = {}
         for name, base in (("lakelog join (sharded)", "lakelog baseline"),
