@@ -236,7 +236,7 @@ class SubscribeReader(threading.Thread):
 
 
 class TopicReader(threading.Thread):
-    """A plain confluent-kafka consumer of a table's topic: ``id -> (kafka timestamp ms, arrival ms)``."""
+    """A consumer (the table's own client library) of a table's topic: ``id -> (kafka timestamp ms, arrival ms)``."""
 
     def __init__(self, table: Any) -> None:
         super().__init__(daemon=True)
@@ -250,20 +250,18 @@ class TopicReader(threading.Thread):
         self._halt = threading.Event()
 
     def run(self) -> None:
-        from confluent_kafka import TopicPartition
-
         try:
             c = self.config.consumer()
-            c.assign([TopicPartition(self.config.topic, p, 0) for p in range(self.config.partitions)])
+            c.assign(dict.fromkeys(range(self.config.partitions), 0))
             try:
                 while not self._halt.is_set():
-                    for m in c.consume(1000, 0.1):
-                        if m.error() is not None or m.value() is None:
+                    for m in c.poll(1000, 0.1):
+                        if m.value is None:
                             continue
                         ms = int(time.time() * 1000)
-                        row = json.loads(m.value())["after"]
+                        row = json.loads(m.value)["after"]
                         if row is not None:
-                            self.arrivals.setdefault(int(row["id"]), (m.timestamp()[1], ms))
+                            self.arrivals.setdefault(int(row["id"]), (m.timestamp, ms))
             finally:
                 c.close()
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
@@ -277,32 +275,27 @@ class TopicReader(threading.Thread):
 def topic_census(table: Any, timeout_s: float = 120.0) -> tuple[int, int]:
     """(records, distinct keys) of a table's topic as its own readers see it (read_committed for a
     transactional log), read from the beginning up to the end."""
-    from confluent_kafka import TopicPartition
-
     from lakelog.connector.table.log import log_config
 
     config = log_config(table.store)
     assert config is not None
     end = config.list_offsets("latest", committed=config.transactional)
     c = config.consumer()
-    c.assign([TopicPartition(config.topic, p, 0) for p in end])
+    c.assign(dict.fromkeys(end, 0))
     keys: set[bytes] = set()
     records = 0
     done = {p for p, e in end.items() if e == 0}
     deadline = time.monotonic() + timeout_s
     try:
         while len(done) < len(end) and time.monotonic() < deadline:
-            for m in c.consume(10_000, 0.5):
-                if m.error() is not None:
-                    continue
-                if m.value() is not None:
+            for m in c.poll(10_000, 0.5):
+                if m.value is not None:
                     records += 1
-                    keys.add(m.key())
-                if m.offset() + 1 >= end[m.partition()]:
-                    done.add(m.partition())
+                    keys.add(m.key)
+                if m.offset + 1 >= end[m.partition]:
+                    done.add(m.partition)
             # a transactional topic ends with a commit marker, which no consumer receives
-            pos = c.position([TopicPartition(config.topic, p) for p in end])
-            done |= {tp.partition for tp in pos if tp.offset >= end[tp.partition]}
+            done |= {p for p in end if c.position(p) >= end[p]}
     finally:
         c.close()
     return records, len(keys)

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from lakelog.connector.log.codec import decode_values, encode_changes, kind_header
 
@@ -102,3 +103,19 @@ def test_append_tables_write_no_key_and_tombstones_read_as_deletes() -> None:
     assert rec.keys == [None]
     rows, kinds = decode_values([None], [b'{"dt":"a","id":7}'], [None], SCHEMA)
     assert kinds.tolist() == [3] and rows.column("id").to_pylist() == [7] and rows.column("s").to_pylist() == [None]
+
+
+def test_the_kafka_client_is_picked_as_log_kafka_client_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lakelog.connector.errors import LogSystemError
+    from lakelog.connector.log import client
+
+    assert client.pick_client("kafka-python", "db.t") == "kafka-python"
+    assert client.pick_client("confluent-kafka", "db.t") == "confluent-kafka"
+    assert client.pick_client("auto", "db.t") == "confluent-kafka"  # the faster one, when installed
+    monkeypatch.setattr(client, "installed", lambda name: name == "kafka-python")
+    assert client.pick_client("auto", "db.t") == "kafka-python"
+    with pytest.raises(LogSystemError, match=r"'confluent-kafka', which is not installed: pip install 'lakelog\[kafka-fast\]'"):
+        client.pick_client("confluent-kafka", "db.t")
+    monkeypatch.setattr(client, "installed", lambda name: False)
+    with pytest.raises(LogSystemError, match=r"no Kafka client is installed: pip install 'lakelog\[kafka\]'"):
+        client.pick_client("auto", "db.t")

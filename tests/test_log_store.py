@@ -30,8 +30,21 @@ pytestmark = pytest.mark.kafka
 SCHEMA = pa.schema([pa.field("dt", pa.string(), False), pa.field("id", pa.int64(), False), ("v", pa.string())])
 
 
-def make(warehouse: Path, broker: KafkaEndpoint, name: str = "db.t", **options: str) -> lakelog.Table:
-    opts = {"bucket": "2", "log.system": "kafka", "kafka.bootstrap.servers": broker.bootstrap_servers, **options}
+CLIENTS = pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
+
+
+def confluent_admin(config: Any) -> Any:
+    """An admin client of the test's own (the log's clients are behind lakelog's seam)."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": config.bootstrap_servers})
+
+
+def make(
+    warehouse: Path, broker: KafkaEndpoint, name: str = "db.t", client: str = "auto", **options: str
+) -> lakelog.Table:
+    opts = {"bucket": "2", "log.system": "kafka", "kafka.bootstrap.servers": broker.bootstrap_servers,
+            "log.kafka.client": client, **options}  # fmt: skip
     return lakelog.Catalog(str(warehouse)).create_table(
         name, SCHEMA, primary_key=["dt", "id"], partition_by=["dt"], options=opts
     )
@@ -46,25 +59,21 @@ def topic_records(t: lakelog.Table, *, committed: bool = True, timeout: float = 
     config = log_config(t.store)
     assert config is not None
     end = config.list_offsets("latest", committed=committed)
-    from confluent_kafka import TopicPartition
-
     c = config.consumer(read_committed=committed)
-    c.assign([TopicPartition(config.topic, p, 0) for p in end])
+    c.assign({p: 0 for p in end})
     out: list[dict[str, Any]] = []
     done = {p for p, e in end.items() if e == 0}
     deadline = time.time() + timeout
     while len(done) < len(end) and time.time() < deadline:
-        for m in c.consume(500, 0.5):
-            assert m.error() is None, m.error()
-            headers = dict(m.headers() or [])
-            if m.value() is not None or "lakelog.gap" in headers:
-                out.append({"partition": m.partition(), "offset": m.offset(), "key": m.key(), "value": m.value(), "headers": headers})
+        for m in c.poll(500, 0.5):
+            if m.value is not None or "lakelog.gap" in m.headers:
+                out.append({"partition": m.partition, "offset": m.offset, "key": m.key, "value": m.value, "headers": m.headers})
         # the position passes transaction markers, which are never delivered as records
-        for tp in c.position([TopicPartition(config.topic, p) for p in end]):
-            if tp.offset >= end[tp.partition]:
-                done.add(tp.partition)
+        for p in end:
+            if c.position(p) >= end[p]:
+                done.add(p)
     c.close()
-    return out
+    return sorted(out, key=lambda r: (r["partition"], r["offset"]))
 
 
 def decoded(t: lakelog.Table, records: list[dict[str, Any]]) -> list[tuple[str, int, Any]]:
@@ -96,8 +105,11 @@ def die_after_the_snapshot(catalog: str, data: dict[str, list[Any]]) -> None:
     assert proc.returncode == 17, proc.stderr[-2000:]
 
 
-def test_every_commit_reaches_the_topic_once_with_the_snapshots_offsets(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
-    t = make(tmp_path, kafka_broker)
+@CLIENTS
+def test_every_commit_reaches_the_topic_once_with_the_snapshots_offsets(tmp_path: Path, kafka_broker: KafkaEndpoint, client: str) -> None:
+    t = make(tmp_path, kafka_broker, client=client)
+    config = log_config(t.store)
+    assert config is not None and config.kafka().name == client  # 'log.kafka.client' picks the library
     t.write(rows("a", [1, 2, 3], "x"))
     t.write(rows("a", [2], "y"))
     t.delete(pa.table({"dt": ["a"], "id": [3]}))
@@ -134,12 +146,12 @@ def test_every_commit_reaches_the_topic_once_with_the_snapshots_offsets(tmp_path
     assert [json.loads(r["value"])["after"]["v"] for r in ids_a2] == ["x", "y"]
 
 
+@CLIENTS
 def test_a_writer_dying_before_its_log_transaction_loses_nothing_and_repeats_nothing(
-    tmp_path: Path, kafka_broker: KafkaEndpoint
-) -> None:
+    tmp_path: Path, kafka_broker: KafkaEndpoint, client: str) -> None:
     """The commit is published (snapshot file) and the process dies before the Kafka transaction
     commits: the broker aborts it, and the next commit publishes the snapshot's changes first."""
-    t = make(tmp_path, kafka_broker, **{"kafka.transaction.timeout.ms": "5000"})
+    t = make(tmp_path, kafka_broker, client=client, **{"kafka.transaction.timeout.ms": "5000"})
     t.write(rows("a", [1], "before"))
     die_after_the_snapshot(f"lakelog.Catalog({str(tmp_path)!r})", {"dt": ["a", "a"], "id": [1, 2], "v": ["lost?", "lost?"]})
     assert t.latest_snapshot().id == 2  # the table has the commit
@@ -200,8 +212,34 @@ def test_eventual_consistency_needs_a_primary_key(tmp_path: Path, kafka_broker: 
         )
 
 
-def test_eventual_writes_reach_the_log_before_the_commit(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
-    t = make(tmp_path, kafka_broker, **{"log.consistency": "eventual"})
+@CLIENTS
+def test_a_deleted_topic_is_named_and_loses_no_commit(tmp_path: Path, kafka_broker: KafkaEndpoint, client: str) -> None:
+    """The topic is deleted under the table: writes fail naming it before any snapshot, readers
+    are told the log is gone; the files keep every committed row."""
+    t = make(tmp_path, kafka_broker, client=client)
+    t.write(rows("a", [1, 2], "x"))
+    config = log_config(t.store)
+    assert config is not None
+    config.delete_topic()
+    deadline = time.time() + 30
+    while config.topic_partitions() is not None and time.time() < deadline:
+        time.sleep(0.2)
+    # the first write after it learns it from its producer (whose records cannot be delivered),
+    # the next from the topic's absence
+    with pytest.raises(LogSystemError, match=config.topic):
+        t.write(rows("a", [3], "y"))
+    with pytest.raises(LogSystemError, match=f"{config.topic}.*does not exist"):
+        t.write(rows("a", [4], "z"))
+    assert t.latest_snapshot().id == 1
+    with pytest.raises(LogSystemError, match="does not exist"):
+        t.subscribe(scan_mode="from-snapshot", snapshot_id=1)
+    assert sorted(r["id"] for r in t.to_arrow().to_pylist()) == [1, 2]
+    config.delete_topic()  # deleting a missing topic is no error
+
+
+@CLIENTS
+def test_eventual_writes_reach_the_log_before_the_commit(tmp_path: Path, kafka_broker: KafkaEndpoint, client: str) -> None:
+    t = make(tmp_path, kafka_broker, client=client, **{"log.consistency": "eventual"})
     with t.stream_writer(commit_user="ev") as w:
         w.write(rows("a", [1, 2], "x"))
         w.delete(pa.table({"dt": ["a"], "id": [2]}))
@@ -230,14 +268,15 @@ def test_eventual_writes_reach_the_log_before_the_commit(tmp_path: Path, kafka_b
     assert got == [("+I", 1, "x"), ("+I", 3, "y")]
 
 
-def test_a_broker_restart_loses_nothing(tmp_path: Path) -> None:
+@CLIENTS
+def test_a_broker_restart_loses_nothing(tmp_path: Path, client: str) -> None:
     """Writers and a subscription go on across a restart of the broker, without a manual step."""
     from lakelog.jobs.kafka_broker import KafkaBroker
 
     broker = KafkaBroker(tmp_path / "broker")
     broker.start(timeout=180.0)
     try:
-        t = make(tmp_path / "wh", KafkaEndpoint(broker.bootstrap_servers, broker))
+        t = make(tmp_path / "wh", KafkaEndpoint(broker.bootstrap_servers, broker), client=client)
         t.write(rows("a", [1], "one"))
         sub = t.subscribe(scan_mode="from-snapshot", snapshot_id=1)
         broker.stop()
@@ -310,25 +349,27 @@ def test_log_ignore_delete_leaves_deletes_out(tmp_path: Path, kafka_broker: Kafk
     assert sorted(k for k, _, _ in decoded(ignored, topic_records(ignored))) == ["+I", "+I"]
 
 
-def test_the_topic_is_made_as_the_log_options_say(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+@CLIENTS
+def test_the_topic_is_made_as_the_log_options_say(tmp_path: Path, kafka_broker: KafkaEndpoint, client: str) -> None:
     from confluent_kafka.admin import ConfigResource
 
-    t = make(tmp_path, kafka_broker, **{"log.system.partitions": "5", "log.retention": "2 h"})
+    t = make(tmp_path, kafka_broker, client=client, **{"log.system.partitions": "5", "log.retention": "2 h"})
     config = log_config(t.store)
     assert config is not None and config.topic_partitions() == 5
-    admin = config.admin()
+    admin = confluent_admin(config)
     (future,) = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, config.topic)]).values()
     assert future.result(timeout=30)["retention.ms"].value == str(2 * 3600 * 1000)
     # one broker here: a replication factor of 2 cannot be had, and the error says so
     with pytest.raises(LogSystemError, match="cannot create topic.*replication"):
-        make(tmp_path / "r", kafka_broker, **{"log.system.replication": "2"})
+        make(tmp_path / "r", kafka_broker, client=client, **{"log.system.replication": "2"})
     assert not (tmp_path / "r" / "db.db" / "t").exists()
 
 
-def test_kafka_properties_reach_the_clients(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+@CLIENTS
+def test_kafka_properties_reach_the_clients(tmp_path: Path, kafka_broker: KafkaEndpoint, client: str) -> None:
     with pytest.raises(OptionError, match="no.such.property"):
-        make(tmp_path, kafka_broker, **{"kafka.no.such.property": "1"})
-    t = make(tmp_path / "ok", kafka_broker, **{"kafka.client.id": "lakelog-test-client"})
+        make(tmp_path, kafka_broker, client=client, **{"kafka.no.such.property": "1"})
+    t = make(tmp_path / "ok", kafka_broker, client=client, **{"kafka.client.id": "lakelog-test-client"})
     t.write(rows("a", [1], "x"))
     assert decoded(t, topic_records(t)) == [("+I", 1, "x")]
 
@@ -356,12 +397,13 @@ def test_writers_in_several_processes_share_one_exact_log(tmp_path: Path, kafka_
     assert sorted(i for _, i, _ in got) == sorted([w * 100 + i for w in (1, 2, 3) for i in range(8)] + [999])
 
 
-def test_a_new_tables_log_starts_with_marker_zero(tmp_path: Path, kafka_broker: KafkaEndpoint) -> None:
+@CLIENTS
+def test_a_new_tables_log_starts_with_marker_zero(tmp_path: Path, kafka_broker: KafkaEndpoint, client: str) -> None:
     """The marker exists before the first commit: a writer fenced in its first commit has its
     snapshot caught up by the next writer instead of being taken for history."""
     from lakelog.connector.log.publisher import LogPublisher
 
-    t = make(tmp_path, kafka_broker)
+    t = make(tmp_path, kafka_broker, client=client)
     config = log_config(t.store)
     assert config is not None
     pub = LogPublisher(config)

@@ -61,10 +61,11 @@ def expected_changes(t: lakelog.Table, after: int, upto: int) -> dict[int, list[
 
 
 @pytest.mark.kafka
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
 def test_hybrid_reads_started_while_writers_commit_get_every_change_once(
-    tmp_path: Path, kafka_broker: KafkaEndpoint
+    tmp_path: Path, kafka_broker: KafkaEndpoint, client: str
 ) -> None:
-    t = make(tmp_path, kafka_broker)
+    t = make(tmp_path, kafka_broker, **{"log.kafka.client": client})
     t.write(rows(list(range(20)), 0))
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -136,8 +137,11 @@ def test_a_log_shorter_than_the_snapshots_is_bridged_by_the_files(tmp_path: Path
     config = log_config(t.store)
     assert config is not None
     cut = t.snapshot(3).log_offsets
-    admin = config.admin()
     from confluent_kafka import TopicPartition
+
+    from tests.test_log_store import confluent_admin
+
+    admin = confluent_admin(config)
 
     futures = admin.delete_records([TopicPartition(config.topic, p, o) for p, o in cut.items()])
     for f in futures.values():

@@ -45,6 +45,7 @@ __all__ = [
     "LogSystem",
     "LogChangelogMode",
     "LogConsistency",
+    "LogKafkaClient",
     "LookupCacheMode",
     "CoreOptions",
     "ALL_OPTIONS",
@@ -260,6 +261,12 @@ class LookupCacheMode(_ValueEnum):
     AUTO = "auto"
     FULL = "full"
     MEMORY = "memory"
+
+
+class LogKafkaClient(_ValueEnum):
+    AUTO = "auto"
+    KAFKA_PYTHON = "kafka-python"
+    CONFLUENT_KAFKA = "confluent-kafka"
 
 
 class LogConsistency(_ValueEnum):
@@ -915,6 +922,10 @@ class CoreOptions:
         validator=_at_least(1), immutable=True)
     LOG_SYSTEM_REPLICATION: ClassVar[ConfigOption[int]] = _opt(
         "log.system.replication", int, 1, "Replication factor of the log's topic.", validator=_at_least(1))
+    LOG_KAFKA_CLIENT: ClassVar[ConfigOption[LogKafkaClient]] = _opt(
+        "log.kafka.client", LogKafkaClient, LogKafkaClient.AUTO,
+        "The Kafka client library of the log: kafka-python, confluent-kafka, or auto (confluent-kafka "
+        "where it is installed, else kafka-python).")
     LOG_SYSTEM_AUTO_REGISTER: ClassVar[ConfigOption[bool]] = _opt(
         "log.system.auto-register", bool, True, "Create the log's topic when the table is created.")
     STREAMING_READ_MODE: ClassVar[ConfigOption[str]] = _opt(
@@ -1354,6 +1365,10 @@ class CoreOptions:
     @property
     def lookup_cache_rows(self) -> int:
         return int(self.get(self.LOOKUP_CACHE_ROWS))
+
+    @property
+    def log_kafka_client(self) -> LogKafkaClient:
+        return self.get(self.LOG_KAFKA_CLIENT)
 
     @property
     def log_system(self) -> LogSystem:

@@ -13,18 +13,16 @@ snapshot it starts from and committed after it; transactional logs have no such 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import numpy as np
 import pyarrow as pa
 
 from lakelog.connector.errors import LogSystemError
+from lakelog.connector.log.client import ClientError, LogProducer
 from lakelog.connector.log.codec import KIND_HEADER, SCHEMA_HEADER, USER_HEADER, encode_changes, kind_header
-from lakelog.connector.log.kafka import Deliveries, LogConfig
+from lakelog.connector.log.kafka import LogConfig
 from lakelog.connector.log.publisher import COMMIT_KIND_HEADER, records_partitions
-
-if TYPE_CHECKING:  # pragma: no cover
-    from confluent_kafka import Producer
 
 __all__ = ["EventualLogWriter"]
 
@@ -36,11 +34,10 @@ class EventualLogWriter:
     def __init__(self, config: LogConfig, user: str) -> None:
         self.config = config
         self.user = user.encode()
-        self._producer: Optional[Producer] = None
+        self._producer: Optional[LogProducer] = None
         self._partitions = 0
-        self._deliveries = Deliveries(config)
 
-    def _ensure(self) -> Producer:
+    def _ensure(self) -> LogProducer:
         if self._producer is None:
             parts = self.config.topic_partitions()
             if parts is None:
@@ -71,15 +68,19 @@ class EventualLogWriter:
         # one header list per row kind, shared by its records (the client copies headers)
         by_kind = [[(KIND_HEADER, kind_header(k)), *base] for k in range(4)]
         parts = records_partitions(buckets, self._partitions)
-        self._deliveries.send_all(
-            producer,
-            ((key, value, part, by_kind[kind])
-             for key, value, kind, part in zip(records.keys, records.values, records.kinds.tolist(), parts)),
-        )
-        producer.poll(0)
+        try:
+            producer.send_all(
+                (key, value, part, by_kind[kind])
+                for key, value, kind, part in zip(records.keys, records.values, records.kinds.tolist(), parts)
+            )
+        except ClientError as e:
+            raise LogSystemError(f"cannot send changes to {cfg.describe()}: {e}") from e
 
     def flush(self) -> dict[int, int]:
         """Wait until every record sent so far is in the log; ``{partition: offset after them}``."""
         if self._producer is None:
             return {}
-        return self._deliveries.wait(self._producer)
+        try:
+            return self._producer.flush()
+        except ClientError as e:
+            raise LogSystemError(f"records for {self.config.describe()} were not delivered: {e}") from e

@@ -34,13 +34,14 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import numpy as np
 import pyarrow as pa
 
 from lakelog.connector.errors import LogSystemError
 from lakelog.connector.format.snapshot import Snapshot
+from lakelog.connector.log.client import ClientError, LogProducer
 from lakelog.connector.log.codec import (
     COMMIT_HEADER,
     KIND_HEADER,
@@ -49,17 +50,7 @@ from lakelog.connector.log.codec import (
     encode_changes,
     kind_header,
 )
-from lakelog.connector.log.kafka import (
-    DEFAULT_REQUEST_TIMEOUT_S,
-    Deliveries,
-    LogConfig,
-    kafka_module,
-    producer_ended,
-    retrying,
-)
-
-if TYPE_CHECKING:  # pragma: no cover
-    from confluent_kafka import Consumer, Producer
+from lakelog.connector.log.kafka import DEFAULT_REQUEST_TIMEOUT_S, LogConfig, retrying
 
 __all__ = [
     "BucketChanges",
@@ -117,16 +108,11 @@ def start_marker(config: LogConfig, snapshot_id: int = 0) -> None:
     first writers racing with a fenced one could not tell "nothing published yet" from "nothing
     to publish".) A reused topic's old marker is overwritten; the old table's records stay in the
     topic before the offsets of the new table's snapshots."""
-    ck = kafka_module()
-    consumer = config.consumer(group_id=marker_group(config.topic))
-    marker = [ck.TopicPartition(config.topic, 0, snapshot_id)]
-    try:
-        retrying(
-            lambda: consumer.commit(offsets=marker, asynchronous=False),
-            f"cannot set the publication marker of {config.describe()}",
-        )
-    finally:
-        consumer.close()
+    client, group = config.kafka(), marker_group(config.topic)
+    retrying(
+        lambda: client.commit_group_offset(group, 0, snapshot_id, DEFAULT_REQUEST_TIMEOUT_S),
+        f"cannot set the publication marker of {config.describe()}",
+    )
 
 
 class LogPublisher:
@@ -138,17 +124,14 @@ class LogPublisher:
     def __init__(self, config: LogConfig) -> None:
         self.config = config
         self._lock = threading.Lock()
-        self._producer: Optional[Producer] = None
-        self._marker_consumer: Optional[Consumer] = None
+        self._producer: Optional[LogProducer] = None
         self._partitions: Optional[int] = None
         self._in_txn = False
         self._was_fatal = False
-        self._deliveries = Deliveries(config)
 
     # ---- producer lifecycle -------------------------------------------------------------------
-    def _ensure(self) -> Producer:
+    def _ensure(self) -> LogProducer:
         if self._producer is None:
-            ck = kafka_module()
             parts = self.config.topic_partitions()
             if parts is None:
                 raise LogSystemError(
@@ -157,25 +140,24 @@ class LogPublisher:
             self._partitions = parts
             producer = self.config.producer(transactional_id=f"lakelog-{self.config.topic}")
             try:
-                producer.init_transactions(DEFAULT_REQUEST_TIMEOUT_S)
-            except ck.KafkaException as e:
+                producer.init_transactions()
+            except ClientError as e:
+                producer.close()
                 raise LogSystemError(
                     f"cannot start a transactional producer for {self.config.describe()}: {e}"
                 ) from e
             self._producer = producer
-            self._marker_consumer = self.config.consumer(group_id=marker_group(self.config.topic))
         return self._producer
 
     def _reset(self) -> None:
         """Forget the producer (after it was fenced or failed): the next commit starts a new one."""
-        if self._producer is not None and self._in_txn:
-            with contextlib.suppress(Exception):  # best effort: a new producer aborts it anyway
-                self._producer.abort_transaction(1.0)
-        self._producer = None
-        if self._marker_consumer is not None:
+        if self._producer is not None:
+            if self._in_txn:
+                with contextlib.suppress(Exception):  # best effort: a new producer aborts it anyway
+                    self._producer.abort(1.0)
             with contextlib.suppress(Exception):  # best effort
-                self._marker_consumer.close()
-        self._marker_consumer = None
+                self._producer.close()
+        self._producer = None
         self._in_txn = False
 
     def close(self) -> None:
@@ -187,16 +169,12 @@ class LogPublisher:
     # ---- markers ----------------------------------------------------------------------------------
     def marker(self) -> Optional[int]:
         """The last published snapshot id, None when nothing was ever published."""
-        ck = kafka_module()
         self._ensure()
-        consumer = self._marker_consumer
-        assert consumer is not None
-        tp = ck.TopicPartition(self.config.topic, 0)
-        (got,) = retrying(
-            lambda: consumer.committed([tp], timeout=DEFAULT_REQUEST_TIMEOUT_S),
+        client, group = self.config.kafka(), marker_group(self.config.topic)
+        return retrying(
+            lambda: client.group_offset(group, 0, DEFAULT_REQUEST_TIMEOUT_S),
             f"cannot read the publication marker of {self.config.describe()}",
         )
-        return got.offset if got.offset >= 0 else None
 
     # ---- one commit ---------------------------------------------------------------------------------
     def session(self) -> _Session:
@@ -256,23 +234,21 @@ class LogPublisher:
     def _guarded(self, call: Callable[[], None]) -> None:
         """Run ``call``; any Kafka failure drops the producer (the next use starts a new one, which
         fences and aborts what the old one left open) and raises :class:`LogSystemError`."""
-        ck = kafka_module()
         self._was_fatal = False
         try:
             call()
-        except (ck.KafkaException, LogSystemError, BufferError) as e:
-            cause = e.__cause__ if isinstance(e, LogSystemError) else e
-            self._was_fatal = isinstance(cause, ck.KafkaException) and _fatal(cause)
+        except (LogSystemError, BufferError) as e:
+            cause = e if isinstance(e, ClientError) else e.__cause__
+            self._was_fatal = isinstance(cause, ClientError) and cause.fenced
             self._reset()
-            if isinstance(e, LogSystemError):
+            if isinstance(e, LogSystemError) and not isinstance(e, ClientError):
                 raise
             raise LogSystemError(f"Kafka transaction for {self.config.describe()} failed: {e}") from e
 
     def _begin_txn(self) -> None:
         assert self._producer is not None
-        self._producer.begin_transaction()
+        self._producer.begin()
         self._in_txn = True
-        self._deliveries = Deliveries(self.config)
 
     def _publish_missing(
         self,
@@ -309,10 +285,8 @@ class LogPublisher:
 
     def _produce_gap(self, first: int, last: int) -> None:
         assert self._producer is not None and self._partitions is not None
-        for p in range(self._partitions):
-            self._producer.produce(
-                self.config.topic, value=None, partition=p, headers=[(GAP_HEADER, f"{first}-{last}".encode())]
-            )
+        gap = [(GAP_HEADER, f"{first}-{last}".encode())]
+        self._producer.send_all((None, None, p, gap) for p in range(self._partitions))
 
     def produce(self, user: str, identifier: int, commit_kind: str, changes: Sequence[BucketChanges]) -> None:
         """Send one snapshot's changes into the open transaction (call :meth:`end_offsets` after)."""
@@ -339,12 +313,10 @@ class LogPublisher:
             partition = records_partition(ch.bucket, self._partitions)
             # one header list per row kind, shared by its records (the client copies headers)
             by_kind = [[(KIND_HEADER, kind_header(k)), schema, *headers_base] for k in range(4)]
-            self._deliveries.send_all(
-                producer,
-                ((key, value, partition, by_kind[kind])
-                 for key, value, kind in zip(records.keys, records.values, records.kinds.tolist())),
+            producer.send_all(
+                (key, value, partition, by_kind[kind])
+                for key, value, kind in zip(records.keys, records.values, records.kinds.tolist())
             )
-            producer.poll(0)
 
     def end_offsets(self) -> dict[int, int]:
         """Flush the open transaction's records; ``{partition: offset after its records}``."""
@@ -354,18 +326,15 @@ class LogPublisher:
 
     def _end_offsets(self) -> dict[int, int]:
         assert self._producer is not None
-        return self._deliveries.wait(self._producer)
+        return self._producer.flush()
 
     def commit(self, snapshot_id: int) -> None:
         """Commit the open transaction with the marker = ``snapshot_id``."""
-        ck = kafka_module()
 
         def run() -> None:
-            assert self._producer is not None and self._marker_consumer is not None
+            assert self._producer is not None
             self._end_offsets()
-            tp = ck.TopicPartition(self.config.topic, 0, snapshot_id)
-            self._producer.send_offsets_to_transaction([tp], self._marker_consumer.consumer_group_metadata())
-            self._producer.commit_transaction(DEFAULT_REQUEST_TIMEOUT_S)
+            self._producer.commit(marker_group(self.config.topic), {0: snapshot_id})
             self._in_txn = False
 
         self._guarded(run)
@@ -374,18 +343,11 @@ class LogPublisher:
         """Abort the open transaction (its records are never visible to read-committed readers)."""
         if self._producer is None or not self._in_txn:
             return
-        ck = kafka_module()
         try:
-            self._producer.abort_transaction(DEFAULT_REQUEST_TIMEOUT_S)
+            self._producer.abort(DEFAULT_REQUEST_TIMEOUT_S)
             self._in_txn = False
-        except ck.KafkaException:
+        except ClientError:
             self._reset()
-
-
-def _fatal(e: BaseException) -> bool:
-    """Whether a Kafka error is fatal to the producer (fenced, or otherwise unusable)."""
-    err = e.args[0] if e.args else None
-    return err is not None and producer_ended(err)
 
 
 class _Session:

@@ -27,8 +27,9 @@ from lakelog.connector.errors import LogSystemError
 from lakelog.connector.format.key_value import RowKind
 from lakelog.connector.format.schema import TableSchema
 from lakelog.connector.format.schema_evolution import evolve_table
+from lakelog.connector.log.client import ClientError
 from lakelog.connector.log.codec import COMMIT_HEADER, KIND_HEADER, SCHEMA_HEADER, USER_HEADER, decode_values
-from lakelog.connector.log.kafka import LogConfig, kafka_module
+from lakelog.connector.log.kafka import LogConfig
 from lakelog.connector.log.publisher import COMMIT_KIND_HEADER, GAP_HEADER
 
 __all__ = ["CommitId", "LogTail", "ChangeBatch", "ROWKIND"]
@@ -74,7 +75,6 @@ class LogTail:
         skip: Optional[CommitId] = None,
         schema_of: Optional[Callable[[int], TableSchema]] = None,
     ) -> None:
-        ck = kafka_module()
         self.config = config
         self.table_schema = schema
         self.schema = schema.arrow_schema()
@@ -96,7 +96,7 @@ class LogTail:
                 )
             self.positions[p] = pos
         self._consumer = config.consumer()
-        self._consumer.assign([ck.TopicPartition(config.topic, p, o) for p, o in self.positions.items()])
+        self._consumer.assign(self.positions)
         self._closed = False
 
     def close(self) -> None:
@@ -112,8 +112,16 @@ class LogTail:
 
     def poll(self, timeout: float = 0.5, *, max_records: int = _MAX_RECORDS) -> Optional[ChangeBatch]:
         """The changes that arrived (None when none arrived within ``timeout`` seconds)."""
-        ck = kafka_module()
-        msgs = self._consumer.consume(max_records, timeout)
+        try:
+            msgs = self._consumer.poll(max_records, timeout)
+        except ClientError as e:
+            if e.reason == "offset-out-of-range":
+                p = e.partition
+                raise LogSystemError(
+                    f"{self.config.describe()} no longer holds offset {self.positions.get(p)} of partition "
+                    f"{p}: retention deleted changes this reader had not read ({e})"
+                ) from e
+            raise LogSystemError(f"reading {self.config.describe()}: {e}") from e
         if not msgs:
             return None
         values: list[Optional[bytes]] = []
@@ -122,21 +130,9 @@ class LogTail:
         schemas: list[Optional[bytes]] = []
         moved: dict[int, int] = {}
         for m in msgs:
-            err = m.error()
-            if err is not None:
-                if err.code() == ck.KafkaError._AUTO_OFFSET_RESET:
-                    p = m.partition()
-                    raise LogSystemError(
-                        f"{self.config.describe()} no longer holds offset {self.positions.get(p)} of "
-                        "partition "
-                        f"{p}: retention deleted changes this reader had not read ({err.str()})"
-                    )
-                if err.code() == ck.KafkaError._PARTITION_EOF:
-                    continue
-                raise LogSystemError(f"reading {self.config.describe()}: {err.str()}")
-            p, off = m.partition(), m.offset()
+            p, off = m.partition, m.offset
             moved[p] = off + 1
-            headers = dict(m.headers() or ())
+            headers = m.headers
             gap = headers.get(GAP_HEADER)
             if gap is not None:
                 raise LogSystemError(
@@ -146,8 +142,8 @@ class LogTail:
                 )
             if self.skip is not None and self._is_skipped(headers):
                 continue
-            values.append(m.value())
-            keys.append(m.key())
+            values.append(m.value)
+            keys.append(m.key)
             kinds.append(headers.get(KIND_HEADER))
             schemas.append(headers.get(SCHEMA_HEADER))
         self.positions.update(moved)
