@@ -9,6 +9,7 @@ See benchmarks/README.md.
     .venv/bin/python benchmarks/bench_log.py --only freshness --rounds 2       # 10 s checkpoints
     .venv/bin/python benchmarks/bench_log.py --only throughput --rows 1000000 --rounds 2
     .venv/bin/python benchmarks/bench_log.py --only hybrid --table-rows 1000000
+    .venv/bin/python benchmarks/bench_log.py --clients confluent-kafka,kafka-python   # both side by side
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ freshness   One Flink job per variant, run one after another with the same setti
                         the log, SnapshotFollower on the files with --discovery-ms), then a chained
                         Python map recording time.time() per row;
               subscribe t.subscribe() in a thread of this process (poll interval 50 ms);
-              kafka     (log variants) a plain confluent-kafka consumer of the topic in this process
+              kafka     (log variants) a plain consumer of the topic in this process (the log's client)
                         (read_committed for the transactional log), recording each record's Kafka
                         timestamp (CreateTime: when lakelog produced it) and its arrival.
             latency = arrival - emit_ms per row, over the rows emitted in the measured window minus
@@ -134,11 +135,28 @@ def kafka(args: argparse.Namespace, workdir: str) -> Iterator[str]:
         broker.stop()
 
 
+def base_variant(variant: str) -> str:
+    """``eventual@kafka-python`` -> ``eventual``."""
+    return variant.partition("@")[0]
+
+
+def with_clients(variants: list[str], clients: list[str]) -> list[str]:
+    """Each log variant once per client (``transactional@kafka-python``); ``auto`` adds no suffix."""
+    out = []
+    for v in variants:
+        if v in ("files", "off") or clients == ["auto"]:
+            out.append(v)
+        else:
+            out += [v if c == "auto" else f"{v}@{c}" for c in clients]
+    return out
+
+
 def log_options(variant: str, servers: str) -> dict[str, str]:
-    if variant == "files":
+    base, _, client = variant.partition("@")
+    if base == "files":
         return {}
-    opts = {"log.system": "kafka", "kafka.bootstrap.servers": servers}
-    if variant == "eventual":
+    opts = {"log.system": "kafka", "kafka.bootstrap.servers": servers, "log.kafka.client": client or "auto"}
+    if base == "eventual":
         opts["log.consistency"] = "eventual"
     return opts
 
@@ -327,7 +345,7 @@ def freshness_job(args: argparse.Namespace, workdir: str, servers: str, variant:
     run = FreshRun(variant, rnd, load=loadavg())
     measured = int(args.rate * args.seconds)
     total = measured + int(args.rate * 600)  # the job is cancelled long before the emitter runs dry
-    tag = f"{variant}_{rnd}_{uuid.uuid4().hex[:6]}"
+    tag = f"{variant.replace('@', '_').replace('-', '_')}_{rnd}_{uuid.uuid4().hex[:6]}"
     cat = lakelog.Catalog(os.path.join(workdir, "wh-fresh"))
     table = cat.create_table(
         f"bench.fresh_{tag}",
@@ -432,7 +450,7 @@ def report_freshness(args: argparse.Namespace, runs: list[FreshRun]) -> bool:
             lat = [(arr[i][1] - arr[i][0]) / 1000.0 for i in range(warm, measured) if i in arr]
             missing = (measured - warm) - len(lat)
             s = lat_stats(lat)
-            goal, check = goals[run.variant]
+            goal, check = goals[base_variant(run.variant)]
             verdict = "-" if check is None else ("PASS" if check(s["p99"]) and not missing else "FAIL")
             if check is not None and verdict == "FAIL":
                 ok = False
@@ -447,7 +465,7 @@ def report_freshness(args: argparse.Namespace, runs: list[FreshRun]) -> bool:
     head2 = ["variant", "source -> Python map", "source -> produced to Kafka", "produced -> plain consumer",
              "plain consumer -> flink reader", "plain consumer -> subscribe", "source -> flink reader"]
     body2 = []
-    for variant in VARIANTS:
+    for variant in dict.fromkeys(r.variant for r in runs):
         mine = [r for r in runs if r.variant == variant and not r.error]
         if not mine:
             continue
@@ -482,7 +500,7 @@ def report_freshness(args: argparse.Namespace, runs: list[FreshRun]) -> bool:
     body3 = []
     for (variant, reader), lat in per_variant.items():
         s = lat_stats(lat)
-        goal, check = goals[variant]
+        goal, check = goals[base_variant(variant)]
         verdict = "-" if check is None else ("PASS" if check(s["p99"]) else "FAIL")
         body3.append([variant, reader, str(len(lat)), f"{s['p50']:.2f}", f"{s['p99']:.2f}", f"{s['max']:.2f}", goal, verdict])
     print(render_table(["variant", "reader", "rows", "p50 s", "p99 s", "max s", "goal p99", "result"], body3))
@@ -499,13 +517,14 @@ def throughput(args: argparse.Namespace, workdir: str, servers: str) -> bool:
     cfg = fi.Config(args.rows, args.parallelism, args.ingest_checkpoint_ms, "process", 4,
                     args.ingest_bundle_size, args.ingest_bundle_time, workdir)
     expected = fi.expected_sums(args.rows)
-    results: dict[str, list[Any]] = {v: [] for v in ("off", "transactional", "eventual")}
+    variants = with_clients(["off", "transactional", "eventual"], _clients(args))
+    results: dict[str, list[Any]] = {v: [] for v in variants}
     checks: list[str] = []
     ok = True
     loads = [loadavg()]
     for rnd in range(1, args.rounds + 1):
-        for variant in ("off", "transactional", "eventual"):
-            tag = f"{variant}_{rnd}_{uuid.uuid4().hex[:6]}"
+        for variant in variants:
+            tag = f"{base_variant(variant)}_{rnd}_{uuid.uuid4().hex[:6]}"
             cat = lakelog.Catalog(os.path.join(workdir, "wh-ingest"))
             opts = {"bucket": "4", **log_options("files" if variant == "off" else variant, servers)}
             t = cat.create_table(f"bench.ingest_{tag}", fi.BENCH_SCHEMA, primary_key=["id"], options=opts)
@@ -522,7 +541,8 @@ def throughput(args: argparse.Namespace, workdir: str, servers: str) -> bool:
             line = f"[{'OK' if good else '!!'}] {variant} round {rnd}: table {'holds' if good else 'differs: ' + str(r.check)}"
             if variant != "off":
                 records, keys = topic_census(t)
-                topic_ok = keys == args.rows and (records == args.rows if variant == "transactional" else records >= args.rows)
+                exact = base_variant(variant) == "transactional"
+                topic_ok = keys == args.rows and (records == args.rows if exact else records >= args.rows)
                 good &= topic_ok
                 line += f"; topic: {records} records, {keys} distinct ids ({'OK' if topic_ok else 'WRONG'})"
             ok &= good
@@ -548,7 +568,7 @@ def throughput(args: argparse.Namespace, workdir: str, servers: str) -> bool:
     base = float(np.median([r.rate for r in off]))
     base_cpu = float(np.median([r.map_rows / r.cpu_s for r in off]))
     verdicts = []
-    for variant in ("transactional", "eventual"):
+    for variant in variants[1:]:
         rs = results[variant]
         if not rs:
             continue
@@ -776,6 +796,8 @@ def _parser() -> argparse.ArgumentParser:
                         "flink-conf/'s (200 ms)")
     g = p.add_argument_group("freshness")
     g.add_argument("--variants", default=",".join(VARIANTS), help="comma list of eventual, transactional, files")
+    p.add_argument("--clients", default="auto", help="comma list of the log's Kafka clients to run each log variant "
+                   "with: kafka-python, confluent-kafka, auto (log.kafka.client)")
     g.add_argument("--rate", type=float, default=200.0, help="rows per second emitted")
     g.add_argument("--seconds", type=float, default=60.0, help="measured emission window per job")
     g.add_argument("--warmup-s", type=float, default=10.0, help="first seconds of the window not counted")
@@ -801,6 +823,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _clients(args: argparse.Namespace) -> list[str]:
+    return [c.strip() for c in args.clients.split(",") if c.strip()] or ["auto"]
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     args = _parser().parse_args(argv)
     parts = [x.strip() for x in args.only.split(",") if x.strip()]
@@ -820,7 +846,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         with kafka(args, workdir) as servers:
             fresh: list[FreshRun] = []
             if "freshness" in parts:
-                variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+                variants = with_clients([v.strip() for v in args.variants.split(",") if v.strip()], _clients(args))
                 for rnd in range(1, args.rounds + 1):
                     for v in variants:
                         try:
