@@ -43,6 +43,7 @@ This module imports pyflink (it is only imported where a Flink graph is built).
 from __future__ import annotations
 
 import atexit
+import gc
 import glob
 import os
 import re
@@ -50,6 +51,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import threading
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -66,6 +68,7 @@ from lakelog.connector.errors import OptionError
 
 __all__ = [
     "flink_environment",
+    "stop_idle_flushers",
     "find_conf_dir",
     "read_flink_conf",
     "job_settings",
@@ -121,6 +124,37 @@ CHANNEL_DIR_KEY = "lakelog.commit-channel.dir"
 
 # this process's local checkpoint folder per checkpoint root: {(pid, root): folder}
 _local_checkpoint_dirs: dict[tuple[int, Path], Path] = {}
+
+
+def stop_idle_flushers() -> int:
+    """Stop the flush timers that PyFlink's in-process Python workers left behind; the number stopped.
+
+    Local jobs run their Python workers in this process (PyFlink's loopback mode). Each output
+    stream of a worker starts a thread that wakes every second to ask for a flush
+    (``PeriodicThread`` in ``pyflink.fn_execution.utils.operation_utils``), and nothing stops it
+    when the job ends: about 30 threads per job, each waking for the GIL once a second, so a long
+    ``lakelog sql`` session or notebook slows down job after job. A stream still in use is held by
+    its worker's operation; an ended job's stream is held only by its own timer's bound method, so
+    its reference count (as ``sys.getrefcount`` sees it) is 2. Only those timers are stopped (a
+    timer caught in the middle of a call looks alive and is left for the next sweep), so jobs
+    still running in this process keep theirs. lakelog's SQL runner sweeps before every statement.
+    """
+    utils = sys.modules.get("pyflink.fn_execution.utils.operation_utils")
+    if utils is None:  # no Python worker ran in this process
+        return 0
+    periodic = getattr(utils, "PeriodicThread", None)
+    if periodic is None:
+        return 0
+    gc.collect()  # ended bundle processors may sit in reference cycles
+    stopped = 0
+    for thread in threading.enumerate():
+        if not isinstance(thread, periodic):
+            continue
+        owner = getattr(getattr(thread, "_function", None), "__self__", None)
+        if owner is not None and sys.getrefcount(owner) <= 3:  # the bound method, owner, the argument
+            thread.cancel()
+            stopped += 1
+    return stopped
 
 
 def _repo_conf_dir() -> Optional[str]:

@@ -41,7 +41,13 @@ from lakelog.connector.format.objectstore import S3_OPTION_KEYS
 from lakelog.connector.format.options import Duration, validate_options
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.catalog import Catalog, parse_table_path
-from lakelog.operators.flink_env import flink_environment, is_remote, load_settings, runtime_mode
+from lakelog.operators.flink_env import (
+    flink_environment,
+    is_remote,
+    load_settings,
+    runtime_mode,
+    stop_idle_flushers,
+)
 from lakelog.operators.lookup import register_lookup_function, register_route_function, routed_by_column
 from lakelog.operators.lookup_shard import routing_buckets, worth_sharding
 from lakelog.operators.sink import sink_table_to_lakelog
@@ -219,6 +225,7 @@ class LakelogSql:
         st = classify(stmt)
         if st.kind == "EMPTY":
             return None
+        stop_idle_flushers()  # what the jobs of earlier statements left in this process
         if self._env_stale and st.kind not in ("SET", "RESET"):
             self._make_env(self.mode, force=True)
         mark = len(self._transformations())
