@@ -114,6 +114,9 @@ class KafkaPythonClient:
             allow_auto_create_topics=False,
             consumer_timeout_ms=float("inf"),
         )
+        # a log tail waits for new records; the broker holds an empty fetch this long (Kafka's
+        # default 500 ms is most of an eventual log's freshness budget); 'kafka.fetch.max.wait.ms' sets it
+        kw.setdefault("fetch_max_wait_ms", 100)
         return self._make(KafkaConsumer, kw, "consumer")
 
     def _admin(self) -> Any:
