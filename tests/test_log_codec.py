@@ -119,3 +119,24 @@ def test_the_kafka_client_is_picked_as_log_kafka_client_says(monkeypatch: pytest
     monkeypatch.setattr(client, "installed", lambda name: False)
     with pytest.raises(LogSystemError, match=r"no Kafka client is installed: pip install 'lakelog\[kafka\]'"):
         client.pick_client("auto", "db.t")
+
+
+def test_kafka_options_become_kafka_python_arguments() -> None:
+    from kafka import KafkaProducer
+
+    from lakelog.connector.errors import OptionError
+    from lakelog.connector.log.client_kafka_python import KafkaPythonClient
+
+    class Config:
+        bootstrap_servers = "h1:9092,h2:9092"
+        table, topic = "db.t", "x"
+        properties = {"ssl.ca.location": "/ca.pem", "security.protocol": "SSL", "acks": "all", "linger.ms": "7",
+                      "sasl.username": "u", "enable.idempotence": "true"}  # fmt: skip
+
+    kw = KafkaPythonClient(Config())._kwargs(KafkaProducer.DEFAULT_CONFIG, "producer")
+    assert kw["bootstrap_servers"] == ["h1:9092", "h2:9092"]
+    assert (kw["ssl_cafile"], kw["security_protocol"], kw["acks"], kw["linger_ms"]) == ("/ca.pem", "SSL", "all", 7)
+    assert kw["sasl_plain_username"] == "u" and kw["enable_idempotence"] is True
+    Config.properties = {"no.such.property": "1"}
+    with pytest.raises(OptionError, match=r"kafka-python takes no option 'kafka.no.such.property'"):
+        KafkaPythonClient(Config())._kwargs(KafkaProducer.DEFAULT_CONFIG, "producer")

@@ -2,7 +2,8 @@
 
 ``kafka.<key>`` table options use Kafka's dotted names, as for the other client; they reach
 kafka-python as its keyword arguments (dots become underscores: ``security.protocol`` ->
-``security_protocol``; ``sasl.username``/``sasl.password`` -> ``sasl_plain_username``/``_password``).
+``security_protocol``; ``sasl.username``/``sasl.password`` -> ``sasl_plain_username``/``_password``,
+``ssl.ca.location`` -> ``ssl_cafile`` and the other ``ssl.*.location`` keys likewise).
 A key that kafka-python's client does not take is refused, naming it.
 """
 
@@ -20,7 +21,14 @@ __all__ = ["KafkaPythonClient"]
 
 REQUEST_TIMEOUT_S = 10.0
 TRANSACTION_TIMEOUT_MS = 15_000
-_RENAMED = {"sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password"}
+_RENAMED = {  # librdkafka's names (which lakelog documents) whose kafka-python argument differs
+    "sasl.username": "sasl_plain_username",
+    "sasl.password": "sasl_plain_password",
+    "ssl.ca.location": "ssl_cafile",
+    "ssl.certificate.location": "ssl_certfile",
+    "ssl.key.location": "ssl_keyfile",
+    "ssl.key.password": "ssl_password",
+}
 # librdkafka-only keys that have no kafka-python counterpart and change nothing there
 _IGNORED = frozenset({"socket.timeout.ms", "message.timeout.ms", "enable.partition.eof", "logger"})
 
