@@ -4,6 +4,7 @@ schema options, CALL arguments, INSERT parts, root causes of Flink errors, resul
 from __future__ import annotations
 
 import datetime
+import decimal
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,16 @@ def test_call_arguments_bind_by_position_and_by_name(tmp_path: Path) -> None:
     assert parse_call("CALL c.sys.compact('db.t', '', TRUE, NULL)")[1] == ["db.t", "", True, None]
     with pytest.raises(SqlError, match="not a literal"):
         parse_call("CALL sys.compact(concat('a', 'b'))")
+    # constant expressions, as Paimon's docs write them (issue 24)
+    got = parse_call("CALL sys.rollback_to(`table` => 'db.' || 'T', snapshot_id => cast(1 as bigint))")[2]
+    assert got == {"table": "db.T", "snapshot_id": 1} and isinstance(got["snapshot_id"], int)
+    assert parse_call("CALL sys.x(CAST('7' AS INT), -(2 + 3) * 4, CAST(1.5 AS DECIMAL(10, 2)), 7 / 2, "
+                      "CAST(NULL AS STRING), CAST('true' AS BOOLEAN), CAST(3 AS STRING), -2.5)")[1] == [
+        7, -20, decimal.Decimal("1.5"), 3, None, True, "3", decimal.Decimal("-2.5")]  # fmt: skip
+    for bad, match in (("CAST('x' AS BIGINT)", "cannot CAST 'x' AS BIGINT"), ("1 / 0", "division by zero"),
+                       ("'a' + 1", "not a literal"), ("CAST(1 AS BIGINT", "parentheses do not match"), ("now()", "not a literal")):  # fmt: skip
+        with pytest.raises(SqlError, match=match):
+            parse_call(f"CALL sys.x({bad})")
     cat = lakelog.Catalog(str(tmp_path))
     ctx = CallContext(cat, "lk", "default")
     with pytest.raises(SqlError, match="has no argument 'tabel'"):

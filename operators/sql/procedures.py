@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from lakelog.connector.errors import (
     InvalidInputError,
@@ -73,25 +73,158 @@ class Procedure:
 
 
 # ---- argument parsing ------------------------------------------------------------------------------
-def _literal(toks: list[Token], text: str) -> Any:
-    if not toks:
-        raise SqlError(f"{text}: an argument is empty")
-    words = [t.word for t in toks]
-    if len(toks) == 1:
-        t = toks[0]
+_INTEGER_TYPES = ("TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT")
+_EXACT_TYPES = ("DECIMAL", "DEC", "NUMERIC")
+_FLOAT_TYPES = ("FLOAT", "DOUBLE", "REAL")
+_STRING_TYPES = ("STRING", "VARCHAR", "CHAR")
+
+
+class _Constant:
+    """A constant expression of a ``CALL`` argument, evaluated as Flink would: literals
+    (strings, numbers, TRUE/FALSE, NULL), parentheses, unary minus, ``+ - * /`` on numbers, ``||``
+    on strings, and ``CAST(x AS <type>)`` to integer, decimal, floating-point, string and boolean
+    types (Paimon's docs write ``snapshot_id => cast(1 as bigint)``). Anything else is refused."""
+
+    def __init__(self, toks: list[Token], text: str) -> None:
+        self.toks, self.text, self.i = toks, text, 0
+
+    def fail(self) -> SqlError:
+        raw = " ".join(t.text for t in self.toks)
+        return SqlError(
+            f"{self.text}: argument {raw!r} is not a literal or a constant expression lakelog evaluates "
+            "(literals, CAST, + - * /, ||)"
+        )
+
+    def peek(self) -> Optional[Token]:
+        return self.toks[self.i] if self.i < len(self.toks) else None
+
+    def take(self, want: Optional[str] = None) -> Token:
+        t = self.peek()
+        if t is None or (want is not None and t.text.upper() != want):
+            raise self.fail()
+        self.i += 1
+        return t
+
+    def value(self) -> Any:
+        if not self.toks:
+            raise SqlError(f"{self.text}: an argument is empty")
+        out = self.concat()
+        if self.i != len(self.toks):
+            raise self.fail()
+        return out
+
+    def concat(self) -> Any:
+        left = self.sum()
+        while self.peek() is not None and self.peek().text == "|":  # type: ignore[union-attr]
+            self.take("|")
+            self.take("|")
+            right = self.sum()
+            if left is None or right is None:
+                left = None
+            elif isinstance(left, str) and isinstance(right, str):
+                left = left + right
+            else:
+                raise self.fail()
+        return left
+
+    def sum(self) -> Any:
+        left = self.product()
+        while self.peek() is not None and self.peek().text in ("+", "-"):  # type: ignore[union-attr]
+            op = self.take().text
+            left = self.arith(left, op, self.product())
+        return left
+
+    def product(self) -> Any:
+        left = self.unary()
+        while self.peek() is not None and self.peek().text in ("*", "/"):  # type: ignore[union-attr]
+            op = self.take().text
+            left = self.arith(left, op, self.unary())
+        return left
+
+    def arith(self, a: Any, op: str, b: Any) -> Any:
+        if a is None or b is None:
+            return None
+        if not all(isinstance(x, (int, float, decimal.Decimal)) and not isinstance(x, bool) for x in (a, b)):
+            raise self.fail()
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if b == 0:
+            raise SqlError(f"{self.text}: division by zero in an argument")
+        if isinstance(a, int) and isinstance(b, int):
+            return int(a / b)  # Flink's integer division truncates
+        return a / b
+
+    def unary(self) -> Any:
+        t = self.peek()
+        if t is not None and t.text in ("-", "+"):
+            self.take()
+            v = self.unary()
+            if v is None:
+                return None
+            if isinstance(v, bool) or not isinstance(v, (int, float, decimal.Decimal)):
+                raise self.fail()
+            return -v if t.text == "-" else v
+        return self.atom()
+
+    def atom(self) -> Any:
+        t = self.take()
+        if t.text == "(":
+            v = self.concat()
+            self.take(")")
+            return v
         if t.kind == "str":
             return t.text[1:-1].replace("''", "'")
         if t.kind == "num":
-            return decimal.Decimal(t.text) if "." in t.text else int(t.text)
-        if words[0] in ("TRUE", "FALSE"):
-            return words[0] == "TRUE"
-        if words[0] == "NULL":
+            return decimal.Decimal(t.text) if ("." in t.text or "e" in t.text.lower()) else int(t.text)
+        if t.word in ("TRUE", "FALSE"):
+            return t.word == "TRUE"
+        if t.word == "NULL":
             return None
-    if len(toks) == 2 and toks[0].text == "-" and toks[1].kind == "num":
-        digits = toks[1].text
-        return -(decimal.Decimal(digits) if "." in digits else int(digits))
-    raw = " ".join(t.text for t in toks)
-    raise SqlError(f"{text}: argument {raw!r} is not a literal (lakelog's procedures take literals)")
+        if t.word == "CAST":
+            self.take("(")
+            v = self.concat()
+            self.take("AS")
+            target = self.take().word
+            if self.peek() is not None and self.peek().text == "(":  # type: ignore[union-attr]
+                depth = 0
+                while True:  # a length, precision or scale: kept by the value itself
+                    s = self.take().text
+                    depth += {"(": 1, ")": -1}.get(s, 0)
+                    if depth == 0:
+                        break
+            self.take(")")
+            return self.cast(v, target)
+        raise self.fail()
+
+    def cast(self, v: Any, target: str) -> Any:
+        if v is None:
+            return None
+        try:
+            if target in _INTEGER_TYPES:
+                if isinstance(v, bool):
+                    return int(v)
+                return int(decimal.Decimal(str(v).strip()).to_integral_value(rounding=decimal.ROUND_DOWN))
+            if target in _EXACT_TYPES:
+                return decimal.Decimal(str(v).strip())
+            if target in _FLOAT_TYPES:
+                return float(v)
+            if target in _STRING_TYPES:
+                return ("TRUE" if v else "FALSE") if isinstance(v, bool) else str(v)
+            if target == "BOOLEAN":
+                text = str(v).strip().upper()
+                if text in ("TRUE", "FALSE"):
+                    return text == "TRUE"
+        except (ArithmeticError, ValueError):
+            pass
+        raise SqlError(f"{self.text}: cannot CAST {v!r} AS {target} in an argument")
+
+
+def _literal(toks: list[Token], text: str) -> Any:
+    return _Constant(toks, text).value()
 
 
 def parse_call(text: str) -> tuple[list[str], list[Any], dict[str, Any]]:
@@ -103,6 +236,9 @@ def parse_call(text: str) -> tuple[list[str], list[Any], dict[str, Any]]:
     if not parts or i >= len(toks) or toks[i].text != "(":
         raise SqlError(f"{text}: expected CALL [catalog.]sys.<procedure>(...)")
     end = matching_paren(toks, i)
+    rest = [t.text for t in toks[end + 1 :]]
+    if end == len(toks) or rest not in ([], [";"]):
+        raise SqlError(f"{text}: the argument list's parentheses do not match")
     args: list[list[Token]] = [[]]
     depth = 0
     for t in toks[i + 1 : end]:
