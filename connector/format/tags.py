@@ -76,20 +76,37 @@ class TagManager:
     def exists(self, name: str) -> bool:
         return self.file_io.file_exists(self.tag_path(name))
 
-    def create(self, name: str, snapshot: Snapshot, time_retained: timedelta | None = None) -> None:
+    @staticmethod
+    def _tag_json(snapshot: Snapshot, time_retained: timedelta | None, create_time: datetime | None) -> bytes:
+        obj = snapshot.to_dict()
+        if time_retained is not None:
+            obj["tagCreateTime"] = _local_datetime_to_json(create_time or datetime.now())
+            obj["tagTimeRetained"] = time_retained.total_seconds()
+        return json.dumps(obj, ensure_ascii=False).encode("utf-8")
+
+    def create(
+        self,
+        name: str,
+        snapshot: Snapshot,
+        time_retained: timedelta | None = None,
+        create_time: datetime | None = None,
+    ) -> None:
         """Create tag ``name`` for ``snapshot``; :class:`TagError` if the name is taken or invalid.
 
         Without ``time_retained`` the file is the plain snapshot JSON (as Paimon writes it); with
-        it, ``tagCreateTime`` and ``tagTimeRetained`` are added.
+        it, ``tagCreateTime`` (``create_time``, default now) and ``tagTimeRetained`` are added.
         """
         path = self.tag_path(name)
-        obj = snapshot.to_dict()
-        if time_retained is not None:
-            obj["tagCreateTime"] = _local_datetime_to_json(datetime.now())
-            obj["tagTimeRetained"] = time_retained.total_seconds()
-        data = json.dumps(obj, ensure_ascii=False).encode("utf-8")
-        if not self.file_io.try_publish(path, data):
+        if not self.file_io.try_publish(path, self._tag_json(snapshot, time_retained, create_time)):
             raise TagError(f"tag {name!r} already exists ({path})")
+
+    def replace(self, name: str, snapshot: Snapshot, time_retained: timedelta | None = None) -> None:
+        """Point existing tag ``name`` at ``snapshot`` (a new creation time when it has a retention)
+        with one atomic overwrite: readers see the old tag or the new one, never none."""
+        path = self.tag_path(name)
+        if not self.file_io.file_exists(path):
+            raise TagError(f"tag {name!r} does not exist ({path})")
+        self.file_io.overwrite_atomic(path, self._tag_json(snapshot, time_retained, None))
 
     def get_info(self, name: str) -> TagInfo:
         path = self.tag_path(name)

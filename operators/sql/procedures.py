@@ -29,6 +29,7 @@ from lakelog.connector.errors import (
     TagError,
 )
 from lakelog.connector.format.options import Duration
+from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.table.catalog import Catalog
 from lakelog.connector.table.partition_specs import parse_partition_specs
 from lakelog.connector.table.table import Table
@@ -499,6 +500,135 @@ def _rewrite_file_index(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     return _success()
 
 
+def _later_or_equal(t: Any, millis: int) -> Optional[Snapshot]:
+    """The first snapshot committed at or after ``millis`` (None: none)."""
+    sm = t.store.snapshot_manager
+    before = sm.earlier_or_equal_time_millis(millis - 1)
+    first = before.id + 1 if before is not None else sm.earliest_id()
+    latest = sm.latest_id()
+    if first is None or latest is None or first > latest:
+        return None
+    for sid in range(first, latest + 1):  # normally the first; a gap means expiry is running
+        with contextlib.suppress(SnapshotNotFoundError):
+            snap = sm.snapshot(sid)
+            if snap.time_millis >= millis:
+                return snap
+    return None
+
+
+def _create_tag_from_timestamp(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    t = ctx.table(a["table"])
+    millis = _local_millis(a["timestamp"], "timestamp")
+    snap = _later_or_equal(t, millis)
+    if snap is None:
+        raise SqlError(f"Could not find snapshot whose commit-time later than '{millis}'.")
+    retained = _duration(a["time_retained"], "time_retained") if a.get("time_retained") else None
+    tm = t.store.tag_manager
+    if tm.exists(a["tag"]):
+        raise SqlError(f"Tag '{a['tag']}' already exists.")
+    tm.create(a["tag"], snap, time_retained=retained)
+    watermark = snap.watermark if snap.watermark is not None else -(2**63)
+    return SqlResult.table(["tagName", "snapshot", "commit_time", "watermark"],
+                           [(a["tag"], snap.id, snap.time_millis, watermark)])  # fmt: skip
+
+
+def _replace_tag(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    """Point an existing tag at another snapshot (default the latest) and/or give it another
+    retention (default: none). The tag file is rewritten in place (one atomic overwrite), so a
+    reader never finds the tag missing."""
+    t = ctx.table(a["table"])
+    tm = t.store.tag_manager
+    name = str(a["tag"])
+    if not tm.exists(name):
+        raise SqlError(f"Tag '{name}' doesn't exist.")
+    sm = t.store.snapshot_manager
+    if a.get("snapshot_id") is not None:
+        try:
+            snap = sm.snapshot(_integer(a["snapshot_id"], "snapshot_id"))
+        except SnapshotNotFoundError:
+            raise SqlError(f"Snapshot '{a['snapshot_id']}' doesn't exist.") from None
+    else:
+        latest = sm.latest()
+        if latest is None:
+            raise SqlError("Cannot replace tag because latest snapshot doesn't exist.")
+        snap = latest
+    retained = _duration(a["time_retained"], "time_retained") if a.get("time_retained") else None
+    tm.replace(name, snap, time_retained=retained)
+    return _success()
+
+
+def _rename_tag(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    t = ctx.table(a["table"])
+    tm = t.store.tag_manager
+    old, new = str(a["tagname"]), str(a["targettagname"])
+    if not tm.exists(old):
+        raise SqlError(f"Tag '{old}' doesn't exist.")
+    if tm.exists(new):
+        raise SqlError(f"Tag '{new}' already exists.")
+    info = tm.get_info(old)
+    tm.create(new, info.snapshot, time_retained=info.time_retained, create_time=info.create_time)
+    tm.delete(old)  # the new name exists first: the snapshot is never unprotected
+    return _success()
+
+
+def _expire_tags(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    """Paimon's expire_tags: tags created before ``older_than``, or (without it) tags whose
+    ``time_retained`` has passed. Tags written without a creation time (no retention) are kept:
+    their age is unknown."""
+    t = ctx.table(a["table"])
+    tm = t.store.tag_manager
+    now = datetime.datetime.now()
+    cutoff = None
+    if a.get("older_than"):
+        cutoff = datetime.datetime.fromtimestamp(_local_millis(a["older_than"], "older_than") / 1000)
+    expired = []
+    for name in sorted(tm.names()):
+        with contextlib.suppress(TagError):
+            info = tm.get_info(name)
+            if info.create_time is None:
+                continue
+            if cutoff is not None:
+                due = info.create_time < cutoff
+            else:
+                due = info.time_retained is not None and info.create_time + info.time_retained < now
+            if due:
+                t.delete_tag(name)
+                expired.append(name)
+    if not expired:
+        return SqlResult.table(["expired_tags"], [("No expired tags.",)])
+    return SqlResult.table(["expired_tags"], [(n,) for n in expired])
+
+
+def _rollback_to_timestamp(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    t = ctx.table(a["table"])
+    latest = t.latest_snapshot()
+    if latest is None:
+        raise SqlError("Latest snapshot is null, can not rollback.")
+    millis = _local_millis(a["timestamp"], "timestamp")
+    snap = t.store.snapshot_manager.earlier_or_equal_time_millis(millis)
+    if snap is None:
+        raise SqlError(f"count not find snapshot earlier than {millis}")
+    target = t.rollback_to(snap.id)
+    return SqlResult.table(["previous_snapshot_id", "current_snapshot_id"], [(latest.id, target)])
+
+
+def _clear_consumers(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    t = ctx.table(a["table"])
+    cm = t.store.consumer_manager
+    try:
+        include = re.compile(str(a["including_consumers"])) if a.get("including_consumers") else None
+        exclude = re.compile(str(a["excluding_consumers"])) if a.get("excluding_consumers") else None
+    except re.error as e:
+        raise SqlError(f"CALL sys.clear_consumers: not a regular expression: {e}") from None
+    for cid in cm.ids():
+        if include is not None and not include.fullmatch(cid):
+            continue
+        if exclude is not None and exclude.fullmatch(cid):
+            continue
+        cm.delete(cid)
+    return _success()
+
+
 PROCEDURES: dict[str, Procedure] = {
     p.name: p
     for p in (
@@ -513,6 +643,19 @@ PROCEDURES: dict[str, Procedure] = {
                   _create_tag, "tag a snapshot (default: the latest)"),
         Procedure("delete_tag", ("table", "tag"), ("table", "tag"), _delete_tag,
                   "delete tags (comma-separated)"),
+        Procedure("create_tag_from_timestamp", ("table", "tag", "timestamp", "time_retained"),
+                  ("table", "tag", "timestamp"), _create_tag_from_timestamp,
+                  "tag the first snapshot committed at or after a time"),
+        Procedure("replace_tag", ("table", "tag", "snapshot_id", "time_retained"), ("table", "tag"),
+                  _replace_tag, "point a tag at another snapshot or give it another retention"),
+        Procedure("rename_tag", ("table", "tagname", "targettagname"), ("table", "tagname", "targettagname"),
+                  _rename_tag, "rename a tag"),
+        Procedure("expire_tags", ("table", "older_than"), ("table",), _expire_tags,
+                  "delete tags created before older_than, or past their time_retained"),
+        Procedure("rollback_to_timestamp", ("table", "timestamp"), ("table", "timestamp"),
+                  _rollback_to_timestamp, "roll back to the last snapshot committed at or before a time"),
+        Procedure("clear_consumers", ("table", "including_consumers", "excluding_consumers"), ("table",),
+                  _clear_consumers, "delete consumers (those a regular expression names, but not others)"),
         Procedure("rollback_to", ("table", "tag", "snapshot_id"), ("table",), _rollback_to,
                   "roll back to a tag or snapshot"),
         Procedure("expire_snapshots",

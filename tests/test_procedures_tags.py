@@ -1,0 +1,115 @@
+"""Issue 24: Paimon's tag, rollback and consumer procedures, each run as Paimon's procedure page
+writes its example (the statement text as written, parsed by lakelog's CALL parser) and checked on
+disk: create_tag with a cast argument, create_tag_from_timestamp, replace_tag, rename_tag,
+expire_tags, rollback_to_timestamp, clear_consumers."""
+
+from __future__ import annotations
+
+import datetime
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import lakelog
+from lakelog.operators.sql.errors import SqlError
+from lakelog.operators.sql.procedures import CallContext, call_procedure, parse_call
+
+SCHEMA = pa.schema([pa.field("k", pa.int64(), nullable=False), pa.field("v", pa.string())])
+
+
+def call(ctx: CallContext, stmt: str) -> list[tuple[Any, ...]]:
+    parts, positional, named = parse_call(stmt)
+    return list(call_procedure(ctx, parts[-1], positional, named).rows)
+
+
+@pytest.fixture()
+def table(tmp_path: Path) -> tuple[CallContext, lakelog.Table]:
+    cat = lakelog.Catalog(str(tmp_path / "wh"))
+    t = cat.create_table("default.T", SCHEMA, primary_key=["k"], options={"bucket": "1"})
+    for i in range(1, 11):
+        t.write(pa.table({"k": [i], "v": [f"v{i}"]}, schema=SCHEMA))
+        time.sleep(0.005)  # distinct commit times
+    return CallContext(cat, "lk", "default"), t
+
+
+def test_tag_procedures_as_paimons_page_writes_them(table: tuple[CallContext, lakelog.Table]) -> None:
+    ctx, t = table
+    call(ctx, """CALL sys.create_tag(
+    `table` => 'default.T',
+    tag => 'my_tag',
+    snapshot_id => cast(10 as bigint),
+    time_retained => '1 d'
+)""")
+    assert t.tags() == {"my_tag": 10}
+    # create_tag_from_timestamp: the first snapshot committed at or after the time
+    s3 = t.store.snapshot_manager.snapshot(3)
+    first = min(s.id for s in t.snapshots() if s.time_millis >= s3.time_millis)  # 3, or an equal-time one
+    got = call(ctx, f"""CALL sys.create_tag_from_timestamp(
+    `table` => 'default.T',
+    `tag` => 'from_ts',
+    `timestamp` => {s3.time_millis - 1},
+    time_retained => '1 d'
+)""")
+    first_before = min(s.id for s in t.snapshots() if s.time_millis >= s3.time_millis - 1)
+    assert got == [("from_ts", first_before, t.store.snapshot_manager.snapshot(first_before).time_millis, -(2**63))]
+    assert t.tags()["from_ts"] == first_before
+    assert call(ctx, f"CALL sys.create_tag_from_timestamp('default.T', 'exact', {s3.time_millis}, '1 d')")[0][1] == first
+    with pytest.raises(SqlError, match="Could not find snapshot"):
+        call(ctx, f"CALL sys.create_tag_from_timestamp('default.T', 'late', {int(time.time() * 1000) + 60_000})")
+    # replace_tag: another snapshot, another retention, in one overwrite
+    call(ctx, "CALL sys.replace_tag(`table` => 'default.T', tag => 'my_tag', snapshot_id => 5, time_retained => '1 d')")
+    assert t.tags()["my_tag"] == 5
+    call(ctx, "CALL sys.replace_tag('default.T', 'my_tag', 6, '2 d')")
+    info = t.store.tag_manager.get_info("my_tag")
+    assert info.snapshot.id == 6 and info.time_retained == datetime.timedelta(days=2)
+    with pytest.raises(SqlError, match="Tag 'nope' doesn't exist"):
+        call(ctx, "CALL sys.replace_tag('default.T', 'nope', 6)")
+    # rename_tag keeps the snapshot and the retention
+    call(ctx, "CALL sys.rename_tag(`table` => 'default.T', tagName => 'from_ts', targetTagName => 'tag2')")
+    assert "from_ts" not in t.tags() and t.tags()["tag2"] == first_before
+    assert t.store.tag_manager.get_info("tag2").time_retained == datetime.timedelta(days=1)
+    # expire_tags: created before older_than (tags without a creation time are kept)
+    t.create_tag("plain", 2)
+    assert call(ctx, "CALL sys.expire_tags(table => 'default.T', older_than => '2024-09-06 11:00:00')") == [
+        ("No expired tags.",)
+    ]
+    later = (datetime.datetime.now() + datetime.timedelta(minutes=1)).strftime("%Y-%m-%d %H:%M:%S")
+    got = call(ctx, f"CALL sys.expire_tags('default.T', '{later}')")
+    assert sorted(r[0] for r in got) == ["exact", "my_tag", "tag2"]
+    assert t.tags() == {"plain": 2}
+    # a table's read at a tag still works after its neighbours expired
+    assert t.to_arrow(tag="plain").num_rows == 2
+
+
+def test_expire_tags_without_older_than_takes_retention(table: tuple[CallContext, lakelog.Table]) -> None:
+    ctx, t = table
+    tm = t.store.tag_manager
+    old = datetime.datetime.now() - datetime.timedelta(hours=3)
+    tm.create("short", t.store.snapshot_manager.snapshot(1), datetime.timedelta(hours=1), create_time=old)
+    tm.create("long", t.store.snapshot_manager.snapshot(2), datetime.timedelta(days=1), create_time=old)
+    assert call(ctx, "CALL sys.expire_tags('default.T')") == [("short",)]
+    assert t.tags() == {"long": 2}
+
+
+def test_rollback_to_timestamp_and_clear_consumers(table: tuple[CallContext, lakelog.Table]) -> None:
+    ctx, t = table
+    s4 = t.store.snapshot_manager.snapshot(4)
+    latest = t.latest_snapshot().id
+    target = max(s.id for s in t.snapshots() if s.time_millis <= s4.time_millis)  # 4, or an equal-time one
+    want = sorted(r["k"] for r in t.to_arrow(snapshot_id=target).to_pylist())
+    got = call(ctx, f"CALL sys.rollback_to_timestamp(`table` => 'default.T', `timestamp` => {s4.time_millis})")
+    assert got == [(latest, target)]
+    assert t.latest_snapshot().id == target and sorted(r["k"] for r in t.to_arrow().to_pylist()) == want
+    with pytest.raises(SqlError, match="not find snapshot"):
+        call(ctx, "CALL sys.rollback_to_timestamp('default.T', 0)")
+    cm = t.store.consumer_manager
+    for cid in ("job-a", "job-b", "keep", "other"):
+        cm.reset(cid, 2)
+    call(ctx, "CALL sys.clear_consumers(`table` => 'default.T', including_consumers => 'job.*', "
+              "excluding_consumers => 'job-b')")  # fmt: skip
+    assert sorted(cm.ids()) == ["job-b", "keep", "other"]
+    call(ctx, "CALL sys.clear_consumers('default.T')")
+    assert cm.ids() == []
