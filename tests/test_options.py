@@ -456,6 +456,8 @@ HONOURED_BY: dict[str, str] = {
     "log.retention": "tests/test_log_store.py::test_the_topic_is_made_as_the_log_options_say",
     "log.system.partitions": "tests/test_log_store.py::test_the_topic_is_made_as_the_log_options_say",
     "log.system.replication": "tests/test_log_store.py::test_the_topic_is_made_as_the_log_options_say",
+    "partition.mark-done-action":
+        "tests/test_procedures_tags.py::test_mark_partition_done_writes_success_files_that_orphan_cleanup_keeps",
     "log.kafka.client": "tests/test_log_store.py::test_every_commit_reaches_the_topic_once_with_the_snapshots_offsets",
     "log.system.auto-register": "tests/test_log_store.py::test_a_missing_topic_or_too_few_partitions_is_named",
     "log.ignore-delete": "tests/test_log_store.py::test_log_ignore_delete_leaves_deletes_out",

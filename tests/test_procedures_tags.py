@@ -113,3 +113,35 @@ def test_rollback_to_timestamp_and_clear_consumers(table: tuple[CallContext, lak
     assert sorted(cm.ids()) == ["job-b", "keep", "other"]
     call(ctx, "CALL sys.clear_consumers('default.T')")
     assert cm.ids() == []
+
+
+def test_mark_partition_done_writes_success_files_that_orphan_cleanup_keeps(tmp_path: Path) -> None:
+    import json
+
+    schema = pa.schema([pa.field("dt", pa.string(), nullable=False), pa.field("hh", pa.int32(), nullable=False),
+                        pa.field("k", pa.int64(), nullable=False)])  # fmt: skip
+    cat = lakelog.Catalog(str(tmp_path / "wh"))
+    t = cat.create_table("default.T", schema, primary_key=["dt", "hh", "k"], partition_by=["dt", "hh"],
+                         options={"bucket": "1"})  # fmt: skip
+    t.write(pa.table({"dt": ["20240101"], "hh": [1], "k": [1]}, schema=schema))
+    ctx = CallContext(cat, "lk", "default")
+    # Paimon's example, as written
+    call(ctx, "CALL sys.mark_partition_done(`table` => 'default.T', partitions => 'dt=20240101,hh=01')")
+    marker = tmp_path / "wh" / "default.db" / "T" / "dt=20240101" / "hh=1" / "_SUCCESS"
+    first = json.loads(marker.read_text())
+    assert first["creationTime"] == first["modificationTime"] > 0
+    time.sleep(0.01)
+    call(ctx, "CALL sys.mark_partition_done('default.T', 'dt=20240101,hh=1;dt=20240102,hh=2')")
+    again = json.loads(marker.read_text())
+    assert again["creationTime"] == first["creationTime"] < again["modificationTime"]
+    assert (marker.parent.parent.parent / "dt=20240102" / "hh=2" / "_SUCCESS").exists()
+    with pytest.raises(SqlError, match="must give every partition field"):
+        call(ctx, "CALL sys.mark_partition_done('default.T', 'dt=20240101')")
+    # the marks are not orphans
+    assert not any(p.endswith("_SUCCESS") for p in t.remove_orphan_files(older_than_seconds=0, dry_run=True))
+    # the other actions need a metastore or a service
+    from lakelog.connector.errors import OptionError
+
+    with pytest.raises(OptionError, match="partition.mark-done-action.*not supported by lakelog"):
+        cat.create_table("default.U", schema, partition_by=["dt", "hh"],
+                         options={"partition.mark-done-action": "done-partition"})  # fmt: skip

@@ -874,6 +874,12 @@ class CoreOptions:
     CONTINUOUS_DISCOVERY_INTERVAL: ClassVar[ConfigOption[Duration]] = _opt(
         "continuous.discovery-interval", Duration, Duration.parse("10 s"),
         "Snapshot polling interval of streaming reads.")
+    PARTITION_MARK_DONE_ACTION: ClassVar[ConfigOption[str]] = _opt(
+        "partition.mark-done-action", str, "success-file",
+        "What marking a partition done does (CALL sys.mark_partition_done): 'success-file' writes "
+        "a _SUCCESS file into the partition's directory.",
+        unsupported="lakelog writes success files only (done-partition, mark-event, http-report and "
+        "custom actions need a metastore or a service)", supported_values=("success-file",))
     LOOKUP_CACHE: ClassVar[ConfigOption[LookupCacheMode]] = _opt(
         "lookup.cache", LookupCacheMode, LookupCacheMode.AUTO,
         "Where a lookup join holds the dimension: 'memory' on the heap, 'full' in memory-mapped local "
@@ -1349,6 +1355,10 @@ class CoreOptions:
     @property
     def continuous_discovery_interval(self) -> Duration:
         return self.get(self.CONTINUOUS_DISCOVERY_INTERVAL)
+
+    @property
+    def partition_mark_done_action(self) -> str:
+        return str(self.get(self.PARTITION_MARK_DONE_ACTION))
 
     @property
     def lookup_cache(self) -> LookupCacheMode:

@@ -228,7 +228,6 @@ PAIMON_KEYS = frozenset(
         "partition.idle-time-to-done",
         "partition.idle-time-to-report-statistic",
         "partition.legacy-name",
-        "partition.mark-done-action",
         "partition.mark-done-action.custom.class",
         "partition.mark-done-action.http.params",
         "partition.mark-done-action.http.url",

@@ -284,6 +284,8 @@ def remove_orphan_files(
             continue
         if d == os.path.join(store.path, "snapshot") and not name.endswith(".tmp"):
             continue
+        if name == "_SUCCESS":  # a partition's done mark (CALL sys.mark_partition_done)
+            continue
         if canon(path) in keep:
             continue
         try:

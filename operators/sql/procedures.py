@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import decimal
+import json
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -629,6 +630,39 @@ def _clear_consumers(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     return _success()
 
 
+def _mark_partition_done(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    """Paimon's mark_partition_done with its default action, ``success-file``: a ``_SUCCESS``
+    file (JSON ``creationTime``/``modificationTime``, epoch milliseconds) in each partition's
+    directory, its modification time moved on when it exists. Each spec names every partition
+    field, as Paimon's does."""
+    t = ctx.table(a["table"])
+    store = t.store
+    keys = list(store.schema.partition_keys)
+    if not keys:
+        raise SqlError(f"CALL sys.mark_partition_done: table {t.identifier} is not partitioned")
+    action = store.options.partition_mark_done_action  # the registry refuses the other actions
+    assert action == "success-file"
+    fio = store.file_io
+    from lakelog.connector.table.partition_specs import partition_spec
+
+    for spec in _partition_specs(a["partitions"], "partitions"):
+        typed = partition_spec(store, spec)
+        if set(typed) != set(keys):
+            raise SqlError(
+                f"CALL sys.mark_partition_done: partition {spec} must give every partition field {keys}"
+            )
+        directory = f"{store.path.rstrip('/')}/{store.partition_dir([typed[k] for k in keys])}"
+        path = f"{directory}/_SUCCESS"
+        now = int(time.time() * 1000)
+        created = now
+        if fio.file_exists(path):
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                created = int(json.loads(fio.read_bytes(path))["creationTime"])
+        body = json.dumps({"creationTime": created, "modificationTime": now}).encode()
+        fio.overwrite_atomic(path, body)
+    return _success()
+
+
 PROCEDURES: dict[str, Procedure] = {
     p.name: p
     for p in (
@@ -654,6 +688,8 @@ PROCEDURES: dict[str, Procedure] = {
                   "delete tags created before older_than, or past their time_retained"),
         Procedure("rollback_to_timestamp", ("table", "timestamp"), ("table", "timestamp"),
                   _rollback_to_timestamp, "roll back to the last snapshot committed at or before a time"),
+        Procedure("mark_partition_done", ("table", "partitions"), ("table", "partitions"),
+                  _mark_partition_done, "write each partition's _SUCCESS file (action success-file)"),
         Procedure("clear_consumers", ("table", "including_consumers", "excluding_consumers"), ("table",),
                   _clear_consumers, "delete consumers (those a regular expression names, but not others)"),
         Procedure("rollback_to", ("table", "tag", "snapshot_id"), ("table",), _rollback_to,
