@@ -105,5 +105,13 @@ def test_timestamp_spellings_of_start_and_range(make_table: MakeTable) -> None:
     t1, t3 = t.snapshot(1).time_millis, t.snapshot(3).time_millis
     assert start(False, **{"incremental-between-timestamp": f"{t1},{t3}"}) == (None, None, (1, 3))
     assert start(False, **{"incremental-between-timestamp": f"0,{t1}"}) == (None, None, (0, 1))
-    with pytest.raises(OptionError, match="epoch milliseconds"):
+    with pytest.raises(OptionError, match="neither epoch milliseconds nor a local time"):
         start(False, **{"incremental-between-timestamp": "a,b"})
+    with pytest.raises(OptionError, match="must be 'start,end'"):
+        start(False, **{"incremental-between-timestamp": "1"})
+    # ... or as local times, as Paimon's docs write them (issue 24)
+    def local(millis: int) -> str:
+        return datetime.datetime.fromtimestamp(millis / 1000).isoformat(sep=" ", timespec="milliseconds")
+
+    spec = f"{local(t1)},{local(t3)}"
+    assert start(False, **{"incremental-between-timestamp": spec}) == (None, None, (1, 3))

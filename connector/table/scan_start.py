@@ -86,7 +86,7 @@ def _local_millis(text: str, key: str) -> int:
     import datetime
 
     try:
-        return int(datetime.datetime.fromisoformat(text.strip()).timestamp() * 1000)
+        return round(datetime.datetime.fromisoformat(text.strip()).timestamp() * 1000)
     except ValueError:
         raise OptionError(
             f"invalid value {text!r} for option {key!r}: expected 'yyyy-MM-dd HH:mm:ss' (local time)"
@@ -94,16 +94,31 @@ def _local_millis(text: str, key: str) -> int:
 
 
 def _resolve_between_timestamps(store: TableStore, spec: str) -> tuple[int, int]:
-    """``incremental-between-timestamp`` = 't1,t2' (epoch millis): the snapshots committed after t1
-    up to t2, as (from exclusive, to inclusive) ids."""
+    """``incremental-between-timestamp`` = 't1,t2' (epoch milliseconds, or local times
+    ``yyyy-MM-dd HH:mm:ss`` as Paimon's docs also write them): the snapshots committed after t1 up to
+    t2, as (from exclusive, to inclusive) ids."""
+    key = "incremental-between-timestamp"
     parts = [p.strip() for p in spec.split(",")]
-    if len(parts) != 2 or not all(re.fullmatch(r"\d+", p) for p in parts):
+    if len(parts) != 2 or not all(parts):
         raise OptionError(
-            f"option 'incremental-between-timestamp' = {spec!r} must be 'start,end' in epoch milliseconds"
+            f"option {key!r} = {spec!r} must be 'start,end' in epoch milliseconds or local times "
+            "'yyyy-MM-dd HH:mm:ss'"
         )
+    bounds = []
+    for p in parts:
+        if re.fullmatch(r"\d+", p):
+            bounds.append(int(p))
+            continue
+        try:
+            bounds.append(_local_millis(p, key))
+        except OptionError:
+            raise OptionError(
+                f"option {key!r} = {spec!r}: {p!r} is neither epoch milliseconds nor a local time "
+                "'yyyy-MM-dd HH:mm:ss'"
+            ) from None
     sm = store.snapshot_manager
     ids = []
-    for millis in (int(parts[0]), int(parts[1])):
+    for millis in bounds:
         s = sm.earlier_or_equal_time_millis(millis)
         ids.append(s.id if s is not None else (sm.earliest_id() or 1) - 1)
     return ids[0], max(ids)

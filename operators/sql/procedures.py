@@ -327,7 +327,7 @@ def _local_millis(value: Any, arg: str) -> int:
     if isinstance(value, int):
         return value
     try:
-        return int(datetime.datetime.fromisoformat(str(value).strip()).timestamp() * 1000)
+        return round(datetime.datetime.fromisoformat(str(value).strip()).timestamp() * 1000)
     except ValueError:
         raise SqlError(f"argument {arg!r} = {value!r} is not a timestamp 'yyyy-MM-dd HH:mm:ss'") from None
 
