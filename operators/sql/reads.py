@@ -121,6 +121,26 @@ def _metadata_view(
     return sql.t_env.from_elements(rows, row_data_type(data.schema))
 
 
+def _global_view(
+    sql: LakelogSql, cat: str, name: str, hint: Optional[str], time_travel: Optional[int]
+) -> str:
+    """A view of Paimon's global system table ``cat.sys.name`` (:mod:`.global_system_tables`)."""
+    from lakelog.connector.table.global_system_tables import GLOBAL_TABLES, global_table
+
+    where = f"{cat}.sys.{name}"
+    if name not in GLOBAL_TABLES:
+        raise SqlError(f"{where}: unknown table of the sys database; it has {', '.join(GLOBAL_TABLES)}")
+    if hint_options(hint) or time_travel is not None:
+        raise UnsupportedStatementError(f"{where}: options and FOR SYSTEM_TIME AS OF have no effect on it")
+    spec = sql.mirror.specs[cat]
+    options = {"warehouse": spec.warehouse, **spec.catalog_options}
+    options.update({f"table-default.{k}": v for k, v in spec.table_defaults.items()})
+    if spec.default_database != "default":
+        options["default-database"] = spec.default_database
+    data = global_table(name, sql.mirror.catalog(cat), options)
+    return sql.temporary_view(sql.t_env.from_elements(list(table_rows(data)), row_data_type(data.schema)))
+
+
 def view_for(
     sql: LakelogSql,
     parts: list[str],
@@ -136,11 +156,7 @@ def view_for(
     watermark must see every row, as Flink's would)."""
     cat, db, name = sql.resolve(parts)
     if db == "sys" and sql.mirror.is_lakelog(cat):
-        raise UnsupportedStatementError(
-            f"{cat}.sys.{name}: Paimon's sys database (sys.all_table_options, sys.catalog_options, "
-            "sys.tables, sys.partitions) is not supported by lakelog; per table, read t$options, "
-            "t$partitions, t$snapshots"
-        )
+        return _global_view(sql, cat, name, hint, time_travel)
     expanded = sql.expand_view(cat, db, name)
     if expanded is not None:
         return expanded

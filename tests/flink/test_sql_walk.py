@@ -72,7 +72,7 @@ WALK: list[tuple[str, Any]] = [
     ("SHOW PARTITIONS p", None),
     # issue 25: Paimon's surface lakelog lacks is named as such, a typo as a syntax error, and a
     # streaming read that cannot start is refused before its job
-    ("SELECT * FROM sys.all_table_options", "sys database"),
+    ("SELECT * FROM sys.no_such_table", "unknown table of the sys database"),
     ("SELECT * FROM t$branch_b1", "branches are not supported by lakelog"),
     ("SELECT * FROM t$statistics", "not supported by lakelog"),
     ("CREATE TABLE x (k INT) WITH ('scan.partitions' = 'max_pt()')", "not supported by lakelog"),
@@ -130,3 +130,35 @@ def test_every_statement_kind_is_done_or_refused(tmp_path: Path) -> None:
     assert seen["dbs"] == ["default", "shop"] and seen["tables"] == ["p", "t"]  # l, l2 dropped; no 'bad'
     assert seen["fields"] == ["k", "v", "dt"] and seen["schemas"] == 7
     assert "snapshot.num-retained.min" not in seen["options"] and "bucket-key" not in seen["options"]
+
+
+def test_the_sys_database_as_paimons_page_shows_it(tmp_path: Path) -> None:
+    """Issue 24: Paimon's global system tables over a lakelog catalog."""
+    wh = str(tmp_path / "wh")
+    sql = session("batch")
+    sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='{wh}', 'table-default.file.format'='parquet')")
+    sql.execute("USE CATALOG lk")
+    sql.execute("CREATE DATABASE my_db")
+    sql.execute("CREATE TABLE my_db.Orders2 (k INT, v STRING, dt STRING, PRIMARY KEY (k, dt) NOT ENFORCED) "
+                "PARTITIONED BY (dt) WITH ('snapshot.num-retained.min' = '7')")  # fmt: skip
+    sql.execute("CREATE TABLE T (a INT, b INT) WITH ('snapshot.num-retained.max'='19')")
+    sql.execute("ALTER TABLE T SET ('snapshot.time-retained' = '5 h')")
+    import pyarrow as pa
+
+    orders = sql.mirror.catalog("lk").get_table("my_db.Orders2")  # written in Python: no job to wait for
+    orders.write(pa.table({"k": [1, 2, 3], "v": ["x", "y", "z"], "dt": ["2024-01-01", "2024-01-01", "2024-01-02"]},
+                          schema=orders.schema))  # fmt: skip
+    sql.execute("CALL sys.mark_partition_done('my_db.Orders2', 'dt=2024-01-01')")
+    got = sorted(tuple(r) for r in rows(sql.execute("SELECT * FROM sys.all_table_options")))
+    assert ("default", "T", "snapshot.num-retained.max", "19") in got
+    assert ("default", "T", "snapshot.time-retained", "5 h") in got
+    assert ("my_db", "Orders2", "snapshot.num-retained.min", "7") in got and ("my_db", "Orders2", "file.format", "parquet") in got
+    assert [tuple(r) for r in rows(sql.execute("SELECT * FROM sys.catalog_options"))] == [
+        ("table-default.file.format", "parquet"), ("warehouse", wh)]  # fmt: skip
+    tables = {r[1]: tuple(r) for r in rows(sql.execute("SELECT * FROM sys.tables"))}
+    assert tables["Orders2"][:5] == ("my_db", "Orders2", "table", True, True)
+    assert tables["Orders2"][10] == 3 and tables["Orders2"][12] == 2  # rows, files
+    assert tables["T"][2:5] == ("table", False, False) and tables["T"][10] == 0
+    parts = sorted(tuple(r) for r in rows(sql.execute(
+        "SELECT table_name, partition_name, record_count, file_count, done FROM sys.partitions")))  # fmt: skip
+    assert parts == [("Orders2", "dt=2024-01-01", 2, 1, True), ("Orders2", "dt=2024-01-02", 1, 1, False)]
