@@ -145,3 +145,28 @@ def test_mark_partition_done_writes_success_files_that_orphan_cleanup_keeps(tmp_
     with pytest.raises(OptionError, match="partition.mark-done-action.*not supported by lakelog"):
         cat.create_table("default.U", schema, partition_by=["dt", "hh"],
                          options={"partition.mark-done-action": "done-partition"})  # fmt: skip
+
+
+def test_compact_takes_table_options_for_that_call(tmp_path: Path) -> None:
+    import numpy as np
+
+    cat = lakelog.Catalog(str(tmp_path / "wh"))
+    ctx = CallContext(cat, "lk", "default")
+    files = {}
+    for name, options in (("plain", ""), ("small", ", options => 'target-file-size=8kb,file.compression=zstd'")):
+        t = cat.create_table(f"default.{name}", SCHEMA, primary_key=["k"],
+                             options={"bucket": "1", "write-only": "true"})  # fmt: skip
+        for i in range(4):
+            ids = np.arange(i * 5000, (i + 1) * 5000)
+            t.write(pa.table({"k": ids, "v": [f"value-{x}" for x in ids]}, schema=SCHEMA))
+        call(ctx, f"CALL sys.compact(`table` => 'default.{name}'{options})")
+        files[name] = len(t.files())
+        assert t.to_arrow().num_rows == 20_000
+        assert t.store.schema.options.get("target-file-size") is None  # for that call only
+    assert files["plain"] == 1 and files["small"] > 3, files
+    with pytest.raises(SqlError, match="expected 'key=value"):
+        call(ctx, "CALL sys.compact(`table` => 'default.plain', options => 'target-file-size')")
+    from lakelog.connector.errors import OptionError
+
+    with pytest.raises(OptionError, match="bucket"):
+        call(ctx, "CALL sys.compact(`table` => 'default.plain', options => 'bucket=4')")

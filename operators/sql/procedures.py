@@ -333,8 +333,23 @@ def _local_millis(value: Any, arg: str) -> int:
 
 
 # ---- the procedures ---------------------------------------------------------------------------------
+def _dynamic_options(value: Any, arg: str) -> dict[str, str]:
+    """Paimon's ``options`` argument: ``'k1=v1,k2=v2'`` table options for this call only."""
+    out: dict[str, str] = {}
+    for item in str(value).split(","):
+        if not item.strip():
+            continue
+        key, sep, val = item.partition("=")
+        if not sep or not key.strip():
+            raise SqlError(
+                f"argument {arg!r} = {value!r}: expected 'key=value[,key2=value2]', got {item.strip()!r}"
+            )
+        out[key.strip()] = val.strip()
+    return out
+
+
 def _compact(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
-    _refuse("compact", a, "partition_idle_time", "options",
+    _refuse("compact", a, "partition_idle_time",
             why="lakelog chooses partitions by 'partitions' or 'where' only")  # fmt: skip
     if a.get("order_strategy") not in (None, "", "none") or a.get("order_by"):
         raise UnsupportedStatementError(
@@ -347,7 +362,13 @@ def _compact(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     where = a.get("where") or None
     if specs is not None and where is not None:
         raise SqlError("CALL sys.compact: give 'partitions' or 'where', not both")
-    ctx.table(a["table"]).compact(full=strategy == "full", partitions=specs, where=where)
+    table = ctx.table(a["table"])
+    if a.get("options"):  # table options for this compaction only (target-file-size, compaction.*...)
+        from lakelog.operators.table_ref import store_with_options
+
+        store = store_with_options(table.path, _dynamic_options(a["options"], "options"))
+        table = Table(store, table.identifier)
+    table.compact(full=strategy == "full", partitions=specs, where=where)
     return _success()
 
 
