@@ -170,3 +170,41 @@ def test_compact_takes_table_options_for_that_call(tmp_path: Path) -> None:
 
     with pytest.raises(OptionError, match="bucket"):
         call(ctx, "CALL sys.compact(`table` => 'default.plain', options => 'bucket=4')")
+
+
+def test_the_sys_database_tables(tmp_path: Path) -> None:
+    """Issue 24: Paimon's global system tables, as its system-tables page shows them."""
+    from lakelog.connector.table.global_system_tables import global_table
+
+    wh = str(tmp_path / "wh")
+    cat = lakelog.Catalog(wh)
+    cat.create_database("my_db")
+    part = pa.schema([pa.field("k", pa.int32(), nullable=False), pa.field("v", pa.string()),
+                      pa.field("dt", pa.string(), nullable=False)])  # fmt: skip
+    orders = cat.create_table("my_db.Orders2", part, primary_key=["k", "dt"], partition_by=["dt"],
+                              options={"snapshot.num-retained.min": "7"})  # fmt: skip
+    orders.write(pa.table({"k": [1, 2, 3], "v": ["x", "y", "z"], "dt": ["2024-01-01", "2024-01-01", "2024-01-02"]},
+                          schema=part))  # fmt: skip
+    cat.create_table("default.T", pa.schema([("a", pa.int32()), ("b", pa.int32())]),
+                     options={"snapshot.num-retained.max": "19"})  # fmt: skip
+    ctx = CallContext(cat, "lk", "default")
+    call(ctx, "CALL sys.mark_partition_done('my_db.Orders2', 'dt=2024-01-01')")
+    options = {"warehouse": wh, "table-default.file.format": "parquet", "jdbc.password": "secret"}
+    got = global_table("all_table_options", cat, options).to_pylist()
+    assert {"database_name": "default", "table_name": "T", "key": "snapshot.num-retained.max", "value": "19"} in got
+    assert {"database_name": "my_db", "table_name": "Orders2", "key": "snapshot.num-retained.min", "value": "7"} in got
+    assert global_table("catalog_options", cat, options).to_pylist() == [
+        {"key": "table-default.file.format", "value": "parquet"}, {"key": "warehouse", "value": wh}]  # fmt: skip
+    tables = {r["table_name"]: r for r in global_table("tables", cat, options).to_pylist()}
+    o = tables["Orders2"]
+    assert (o["database_name"], o["table_type"], o["partitioned"], o["primary_key"]) == ("my_db", "table", True, True)
+    assert (o["record_count"], o["file_count"], o["owner"]) == (3, 2, None) and o["file_size_in_bytes"] > 0
+    assert o["last_file_creation_time"] is not None
+    assert (tables["T"]["partitioned"], tables["T"]["primary_key"], tables["T"]["record_count"]) == (False, False, 0)
+    parts = global_table("partitions", cat, options).to_pylist()
+    assert [(p["partition_name"], p["record_count"], p["file_count"], p["done"]) for p in parts] == [
+        ("dt=2024-01-01", 2, 1, True), ("dt=2024-01-02", 1, 1, False)]  # fmt: skip
+    assert global_table("tables", cat, options).schema.names == [
+        "database_name", "table_name", "table_type", "partitioned", "primary_key", "owner", "created_at",
+        "created_by", "updated_at", "updated_by", "record_count", "file_size_in_bytes", "file_count",
+        "last_file_creation_time"]  # fmt: skip

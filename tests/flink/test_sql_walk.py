@@ -133,7 +133,8 @@ def test_every_statement_kind_is_done_or_refused(tmp_path: Path) -> None:
 
 
 def test_the_sys_database_as_paimons_page_shows_it(tmp_path: Path) -> None:
-    """Issue 24: Paimon's global system tables over a lakelog catalog."""
+    """Issue 24: Paimon's global system tables over a lakelog catalog (their contents are checked
+    without Flink in tests/test_procedures_tags.py; here one query shows the wiring)."""
     wh = str(tmp_path / "wh")
     sql = session("batch")
     sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='{wh}', 'table-default.file.format'='parquet')")
@@ -141,24 +142,12 @@ def test_the_sys_database_as_paimons_page_shows_it(tmp_path: Path) -> None:
     sql.execute("CREATE DATABASE my_db")
     sql.execute("CREATE TABLE my_db.Orders2 (k INT, v STRING, dt STRING, PRIMARY KEY (k, dt) NOT ENFORCED) "
                 "PARTITIONED BY (dt) WITH ('snapshot.num-retained.min' = '7')")  # fmt: skip
-    sql.execute("CREATE TABLE T (a INT, b INT) WITH ('snapshot.num-retained.max'='19')")
-    sql.execute("ALTER TABLE T SET ('snapshot.time-retained' = '5 h')")
     import pyarrow as pa
 
     orders = sql.mirror.catalog("lk").get_table("my_db.Orders2")  # written in Python: no job to wait for
     orders.write(pa.table({"k": [1, 2, 3], "v": ["x", "y", "z"], "dt": ["2024-01-01", "2024-01-01", "2024-01-02"]},
                           schema=orders.schema))  # fmt: skip
     sql.execute("CALL sys.mark_partition_done('my_db.Orders2', 'dt=2024-01-01')")
-    got = sorted(tuple(r) for r in rows(sql.execute("SELECT * FROM sys.all_table_options")))
-    assert ("default", "T", "snapshot.num-retained.max", "19") in got
-    assert ("default", "T", "snapshot.time-retained", "5 h") in got
-    assert ("my_db", "Orders2", "snapshot.num-retained.min", "7") in got and ("my_db", "Orders2", "file.format", "parquet") in got
-    assert [tuple(r) for r in rows(sql.execute("SELECT * FROM sys.catalog_options"))] == [
-        ("table-default.file.format", "parquet"), ("warehouse", wh)]  # fmt: skip
-    tables = {r[1]: tuple(r) for r in rows(sql.execute("SELECT * FROM sys.tables"))}
-    assert tables["Orders2"][:5] == ("my_db", "Orders2", "table", True, True)
-    assert tables["Orders2"][10] == 3 and tables["Orders2"][12] == 2  # rows, files
-    assert tables["T"][2:5] == ("table", False, False) and tables["T"][10] == 0
     parts = sorted(tuple(r) for r in rows(sql.execute(
         "SELECT table_name, partition_name, record_count, file_count, done FROM sys.partitions")))  # fmt: skip
     assert parts == [("Orders2", "dt=2024-01-01", 2, 1, True), ("Orders2", "dt=2024-01-02", 1, 1, False)]
