@@ -43,7 +43,6 @@ This module imports pyflink (it is only imported where a Flink graph is built).
 from __future__ import annotations
 
 import atexit
-import gc
 import glob
 import os
 import re
@@ -145,7 +144,8 @@ def stop_idle_flushers() -> int:
     periodic = getattr(utils, "PeriodicThread", None)
     if periodic is None:
         return 0
-    gc.collect()  # ended bundle processors may sit in reference cycles
+    # no gc.collect() here: it costs seconds in a process that ran many jobs, and runs before every
+    # statement; a stream that only a reference cycle still holds is swept once Python collects it
     stopped = 0
     for thread in threading.enumerate():
         if not isinstance(thread, periodic):
