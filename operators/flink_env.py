@@ -136,7 +136,9 @@ def stop_idle_flushers() -> int:
     its worker's operation; an ended job's stream is held only by its own timer's bound method, so
     its reference count (as ``sys.getrefcount`` sees it) is 2. Only those timers are stopped (a
     timer caught in the middle of a call looks alive and is left for the next sweep), so jobs
-    still running in this process keep theirs. lakelog's SQL runner sweeps before every statement.
+    still running in this process keep theirs. Not called automatically yet: a fresh-clone CI run
+    with a sweep before every SQL statement hung in a job whose Python worker waited on Flink's
+    state channel, and the cause is not understood; call it between jobs.
     """
     utils = sys.modules.get("pyflink.fn_execution.utils.operation_utils")
     if utils is None:  # no Python worker ran in this process

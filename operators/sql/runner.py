@@ -46,7 +46,6 @@ from lakelog.operators.flink_env import (
     is_remote,
     load_settings,
     runtime_mode,
-    stop_idle_flushers,
 )
 from lakelog.operators.lookup import register_lookup_function, register_route_function, routed_by_column
 from lakelog.operators.lookup_shard import routing_buckets, worth_sharding
@@ -225,7 +224,6 @@ class LakelogSql:
         st = classify(stmt)
         if st.kind == "EMPTY":
             return None
-        stop_idle_flushers()  # what the jobs of earlier statements left in this process
         if self._env_stale and st.kind not in ("SET", "RESET"):
             self._make_env(self.mode, force=True)
         mark = len(self._transformations())
