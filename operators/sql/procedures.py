@@ -117,7 +117,7 @@ class _Constant:
 
     def concat(self) -> Any:
         left = self.sum()
-        while self.peek() is not None and self.peek().text == "|":  # type: ignore[union-attr]
+        while self.at("|"):
             self.take("|")
             self.take("|")
             right = self.sum()
@@ -129,19 +129,24 @@ class _Constant:
                 raise self.fail()
         return left
 
-    def sum(self) -> Any:
-        left = self.product()
-        while self.peek() is not None and self.peek().text in ("+", "-"):  # type: ignore[union-attr]
+    def at(self, *texts: str) -> bool:
+        """Is the next token one of ``texts``?"""
+        t = self.peek()
+        return t is not None and t.text in texts
+
+    def chain(self, ops: tuple[str, ...], operand: Any) -> Any:
+        """``operand (op operand)*`` for the left-associative operators ``ops``."""
+        left = operand()
+        while self.at(*ops):
             op = self.take().text
-            left = self.arith(left, op, self.product())
+            left = self.arith(left, op, operand())
         return left
 
+    def sum(self) -> Any:
+        return self.chain(("+", "-"), self.product)
+
     def product(self) -> Any:
-        left = self.unary()
-        while self.peek() is not None and self.peek().text in ("*", "/"):  # type: ignore[union-attr]
-            op = self.take().text
-            left = self.arith(left, op, self.unary())
-        return left
+        return self.chain(("*", "/"), self.unary)
 
     def arith(self, a: Any, op: str, b: Any) -> Any:
         if a is None or b is None:
@@ -161,9 +166,8 @@ class _Constant:
         return a / b
 
     def unary(self) -> Any:
-        t = self.peek()
-        if t is not None and t.text in ("-", "+"):
-            self.take()
+        if self.at("-", "+"):
+            t = self.take()
             v = self.unary()
             if v is None:
                 return None
@@ -191,7 +195,7 @@ class _Constant:
             v = self.concat()
             self.take("AS")
             target = self.take().word
-            if self.peek() is not None and self.peek().text == "(":  # type: ignore[union-attr]
+            if self.at("("):
                 depth = 0
                 while True:  # a length, precision or scale: kept by the value itself
                     s = self.take().text
