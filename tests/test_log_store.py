@@ -284,8 +284,15 @@ def test_a_broker_restart_loses_nothing(tmp_path: Path, client: str) -> None:
         with pytest.raises(LogSystemError):
             t.write(rows("a", [2], "while down"))  # refused with a clear error, nothing committed
         assert time.time() - started < 90
+        config = log_config(t.store)
+        assert config is not None
+        while time.time() - started < 15:  # a client's reconnect backoff grows while the broker is away
+            with pytest.raises(LogSystemError):
+                config.topic_partitions(timeout=1.0)
         assert t.latest_snapshot().id == 1
         broker.start(timeout=180.0)
+        # the clients of the outage are not stuck in a reconnect backoff (kafka-python's grows to 30 s)
+        assert config.topic_partitions(timeout=3.0) == 2
         t.write(rows("a", [3], "three"))
         got: list[Any] = []
         deadline = time.time() + 60

@@ -137,6 +137,14 @@ class KafkaPythonClient:
             self._admin_client = self._make(KafkaAdminClient, kw, "admin client")
         return self._admin_client
 
+    def _drop_admin(self) -> None:
+        """Forget the admin client after an error: kafka-python's keeps a cluster view with no
+        node after a broker restart (NodeNotReadyError until it is rebuilt), a new one bootstraps."""
+        admin, self._admin_client = self._admin_client, None
+        if admin is not None:
+            with contextlib.suppress(Exception):  # closing a broken client must not hide the error
+                admin.close()
+
     # ---- topics and offsets -------------------------------------------------------------------
     def partitions(self, timeout: float) -> Optional[int]:
         E = _errors()  # noqa: N806
@@ -149,6 +157,7 @@ class KafkaPythonClient:
             except ClientError:
                 raise
             except E.KafkaError as e:
+                self._drop_admin()
                 if time.monotonic() > deadline:
                     raise _error(e, f"no answer within {timeout:.0f} s") from e
                 time.sleep(0.1)
@@ -173,6 +182,8 @@ class KafkaPythonClient:
         try:
             self._admin().create_topics([new], timeout_ms=int(timeout * 1000), raise_errors=True)
         except E.KafkaError as e:
+            if not isinstance(e, E.TopicAlreadyExistsError):
+                self._drop_admin()
             raise _error(e, "cannot create the topic") from e
 
     def delete_topic(self, timeout: float) -> None:
@@ -182,6 +193,7 @@ class KafkaPythonClient:
         except E.UnknownTopicOrPartitionError:
             return
         except E.KafkaError as e:
+            self._drop_admin()
             raise _error(e, "cannot delete the topic") from e
 
     def _with_consumer(
