@@ -13,6 +13,7 @@ __all__ = [
     "DatabaseAlreadyExistsError",
     "DatabaseNotEmptyError",
     "TagError",
+    "BranchError",
     "CorruptFileError",
     "MissingFileError",
     "StorageError",
@@ -85,6 +86,10 @@ class PathEscapeError(CatalogError, ValueError):
 
 class TagError(LakelogError, KeyError):
     pass
+
+
+class BranchError(LakelogError, KeyError):
+    """A branch that does not exist, exists already, or cannot be made, dropped or fast-forwarded."""
 
 
 class SnapshotNotFoundError(LakelogError, KeyError):

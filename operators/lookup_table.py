@@ -278,7 +278,7 @@ class LookupTable:
     # ---- description -----------------------------------------------------------------------------
     @property
     def path(self) -> str:
-        return self._store.path
+        return self._store.location
 
     @property
     def store(self) -> Any:

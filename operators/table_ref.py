@@ -44,8 +44,9 @@ def table_store(table: TableLike) -> TableStore:
 
 
 def table_path(table: TableLike) -> str:
-    """The local path of ``table``'s directory (``<warehouse>/<db>.db/<table>``)."""
-    return table_store(table).path
+    """The path that opens ``table`` (``<warehouse>/<db>.db/<table>``, or a branch's directory
+    ``<table>/branch/branch-<name>``)."""
+    return table_store(table).location
 
 
 def table_lock(table: TableLike) -> Optional[LockProvider]:

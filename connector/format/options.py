@@ -570,7 +570,8 @@ class CoreOptions:
         validator=_one_of("table"))
     BRANCH: ClassVar[ConfigOption[str]] = _opt(
         "branch", str, "main", "Branch name.",
-        unsupported="lakelog reads and writes the main branch only", supported_values=("main",))
+        unsupported="name the branch instead: T$branch_<name> in SQL, Table.branch(name) in Python",
+        supported_values=("main",))
     DYNAMIC_BUCKET_TARGET_ROW_NUM: ClassVar[ConfigOption[int]] = _opt(
         "dynamic-bucket.target-row-num", int, 2_000_000,
         "In dynamic bucket mode, the target number of rows in one bucket.", long=True, validator=_at_least(1))

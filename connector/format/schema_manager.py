@@ -26,16 +26,15 @@ _SCHEMA_FILE = re.compile(r"^schema-(\d+)$")
 
 
 class SchemaManager:
-    """Reads and publishes ``<table>/schema/schema-N`` (or a branch's ``branch/branch-<b>/schema``)."""
+    """Reads and publishes ``<table>/schema/schema-N``; given a branch's directory
+    (``<table>/branch/branch-<b>``), that branch's schemas."""
 
     MAX_COMMIT_ATTEMPTS = 100
 
-    def __init__(self, file_io: FileIO, table_path: str, branch: str = "main") -> None:
+    def __init__(self, file_io: FileIO, table_path: str) -> None:
         self.file_io = file_io
         self.table_path = table_path
-        self.branch = branch
-        base = table_path if branch == "main" else f"{table_path}/branch/branch-{branch}"
-        self.schema_dir = f"{base}/schema"
+        self.schema_dir = f"{table_path}/schema"
         self._cache: dict[int, TableSchema] = {}
 
     def schema_path(self, schema_id: int) -> str:

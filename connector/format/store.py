@@ -17,12 +17,14 @@ from typing import Any, Optional, TypeVar
 import pyarrow as pa
 
 from lakelog.connector.errors import (
+    BranchError,
     CorruptTableError,
     MissingFileError,
     SnapshotNotFoundError,
     TableNotFoundError,
 )
 from lakelog.connector.format.binary_row import deserialize_row
+from lakelog.connector.format.branches import MAIN, branch_location, split_branch_location
 from lakelog.connector.format.consumers import ConsumerManager
 from lakelog.connector.format.data_file import DataFileWriter, FileLayout, StatsMode
 from lakelog.connector.format.file_index import FileIndexConfig
@@ -77,16 +79,20 @@ class TableStore:
     def __init__(
         self, path: str, file_io: Optional[FileIO] = None, schema: Optional[TableSchema] = None
     ) -> None:
-        self.path = path
-        self.file_io = file_io or io_for(path)
+        # a branch's directory (<table>/branch/branch-<name>) opens that branch of the table
+        root, branch = split_branch_location(path)
+        self.path = root  # the table's directory: data files, manifests and index files
+        self.branch = branch
+        self.location = branch_location(root, branch)  # this branch's snapshots, schemas, tags, consumers
+        self.file_io = file_io or io_for(root)
         if not self.file_io.is_local:
-            register_io(path, self.file_io)  # the data files of this bucket are read and written so
-        self.schema_manager = SchemaManager(self.file_io, path)
-        self.snapshot_manager = SnapshotManager(self.file_io, path)
-        self.tag_manager = TagManager(self.file_io, path)
-        self.consumer_manager = ConsumerManager(self.file_io, path)
-        self.manifest_dir = os.path.join(path, "manifest")
-        self.index_dir = os.path.join(path, "index")
+            register_io(root, self.file_io)  # the data files of this bucket are read and written so
+        self.schema_manager = SchemaManager(self.file_io, self.location)
+        self.snapshot_manager = SnapshotManager(self.file_io, self.location)
+        self.tag_manager = TagManager(self.file_io, self.location)
+        self.consumer_manager = ConsumerManager(self.file_io, self.location)
+        self.manifest_dir = os.path.join(root, "manifest")
+        self.index_dir = os.path.join(root, "index")
         self._cache = _ManifestCache()
         self._index_cache: dict[str, list[IndexManifestEntry]] = {}
         self._live_cache: Optional[tuple[tuple[int, str, str], list[ManifestEntry]]] = None
@@ -97,6 +103,8 @@ class TableStore:
                     f"table at {path} has snapshots but no schema file (schema/schema-0 is missing): "
                     "its data cannot be read; restore the schema files"
                 )
+            if branch != MAIN:
+                raise BranchError(f"table {root} has no branch {branch!r} ({self.location} holds no schema)")
             raise TableNotFoundError(f"no table at {path} (no schema/schema-0)")
         self.schema: TableSchema = loaded
         self._open_manifests()

@@ -281,6 +281,10 @@ class Catalog:
         return self._table(TableStore(path, self.file_io, created), identifier)
 
     def get_table(self, identifier: str) -> Table:
+        """The table ``db.name``; ``db.name$branch_<b>`` is its branch ``b``."""
+        if isinstance(identifier, str) and "$branch_" in identifier:
+            base, _, branch = identifier.partition("$branch_")
+            return self.get_table(base).branch(branch)
         path = self.table_path(identifier)
         if not self.metastore.table_loadable(*split_identifier(identifier)):
             raise TableNotFoundError(f"table {identifier!r} does not exist in {self.warehouse}")

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Optional
 
 from lakelog.connector.errors import MissingFileError, OptionError, SnapshotNotFoundError, TagError
+from lakelog.connector.format.branches import MAIN
 from lakelog.connector.format.fileio import location
 from lakelog.connector.format.manifest import ManifestEntry
 from lakelog.connector.format.options import LogSystem
@@ -81,15 +82,17 @@ def referenced_files(store: TableStore, snapshots: Iterable[Snapshot]) -> tuple[
 
 
 def _other_references(store: TableStore) -> list[Snapshot]:
-    """Snapshots and tags of every branch, and Paimon's long-lived changelog metadata: they share
-    the table's manifests and data files, so what they mention must not be deleted."""
+    """Snapshots and tags of every other branch (main's too, for a branch's store), and Paimon's
+    long-lived changelog metadata: they share the table's manifests and data files, so what they
+    mention must not be deleted."""
     fio = store.file_io
     out: list[Snapshot] = []
+    others = [store.path] if store.branch != MAIN else []
     branch_root = os.path.join(store.path, "branch")
-    for name in fio.list_dir(branch_root):
-        if name.startswith("branch-"):
-            path = os.path.join(branch_root, name)
-            out.extend(SnapshotManager(fio, path).snapshots())
+    others += [os.path.join(branch_root, n) for n in fio.list_dir(branch_root) if n.startswith("branch-")]
+    for path in others:
+        if path.rstrip("/") != store.location:
+            out.extend(_listed_snapshots(SnapshotManager(fio, path)))
             out.extend(TagManager(fio, path).list().values())
     changelog_dir = os.path.join(store.path, "changelog")
     for name in fio.list_dir(changelog_dir):
@@ -97,6 +100,16 @@ def _other_references(store: TableStore) -> list[Snapshot]:
             path = os.path.join(changelog_dir, name)
             out.append(Snapshot.from_json(fio.read_bytes(path), path))
     return out
+
+
+def _listed_snapshots(sm: SnapshotManager) -> list[Snapshot]:
+    """Every snapshot of another branch, listed again when all it listed expired while being read
+    (that branch committed and expired meanwhile: its newest snapshot was not listed yet)."""
+    for _ in range(5):
+        snaps = sm.snapshots()
+        if snaps or not sm.snapshot_ids():
+            return snaps
+    return sm.snapshots()
 
 
 def _live_data_files(store: TableStore, s: Snapshot) -> set[str]:

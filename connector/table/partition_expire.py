@@ -114,10 +114,10 @@ def maybe_expire_partitions(store: TableStore, *, compactor: bool = False) -> li
     interval = opts.get(CoreOptions.PARTITION_EXPIRATION_CHECK_INTERVAL).seconds
     now = time.monotonic()
     with _lock:
-        last = _last_check.get(store.path)
+        last = _last_check.get(store.location)
         if last is not None and now - last < interval:
             return []
-        _last_check[store.path] = now
+        _last_check[store.location] = now
     try:
         return expire_partitions(store)
     except LakelogError as e:

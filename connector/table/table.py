@@ -359,12 +359,18 @@ class Table:
         self.schema_listener: Optional[Callable[[TableSchema], None]] = None
 
     def __repr__(self) -> str:
-        return f"Table({self.identifier!r}, path={self._store.path!r})"
+        return f"Table({self.identifier!r}, path={self._store.location!r})"
 
     # ---- description ----------------------------------------------------------------------------
     @property
     def path(self) -> str:
-        return self._store.path
+        """The directory that opens this table (a branch's: ``<table>/branch/branch-<name>``)."""
+        return self._store.location
+
+    @property
+    def branch_name(self) -> str:
+        """The branch this handle reads and writes (``main`` unless opened by :meth:`branch`)."""
+        return self._store.branch
 
     @property
     def schema(self) -> pa.Schema:
@@ -671,6 +677,51 @@ class Table:
 
     def tags(self) -> dict[str, int]:
         return {name: s.id for name, s in self._store.tag_manager.list().items()}
+
+    # ---- branches ---------------------------------------------------------------------------------------
+    def branch(self, name: str) -> Table:
+        """Branch ``name`` of this table, to read and write like any table (``main``: main)."""
+        from lakelog.connector.format.branches import MAIN, branch_location, check_branch_name
+
+        if arg.text("name", name) != MAIN:
+            check_branch_name(name)  # no path of another directory
+        base = self.identifier.split("$", 1)[0]
+        store = TableStore(branch_location(self._store.path, name), self._store.file_io)
+        store.snapshot_manager.lock_provider = self._store.snapshot_manager.lock_provider
+        table = Table(store, base if name == MAIN else f"{base}$branch_{name}")
+        if name == MAIN:
+            table.schema_listener = self.schema_listener
+        return table
+
+    def branches(self) -> list[str]:
+        """The table's branches other than main, by name."""
+        from lakelog.connector.format.branches import list_branches
+
+        return list_branches(self._store.file_io, self._store.path)
+
+    def create_branch(self, name: str, *, tag: Optional[str] = None) -> Table:
+        """Create branch ``name`` from this branch: empty with the latest schema, or from ``tag``
+        (its snapshot becomes the branch's first). Returns the branch."""
+        from lakelog.connector.table.branches import create_branch
+
+        create_branch(self._store, arg.text("name", name), tag=arg.optional_text("tag", tag))
+        return self.branch(name)
+
+    def delete_branch(self, name: str) -> None:
+        """Delete branch ``name`` (its own files are left to :meth:`remove_orphan_files`)."""
+        from lakelog.connector.table.branches import delete_branch
+
+        delete_branch(self._store, arg.text("name", name))
+
+    def fast_forward(self, name: str) -> int:
+        """Make main what branch ``name`` is; returns main's new latest snapshot id (see
+        :func:`lakelog.connector.table.branches.fast_forward`)."""
+        from lakelog.connector.table.branches import fast_forward
+
+        latest = fast_forward(self._store, arg.text("name", name))
+        if self.schema_listener is not None:
+            self.schema_listener(self._store.schema)
+        return latest
 
     # ---- schema evolution --------------------------------------------------------------------------------
     def alter(self, *changes: Any) -> Table:
