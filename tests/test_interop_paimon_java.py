@@ -25,6 +25,7 @@ import pytest
 
 import lakelog
 from lakelog.connector.format import parquet_layout
+from lakelog.connector.table.system_tables import system_table
 
 from .paimon_java.oracle import PaimonOracle, PaimonOracleError, arrow_to_rows, canonical, session_fixture
 
@@ -262,6 +263,41 @@ def test_lakelog_and_paimon_java_write_the_same_table_in_turns(
     assert live == {i for i in range(350) if i % 5 not in (0, 1) or i < 20 or i >= 250}
 
 
+# ---- branches ------------------------------------------------------------------------------------------------
+def test_branches_in_turns_with_paimon_java(paimon_java: PaimonOracle, tmp_path: Any) -> None:
+    """Issue 24: Paimon's Java code reads and writes a branch lakelog made from a tag (its own
+    ``db.t$branch_b`` identifier), lakelog reads what it wrote there, and after lakelog's
+    fast-forward Paimon reads main as the branch was."""
+    wh, name, pj = str(tmp_path / "wh"), "db.br", paimon_java
+    schema = pa.schema([pa.field("dt", pa.string(), False), pa.field("id", pa.int64(), False), ("v", pa.string())])
+    t = lakelog.Catalog(wh).create_table(
+        name, schema, primary_key=["dt", "id"], partition_by=["dt"], options={"bucket": "2"}
+    )
+
+    def batch(ids: range, v: str) -> pa.Table:
+        return pa.table({"dt": [f"d{i % 2}" for i in ids], "id": list(ids), "v": [v] * len(ids)}, schema=schema)
+
+    t.write(batch(range(0, 50), "main-1"))
+    t.create_tag("base")
+    t.write(batch(range(25, 75), "main-2"))
+    b = t.create_branch("b", tag="base")
+    b.write(batch(range(40, 60), "branch-1"))
+    b.delete(pa.table({"dt": ["d0"], "id": [0]}, schema=schema.remove(2)))
+    branch = f"{name}$branch_b"
+    assert_same(pj.read(wh, branch), arrow_to_rows(b.to_arrow()), "Paimon Java reading the branch")
+    assert_same(pj.read(wh, name), arrow_to_rows(t.to_arrow()), "Paimon Java reading main")
+    pj.write(wh, branch, batch(range(55, 65), "paimon-on-branch"))
+    b = lakelog.Catalog(wh).get_table(branch)
+    want = {**{i: "main-1" for i in range(1, 50)}, **{i: "branch-1" for i in range(40, 60)},
+            **{i: "paimon-on-branch" for i in range(55, 65)}}  # fmt: skip
+    assert {r["id"]: r["v"] for r in arrow_to_rows(b.to_arrow())} == want
+    t.fast_forward("b")
+    assert_same(pj.read(wh, name), arrow_to_rows(b.to_arrow()), "Paimon Java reading main after fast-forward")
+    b.compact(full=True)  # the branch's compaction keeps what main now reads
+    assert_same(pj.read(wh, name), arrow_to_rows(b.to_arrow(snapshot_id=b.latest_snapshot().id - 1)),
+                "Paimon Java reading main after the branch compacted")  # fmt: skip
+
+
 # ---- deletion vectors ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("bitmap64", ["false", "true"], ids=["32-bit", "64-bit"])
 def test_deletion_vector_tables_in_turns(paimon_java: PaimonOracle, tmp_path: Any, bitmap64: str) -> None:
@@ -290,6 +326,10 @@ def test_deletion_vector_tables_in_turns(paimon_java: PaimonOracle, tmp_path: An
         if s.commit_kind == "COMPACT":
             assert_same(pj.read(wh, name, snapshot=s.id), arrow_to_rows(t.to_arrow(snapshot_id=s.id)),
                         f"snapshot {s.id}")
+    # $table_indexes (issue 24) lists the same index files with the same ranges as Paimon's
+    ours = arrow_to_rows(system_table(t.store, "table_indexes"))
+    theirs = pj.read(wh, f"{name}$table_indexes")
+    assert sorted(ours, key=lambda r: r["file_name"]) == sorted(theirs, key=lambda r: r["file_name"]), (ours, theirs)
     live = {r["id"] for r in arrow_to_rows(t.to_arrow(), ["id"])}
     deleted = {i for i in range(300) if i % 7 == 0} | {i for i in range(3, 300, 11)}
     assert live == (set(range(300)) - deleted) | set(range(290, 320)) | set(range(40))

@@ -15,6 +15,7 @@ import pytest
 import lakelog
 from lakelog.connector.format.index_file import read_hash_index
 from lakelog.connector.format.schema_changes import SetOption
+from lakelog.connector.table.system_tables import system_table
 
 from .buckets_util import assert_keys_in_their_buckets
 from .paimon_java.oracle import PaimonOracle, PaimonOracleError, arrow_to_rows, canonical, session_fixture
@@ -91,6 +92,10 @@ def test_paimon_java_and_lakelog_write_one_dynamic_bucket_table(paimon_java: Pai
     assert got == want and t.to_arrow().num_rows == len(want)
     assert canonical(paimon_java.read(wh, "db.d")) == canonical(arrow_to_rows(t.to_arrow()))
     assert_keys_in_their_buckets(t)
+    # $table_indexes (issue 24): the same HASH index files as Paimon lists them
+    ours = arrow_to_rows(system_table(lakelog.Catalog(wh).get_table("db.d").store, "table_indexes"))
+    assert ours and {r["index_type"] for r in ours} == {"HASH"}
+    assert canonical(paimon_java.read(wh, "db.d$table_indexes")) == canonical(ours)
 
 
 def test_dynamic_bucket_assignment_agrees_with_paimon_java(paimon_java: PaimonOracle, tmp_path: Any) -> None:

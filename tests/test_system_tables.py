@@ -42,6 +42,10 @@ PAIMON_COLUMNS = {
     "consumers": "consumer_id:string! next_snapshot_id:int64!",
     "aggregation_fields": "field_name:string! field_type:string! function:string function_options:string "
     "comment:string",
+    "branches": "branch_name:string! create_time:timestamp[ms]!",  # issue 24; Paimon 1.4's
+    "table_indexes": "partition:string bucket:int32! index_type:string! file_name:string! file_size:int64! "
+    "row_count:int64! dv_ranges:list<item: struct<f0: string not null, f1: int32 not null, f2: int32 not null, "
+    "_CARDINALITY: int64>>",
 }
 
 SCHEMA = pa.schema(

@@ -104,6 +104,13 @@ _SCHEMAS: dict[str, pa.Schema] = {
         _f("max_partition_stats", _S),
     ]),
     "consumers": pa.schema([_f("consumer_id", _S, False), _f("next_snapshot_id", _L, False)]),
+    "branches": pa.schema([_f("branch_name", _S, False), _f("create_time", _T, False)]),
+    "table_indexes": pa.schema([
+        _f("partition", _S), _f("bucket", _I, False), _f("index_type", _S, False), _f("file_name", _S, False),
+        _f("file_size", _L, False), _f("row_count", _L, False),
+        _f("dv_ranges", pa.list_(pa.struct([_f("f0", _S, False), _f("f1", _I, False), _f("f2", _I, False),
+                                            _f("_CARDINALITY", _L)]))),
+    ]),  # Paimon 1.4's columns (later versions add four for global indexes, which lakelog has none of)
     "aggregation_fields": pa.schema([
         _f("field_name", _S, False), _f("field_type", _S, False), _f("function", _S),
         _f("function_options", _S), _f("comment", _S),
@@ -117,7 +124,7 @@ ROW_TABLES = ("audit_log", "binlog", "ro")
 #: Every system table name, as written after ``$``.
 SYSTEM_TABLES = METADATA_TABLES + ROW_TABLES
 #: Metadata tables that describe one snapshot (the latest, or the one a scan option names).
-SNAPSHOT_SCOPED = ("files", "partitions", "buckets", "manifests")
+SNAPSHOT_SCOPED = ("files", "partitions", "buckets", "manifests", "table_indexes")
 
 
 def system_table_schema(name: str) -> pa.Schema:
@@ -230,6 +237,20 @@ def consumers_table(store: TableStore) -> pa.Table:
     )
 
 
+def branches_table(store: TableStore) -> pa.Table:
+    """One row per branch other than main; its creation time is its first schema file's, as Paimon
+    takes its directory's."""
+    from lakelog.connector.format.branches import branch_location, list_branches
+
+    fio, rows = store.file_io, []
+    for name in list_branches(fio, store.path):
+        schema_dir = f"{branch_location(store.path, name)}/schema"
+        ids = [int(n[len("schema-") :]) for n in fio.list_dir(schema_dir) if n[len("schema-") :].isdigit()]
+        created = fio.mtime(f"{schema_dir}/schema-{min(ids)}")
+        rows.append({"branch_name": name, "create_time": _local(int(created * 1000))})
+    return _table("branches", rows)
+
+
 def aggregation_fields_table(store: TableStore) -> pa.Table:
     """One row per column: its ``fields.<name>.*`` options (aggregate functions and their settings)."""
     schema = store.schema_manager.latest() or store.schema
@@ -309,6 +330,27 @@ class _FileText:
 
 def _snapshot_entries(store: TableStore, snapshot: Optional[Snapshot]) -> list[ManifestEntry]:
     return store.live_entries(snapshot) if snapshot is not None else []
+
+
+def table_indexes_table(store: TableStore, snapshot: Optional[Snapshot]) -> pa.Table:
+    """One row per index file of ``snapshot`` (hash indexes of dynamic buckets, deletion vectors),
+    with each deletion-vector file's ranges."""
+    text = _FileText(store)
+    rows = []
+    for e in store.index_entries(snapshot) if snapshot is not None else []:
+        f = e.index_file
+        ranges = None
+        if f.dv_ranges is not None:
+            ranges = [
+                {"f0": r["f0"], "f1": r["f1"], "f2": r["f2"], "_CARDINALITY": r.get("_CARDINALITY")}
+                for r in f.dv_ranges
+            ]
+        rows.append(
+            {"partition": text.partition(e.partition), "bucket": e.bucket, "index_type": f.index_type,
+             "file_name": f.file_name, "file_size": f.file_size, "row_count": f.row_count,
+             "dv_ranges": ranges}
+        )  # fmt: skip
+    return _table("table_indexes", rows)
 
 
 def files_table(store: TableStore, snapshot: Optional[Snapshot]) -> pa.Table:
@@ -482,6 +524,7 @@ _BUILDERS: dict[str, Callable[..., pa.Table]] = {
     "options": options_table,
     "tags": tags_table,
     "consumers": consumers_table,
+    "branches": branches_table,
     "aggregation_fields": aggregation_fields_table,
 }
 _SNAPSHOT_BUILDERS: dict[str, Callable[[TableStore, Optional[Snapshot]], pa.Table]] = {
@@ -489,6 +532,7 @@ _SNAPSHOT_BUILDERS: dict[str, Callable[[TableStore, Optional[Snapshot]], pa.Tabl
     "partitions": partitions_table,
     "buckets": buckets_table,
     "manifests": manifests_table,
+    "table_indexes": table_indexes_table,
 }
 
 

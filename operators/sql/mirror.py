@@ -18,6 +18,7 @@ from typing import Any, Optional
 from pyflink.table.catalog import ObjectPath
 
 from lakelog.connector.errors import LakelogError
+from lakelog.connector.format.branches import branch_location, check_branch_name
 from lakelog.connector.format.fileio import FileIO
 from lakelog.connector.format.schema_manager import SchemaManager
 from lakelog.connector.table.catalog import Catalog
@@ -110,11 +111,14 @@ class Mirror:
 
     # ---- tables ------------------------------------------------------------------------------------
     def _schema_id(self, catalog: str, db: str, table: str) -> Optional[int]:
+        base, sep, branch = table.partition("$branch_")
         try:
             cat = self.catalog(catalog)
-            path = cat.table_path(f"{db}.{table}")
-            if cat.metastore.kind != "filesystem" and not cat.table_exists(f"{db}.{table}"):
+            path = cat.table_path(f"{db}.{base}")
+            if cat.metastore.kind != "filesystem" and not cat.table_exists(f"{db}.{base}"):
                 return None  # files no entry of the metastore names are no table
+            if sep:
+                path = branch_location(path, check_branch_name(branch))
         except LakelogError:
             return None
         ids = SchemaManager(self._fio, path).list_ids()

@@ -597,6 +597,24 @@ def _rename_tag(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     return _success()
 
 
+def _create_branch(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    ctx.table(a["table"]).create_branch(str(a["branch"]), tag=str(a["tag"]) if a.get("tag") else None)
+    return _success()
+
+
+def _delete_branch(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    t = ctx.table(a["table"])
+    for name in (b.strip() for b in str(a["branch"]).split(",")):
+        if name:
+            t.delete_branch(name)
+    return _success()
+
+
+def _fast_forward(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    ctx.table(a["table"]).fast_forward(str(a["branch"]))
+    return _success()
+
+
 def _expire_tags(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     """Paimon's expire_tags: tags created before ``older_than``, or (without it) tags whose
     ``time_retained`` has passed. Tags written without a creation time (no retention) are kept:
@@ -711,6 +729,12 @@ PROCEDURES: dict[str, Procedure] = {
                   _rename_tag, "rename a tag"),
         Procedure("expire_tags", ("table", "older_than"), ("table",), _expire_tags,
                   "delete tags created before older_than, or past their time_retained"),
+        Procedure("create_branch", ("table", "branch", "tag"), ("table", "branch"), _create_branch,
+                  "create a branch: empty with the latest schema, or from a tag"),
+        Procedure("delete_branch", ("table", "branch"), ("table", "branch"), _delete_branch,
+                  "delete branches (comma-separated)"),
+        Procedure("fast_forward", ("table", "branch"), ("table", "branch"), _fast_forward,
+                  "make main what a branch is"),
         Procedure("rollback_to_timestamp", ("table", "timestamp"), ("table", "timestamp"),
                   _rollback_to_timestamp, "roll back to the last snapshot committed at or before a time"),
         Procedure("mark_partition_done", ("table", "partitions"), ("table", "partitions"),

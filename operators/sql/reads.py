@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["scan_overrides", "local_millis", "view_for"]
 
 # Paimon's system tables that lakelog does not have (told apart from a typo)
-_PAIMON_ONLY = frozenset({"statistics", "table_indexes", "row_tracking", "file_keys"})
+_PAIMON_ONLY = frozenset({"statistics", "row_tracking", "file_keys"})
 _SNAPSHOT_KEYS = ("scan.snapshot-id", "scan.tag-name", "scan.timestamp-millis", "scan.timestamp", "scan.mode")
 
 
@@ -161,12 +161,13 @@ def view_for(
     if expanded is not None:
         return expanded
     base, _, system = name.partition("$")
+    if system.startswith("branch_"):  # T$branch_<b>, T$branch_<b>$<system table>
+        branch, _, system = system.partition("$")
+        base = f"{base}${branch}"
     path = sql.lakelog_path(cat, db, base)
     if path is None:
         return None
     where = f"{cat}.{db}.{name}"
-    if system == "branches" or system.startswith("branch_"):
-        raise UnsupportedStatementError(f"{where}: Paimon's branches are not supported by lakelog")
     if system in _PAIMON_ONLY:
         raise UnsupportedStatementError(
             f"{where}: Paimon's system table ${system} is not supported by lakelog; it has "

@@ -36,6 +36,7 @@ from pyflink.table.catalog import ObjectPath
 from pyflink.util.java_utils import get_field_value
 
 from lakelog.connector.errors import LakelogError, OptionError, TableAlreadyExistsError
+from lakelog.connector.format.branches import branch_location, check_branch_name, list_branches
 from lakelog.connector.format.fileio import io_for, is_object_store, location, register_io
 from lakelog.connector.format.objectstore import S3_OPTION_KEYS
 from lakelog.connector.format.options import Duration, validate_options
@@ -310,11 +311,18 @@ class LakelogSql:
             return self._temporary_lake[(cat, db, name)]
         if self.mirror.is_lakelog(cat):
             catalog = self.mirror.catalog(cat)
+            base, sep, branch = name.partition("$branch_")  # a branch: T$branch_<b>
             try:
-                ident = f"{db}.{name}"
-                return catalog.table_path(ident) if catalog.table_exists(ident) else None
+                ident = f"{db}.{base}"
+                path = catalog.table_path(ident) if catalog.table_exists(ident) else None
+                if path is None or not sep:
+                    return path
+                check_branch_name(branch)
             except LakelogError:
                 return None
+            if branch not in list_branches(catalog.file_io, path):
+                raise SqlError(f"no branch {branch!r} in {cat}.{db}.{base}: CALL sys.create_branch makes one")
+            return branch_location(path, branch)
         t = self._catalog_table(cat, db, name)
         if t is None:
             return None

@@ -73,7 +73,7 @@ WALK: list[tuple[str, Any]] = [
     # issue 25: Paimon's surface lakelog lacks is named as such, a typo as a syntax error, and a
     # streaming read that cannot start is refused before its job
     ("SELECT * FROM sys.no_such_table", "unknown table of the sys database"),
-    ("SELECT * FROM t$branch_b1", "branches are not supported by lakelog"),
+    ("SELECT * FROM t$branch_b1", "no branch 'b1'"),
     ("SELECT * FROM t$statistics", "not supported by lakelog"),
     ("CREATE TABLE x (k INT) WITH ('scan.partitions' = 'max_pt()')", "not supported by lakelog"),
     ("CREATE TABLE x (k INT) WITH ('tag.automatic-creation' = 'process-time')", "not supported by lakelog"),
@@ -151,3 +151,37 @@ def test_the_sys_database_as_paimons_page_shows_it(tmp_path: Path) -> None:
     parts = sorted(tuple(r) for r in rows(sql.execute(
         "SELECT table_name, partition_name, record_count, file_count, done FROM sys.partitions")))  # fmt: skip
     assert parts == [("Orders2", "dt=2024-01-01", 2, 1, True), ("Orders2", "dt=2024-01-02", 1, 1, False)]
+
+
+def test_branches_as_paimons_manage_branches_page_shows_them(tmp_path: Path) -> None:
+    """Issue 24: the statements of Paimon's "Manage Branches" page, as written, on a lakelog
+    catalog (the branch's semantics are checked without Flink in tests/test_branches.py)."""
+    wh = str(tmp_path / "wh")
+    sql = session("batch")
+    sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='{wh}')")
+    sql.execute("USE CATALOG lk")
+    sql.execute("CREATE TABLE T (k INT, v STRING, PRIMARY KEY (k) NOT ENFORCED) WITH ('bucket' = '1')")
+    import pyarrow as pa
+
+    main = sql.mirror.catalog("lk").get_table("default.T")  # main is written in Python: fewer jobs
+    main.write(pa.table({"k": [1, 2], "v": ["a", "b"]}, schema=main.schema))
+    sql.execute("CALL sys.create_tag('default.T', 'tag1', 1)")
+    sql.execute("""
+        -- create branch named 'branch1' from tag 'tag1'
+        CALL sys.create_branch('default.T', 'branch1', 'tag1')""")
+    sql.execute("""
+        -- create empty branch named 'branch1'
+        CALL sys.create_branch('default.T', 'empty_branch')""")
+    # read from and write to branch 'branch1'
+    sql.execute("INSERT INTO `T$branch_branch1` VALUES (2, 'B'), (3, 'c')")
+    main.write(pa.table({"k": [4], "v": ["main only"]}, schema=main.schema))
+    assert sorted(rows(sql.execute("SELECT * FROM `T$branch_branch1`"))) == [(1, "a"), (2, "B"), (3, "c")]
+    assert sorted(rows(sql.execute("SELECT branch_name FROM `T$branches`"))) == [("branch1",), ("empty_branch",)]
+    assert rows(sql.execute("SELECT snapshot_id FROM `T$branch_branch1$snapshots`"))[-1] == (2,)
+    sql.execute("CALL sys.fast_forward('default.T', 'branch1')")
+    assert sorted(rows(sql.execute("SELECT * FROM T"))) == [(1, "a"), (2, "B"), (3, "c")]
+    sql.execute("CALL sys.delete_branch('default.T', 'branch1')")
+    assert rows(sql.execute("SELECT branch_name FROM `T$branches`")) == [("empty_branch",)]
+    refused(sql, "SELECT * FROM `T$branch_branch1`", "no branch 'branch1'")
+    assert rows(sql.execute("SELECT * FROM `T$table_indexes`")) == []  # a fixed-bucket table has no index
+    assert rows(sql.execute("SHOW TABLES")) == [("T",)]  # a branch is no table of its own
