@@ -298,6 +298,23 @@ def test_branches_in_turns_with_paimon_java(paimon_java: PaimonOracle, tmp_path:
                 "Paimon Java reading main after the branch compacted")  # fmt: skip
 
 
+def test_column_default_values_mean_the_same_to_paimon_java(paimon_java: PaimonOracle, tmp_path: Any) -> None:
+    """Issue 24: a field's ``defaultValue`` (``alter_column_default_value``) that lakelog writes is
+    Paimon's: Paimon parses the schema, fills a null in its own write with it, and reads lakelog's
+    filled rows; lakelog reads Paimon's."""
+    wh, name, pj = str(tmp_path / "wh"), "db.dv", paimon_java
+    schema = pa.schema([pa.field("k", pa.int64(), False), ("s", pa.string()), ("c", pa.int32())])
+    t = lakelog.Catalog(wh).create_table(name, schema, primary_key=["k"], options={"bucket": "1"})
+    t.alter(lakelog.UpdateColumnDefaultValue("s", "my_value"), lakelog.UpdateColumnDefaultValue("c", "5"))
+    fields = pj.schema(wh, name)["fields"]
+    assert [f.get("defaultValue") for f in fields] == [None, "my_value", "5"]
+    t.write(pa.table({"k": [1]}, schema=pa.schema([schema.field("k")])))
+    pj.write(wh, name, pa.table({"k": [2], "s": [None], "c": [None]}, schema=schema))
+    want = [{"k": 1, "s": "my_value", "c": 5}, {"k": 2, "s": "my_value", "c": 5}]
+    assert_same(pj.read(wh, name), want, "Paimon Java's read")
+    assert arrow_to_rows(lakelog.Catalog(wh).get_table(name).to_arrow()) == want
+
+
 # ---- deletion vectors ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("bitmap64", ["false", "true"], ids=["32-bit", "64-bit"])
 def test_deletion_vector_tables_in_turns(paimon_java: PaimonOracle, tmp_path: Any, bitmap64: str) -> None:

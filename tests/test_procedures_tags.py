@@ -208,3 +208,38 @@ def test_the_sys_database_tables(tmp_path: Path) -> None:
         "database_name", "table_name", "table_type", "partitioned", "primary_key", "owner", "created_at",
         "created_by", "updated_at", "updated_by", "record_count", "file_size_in_bytes", "file_count",
         "last_file_creation_time"]  # fmt: skip
+
+
+def test_alter_column_default_value_as_paimons_page_writes_it(tmp_path: Path) -> None:
+    """Issue 24: Paimon 1.3+'s column default values (a field's ``defaultValue`` in the schema file):
+    the doc's examples as written, the schema on disk, and writes filling nulls and missing columns."""
+    import json
+
+    cat = lakelog.Catalog(str(tmp_path))
+    schema = pa.schema([pa.field("a", pa.int64(), False), ("b", pa.string()), ("c", pa.int32()),
+                        ("status", pa.string()), ("tags", pa.list_(pa.string()))])  # fmt: skip
+    t = cat.create_table("default.my_table", schema, primary_key=["a"], options={"bucket": "1"})
+    ctx = CallContext(cat, "lk", "default")
+    call(ctx, """
+        -- Set simple type default values
+        CALL sys.alter_column_default_value('default.my_table', 'b', 'my_value')""")
+    call(ctx, "CALL sys.alter_column_default_value('default.my_table', 'c', '5')")
+    call(ctx, "CALL sys.alter_column_default_value(`table` => 'default.my_table', `column` => 'status', "
+              "default_value => 'active')")  # fmt: skip
+    fields = json.loads((Path(t.path) / "schema" / "schema-3").read_text())["fields"]
+    assert [f.get("defaultValue") for f in fields] == [None, "my_value", "5", "active", None]
+    t = cat.get_table("default.my_table")
+    t.write(pa.table({"a": [1, 2], "b": [None, "given"]}))  # c and status missing, b null once
+    assert t.to_arrow().to_pylist() == [
+        {"a": 1, "b": "my_value", "c": 5, "status": "active", "tags": None},
+        {"a": 2, "b": "given", "c": 5, "status": "active", "tags": None},
+    ]
+    with pytest.raises(lakelog.errors.OptionError, match="default value of column 'c'.*INT"):
+        call(ctx, "CALL sys.alter_column_default_value('default.my_table', 'c', 'five')")
+    with pytest.raises(lakelog.errors.OptionError, match="key column 'a'"):
+        call(ctx, "CALL sys.alter_column_default_value('default.my_table', 'a', '1')")
+    with pytest.raises(lakelog.errors.OptionError, match="'tags' has type ARRAY"):
+        call(ctx, "CALL sys.alter_column_default_value('default.my_table', 'tags', '[tag1, tag2, tag3]')")
+    with pytest.raises(SqlError, match="no column 'nope'"):
+        call(ctx, "CALL sys.alter_column_default_value('default.my_table', 'nope', '1')")
+    assert len(t.store.schema_manager.list_ids()) == 4  # a refused change writes no schema

@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+import lakelog
 from lakelog.connector.errors import (
     CorruptFileError,
     MissingFileError,
@@ -664,3 +665,21 @@ def test_pypaimon_reads_an_evolved_schema(tmp_path: Path) -> None:
     assert ts.id == 1
     assert [(f.id, f.name) for f in ts.fields] == [(f.id, f.name) for f in s1.fields]
     assert ts.highest_field_id == s1.highest_field_id
+
+
+def test_a_nested_default_value_from_paimon_is_refused_by_writes_not_reads(tmp_path: Path) -> None:
+    """Paimon keeps default values of nested fields too; lakelog fills top-level ones only, so a
+    write to such a table is refused by name (a read works)."""
+    import json
+
+    t = lakelog.Catalog(str(tmp_path)).create_table(
+        "db.t", pa.schema([("r", pa.struct([("x", pa.int32())]))]), options={"bucket": "-1"}
+    )
+    path = Path(t.path) / "schema" / "schema-0"
+    doc = json.loads(path.read_text())
+    doc["fields"][0]["type"]["fields"][0]["defaultValue"] = "1"
+    path.write_text(json.dumps(doc))
+    t = lakelog.Catalog(str(tmp_path)).get_table("db.t")
+    assert t.to_arrow().num_rows == 0
+    with pytest.raises(OptionError, match="nested field 'x' has a default value"):
+        t.write(pa.table({"r": [{"x": None}]}, schema=t.schema))

@@ -33,6 +33,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "UpdateColumnType": (_SCHEMA_CHANGES, "UpdateColumnType"),
     "UpdateComment": (_SCHEMA_CHANGES, "UpdateComment"),
     "UpdateColumnComment": (_SCHEMA_CHANGES, "UpdateColumnComment"),
+    "UpdateColumnDefaultValue": (_SCHEMA_CHANGES, "UpdateColumnDefaultValue"),
     "errors": ("lakelog.connector.errors", None),
 }
 

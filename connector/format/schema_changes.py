@@ -43,6 +43,7 @@ __all__ = [
     "UpdateColumnType",
     "UpdateComment",
     "UpdateColumnComment",
+    "UpdateColumnDefaultValue",
     "MoveColumn",
     "SchemaChange",
     "can_widen",
@@ -111,6 +112,15 @@ class UpdateColumnComment:
 
 
 @dataclass(frozen=True)
+class UpdateColumnDefaultValue:
+    """Set (or with None, remove) a column's default value, in Paimon's string form (Paimon's
+    ``SchemaChange.updateColumnDefaultValue``): writes fill the column's nulls with it."""
+
+    name: str
+    default_value: str | None
+
+
+@dataclass(frozen=True)
 class MoveColumn:
     """Move a column first, or after another column (Paimon's ``SchemaChange.move``)."""
 
@@ -121,7 +131,7 @@ class MoveColumn:
 
 SchemaChange = Union[
     SetOption, RemoveOption, AddColumn, RenameColumn, DropColumn, UpdateColumnType, UpdateComment,
-    UpdateColumnComment, MoveColumn,
+    UpdateColumnComment, UpdateColumnDefaultValue, MoveColumn,
 ]
 
 _INT_RANK = {"TINYINT": 0, "SMALLINT": 1, "INT": 2, "BIGINT": 3}
@@ -185,7 +195,8 @@ def _keep_row_ids(old: DataType, new: DataType) -> DataType:
     """``new`` with the nested field ids of ``old`` (same shape, as checked by :func:`can_widen`)."""
     if new.root == "ROW" and old.root == "ROW":
         fields = tuple(
-            DataField(o.id, n.name, _keep_row_ids(o.type, n.type), n.description or o.description)
+            DataField(o.id, n.name, _keep_row_ids(o.type, n.type), n.description or o.description,
+                      n.default_value or o.default_value)
             for o, n in zip(old.fields or (), new.fields or ())
         )
         return dataclasses.replace(new, fields=fields)
@@ -363,6 +374,9 @@ def apply_changes(
         elif isinstance(ch, UpdateColumnComment):
             i = index_of(ch.name)
             fields[i] = dataclasses.replace(fields[i], description=ch.comment)
+        elif isinstance(ch, UpdateColumnDefaultValue):
+            i = index_of(ch.name)
+            fields[i] = dataclasses.replace(fields[i], default_value=ch.default_value)
         elif isinstance(ch, MoveColumn):
             moved = fields.pop(index_of(ch.name))
             if ch.first:

@@ -257,14 +257,18 @@ def _validate_merge_options(
                 raise OptionError(f"sequence group field {s!r} must not have an aggregate function")
 
     defaults = core.field_default_values()
-    for name in defaults:
+    in_schema = [f.name for f in schema.fields if f.default_value is not None]
+    for name in [*defaults, *in_schema]:
         if name in schema.primary_keys or name in schema.partition_keys:
             raise OptionError(f"key column {name!r} must not have a default value")
-    if defaults and engine == MergeEngine.PARTIAL_UPDATE:
+    if (defaults or in_schema) and engine == MergeEngine.PARTIAL_UPDATE:
+        what = (
+            f"option {CoreOptions.FIELD_DEFAULT_VALUE.key_for(next(iter(defaults)))!r}" if defaults
+            else f"the default value of column {in_schema[0]!r}"
+        )  # fmt: skip
         raise OptionError(
-            f"option {CoreOptions.FIELD_DEFAULT_VALUE.key_for(next(iter(defaults)))!r} is not supported by "
-            "lakelog with merge-engine 'partial-update': a write fills nulls with the default, and a null "
-            "there means 'keep the current value'"
+            f"{what} is not supported by lakelog with merge-engine 'partial-update': a write fills nulls "
+            "with the default, and a null there means 'keep the current value'"
         )
     default_values(schema.fields, schema.options)  # each parses as a value of its column's type
 

@@ -61,6 +61,7 @@ class DataField:
     name: str
     type: DataType
     description: str | None = None
+    default_value: str | None = None  # Paimon 1.3+'s "defaultValue": a write fills nulls with it
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,7 @@ def reassign_field_ids(t: DataType, ids: FieldIdCounter) -> DataType:
         new_fields = []
         for f in t.fields or ():
             inner = reassign_field_ids(f.type, ids)
-            new_fields.append(DataField(ids.next(), f.name, inner, f.description))
+            new_fields.append(DataField(ids.next(), f.name, inner, f.description, f.default_value))
         return dataclasses.replace(t, fields=tuple(new_fields))
     if t.root in ("ARRAY", "MULTISET"):
         assert t.element is not None
@@ -476,7 +477,7 @@ def parse_type(j: Union[str, dict[str, Any]]) -> DataType:
 
 
 def field_from_json(j: Any) -> DataField:
-    """Parse ``{"id": .., "name": .., "type": .., "description": ..}``."""
+    """Parse ``{"id": .., "name": .., "type": .., "description": .., "defaultValue": ..}``."""
     if not isinstance(j, dict):
         raise SchemaError(f"cannot parse field from JSON value {j!r}")
     try:
@@ -488,11 +489,14 @@ def field_from_json(j: Any) -> DataField:
     desc = j.get("description")
     if desc is not None and not isinstance(desc, str):
         desc = str(desc)
+    default = j.get("defaultValue")
+    if default is not None and not isinstance(default, str):
+        raise SchemaError(f"field {name!r}: defaultValue {default!r} is not a string")
     try:
         t = parse_type(ftype)
     except SchemaError as e:
         raise SchemaError(f"field {name!r}: {e}") from None
-    return DataField(fid, name, t, desc)
+    return DataField(fid, name, t, desc, default)
 
 
 def type_to_json(t: DataType) -> Union[str, dict[str, Any]]:
@@ -515,6 +519,8 @@ def field_to_json(f: DataField) -> dict[str, Any]:
     out: dict[str, Any] = {"id": f.id, "name": f.name, "type": type_to_json(f.type)}
     if f.description is not None:
         out["description"] = f.description
+    if f.default_value is not None:
+        out["defaultValue"] = f.default_value
     return out
 
 

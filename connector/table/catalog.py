@@ -335,7 +335,8 @@ def _with_exact_types(schema: TableSchema, fields: Sequence[DataField]) -> Table
     for f in fields:
         fid = ids.next()
         t = reassign_field_ids(f.type, ids)
-        out.append(DataField(fid, f.name, with_nullable(t, False) if f.name in pk else t, f.description))
+        typ = with_nullable(t, False) if f.name in pk else t
+        out.append(DataField(fid, f.name, typ, f.description, f.default_value))
     exact = schema.copy(fields=out, highest_field_id=highest_field_id(out))
     exact.validate()
     return exact

@@ -615,6 +615,22 @@ def _fast_forward(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     return _success()
 
 
+def _alter_column_default_value(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    from lakelog.connector.format.schema_changes import UpdateColumnDefaultValue
+
+    t = ctx.table(a["table"])
+    column = str(a["column"])
+    if column not in t.schema.names:
+        if "." in column:
+            raise UnsupportedStatementError(
+                f"CALL sys.alter_column_default_value: nested column {column!r}: lakelog keeps default "
+                "values of top-level columns only"
+            )
+        raise SqlError(f"CALL sys.alter_column_default_value: {t.identifier} has no column {column!r}")
+    t.alter(UpdateColumnDefaultValue(column, str(a["default_value"])))
+    return _success()
+
+
 def _expire_tags(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     """Paimon's expire_tags: tags created before ``older_than``, or (without it) tags whose
     ``time_retained`` has passed. Tags written without a creation time (no retention) are kept:
@@ -729,6 +745,9 @@ PROCEDURES: dict[str, Procedure] = {
                   _rename_tag, "rename a tag"),
         Procedure("expire_tags", ("table", "older_than"), ("table",), _expire_tags,
                   "delete tags created before older_than, or past their time_retained"),
+        Procedure("alter_column_default_value", ("table", "column", "default_value"),
+                  ("table", "column", "default_value"), _alter_column_default_value,
+                  "set a column's default value (writes fill its nulls with it)"),
         Procedure("create_branch", ("table", "branch", "tag"), ("table", "branch"), _create_branch,
                   "create a branch: empty with the latest schema, or from a tag"),
         Procedure("delete_branch", ("table", "branch"), ("table", "branch"), _delete_branch,
