@@ -635,6 +635,20 @@ class Table:
         tag = arg.optional_text("tag", tag)
         return rollback_to(self._store, snapshot_id=snapshot_id, tag=tag)
 
+    def rollback_to_as_latest(self, snapshot_id: Optional[int] = None, *, tag: Optional[str] = None) -> int:
+        """Publish the files of an earlier snapshot (by id, or the one ``tag`` holds) as a new latest
+        snapshot, keeping every snapshot and tag in between (Paimon's ``rollback_to_as_latest``);
+        returns the new snapshot's id. See :mod:`lakelog.connector.table.rollback_latest`."""
+        from lakelog.connector.table.rollback_latest import rollback_to_as_latest
+
+        if (snapshot_id is None) == (tag is None):
+            raise ArgumentError(
+                "rollback_to_as_latest needs exactly one of the arguments 'snapshot_id' and 'tag', "
+                f"got snapshot_id={snapshot_id!r}, tag={tag!r}"
+            )
+        sid = arg.optional_integer("snapshot_id", snapshot_id)
+        return rollback_to_as_latest(self._store, snapshot_id=sid, tag=arg.optional_text("tag", tag))[2]
+
     def expire_partitions(self) -> list[dict[str, Any]]:
         """Drop the partitions older than ``partition.expiration-time`` (as writers do at commit,
         every ``partition.expiration-check-interval``); return their values."""

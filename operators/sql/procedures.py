@@ -421,6 +421,21 @@ def _rollback_to(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     return SqlResult.table(["previous_snapshot_id", "current_snapshot_id"], [(latest.id, target)])
 
 
+def _rollback_to_as_latest(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    from lakelog.connector.table.rollback_latest import rollback_to_as_latest
+
+    t = ctx.table(a["table"])
+    tag, sid = a.get("tag") or None, a.get("snapshot_id")
+    if (tag is None) == (sid is None):
+        raise SqlError("CALL sys.rollback_to_as_latest: Must specify exactly one of tag and snapshot_id.")
+    row = rollback_to_as_latest(
+        t.store,
+        snapshot_id=None if sid is None else _integer(sid, "snapshot_id"),
+        tag=None if tag is None else str(tag),
+    )
+    return SqlResult.table(["previous_snapshot_id", "rolled_back_snapshot_id", "current_snapshot_id"], [row])
+
+
 def _expire_snapshots(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     _refuse("expire_snapshots", a, "options", why="give the retention as arguments")
     t = ctx.table(a["table"])
@@ -762,6 +777,9 @@ PROCEDURES: dict[str, Procedure] = {
                   _clear_consumers, "delete consumers (those a regular expression names, but not others)"),
         Procedure("rollback_to", ("table", "tag", "snapshot_id"), ("table",), _rollback_to,
                   "roll back to a tag or snapshot"),
+        Procedure("rollback_to_as_latest", ("table", "tag", "snapshot_id"), ("table",),
+                  _rollback_to_as_latest,
+                  "publish an earlier snapshot's files as the latest, keeping the snapshots between"),
         Procedure("expire_snapshots",
                   ("table", "retain_max", "retain_min", "older_than", "max_deletes", "options"), ("table",),
                   _expire_snapshots, "expire snapshots; returns how many"),
