@@ -237,3 +237,17 @@ def test_branches_against_the_model(tmp_path: Path, seed: int) -> None:
         _check(tables, model, tags)
     main.remove_orphan_files(older_than_seconds=0)
     _check(tables, model, tags)
+
+
+def test_an_empty_branch_takes_a_bucket_layout_of_its_own(tmp_path: Path) -> None:
+    """Like a table without snapshots, an empty branch may leave dynamic bucket mode (a streaming
+    branch of a batch-written table, as in Paimon's fallback example); main keeps its layout."""
+    t = make(tmp_path, bucket="-1")
+    put(t, {1: "a"})
+    b = t.create_branch("test")
+    b.alter(lakelog.SetOption("bucket", "2"))
+    assert b.options["bucket"] == "2" and t.options["bucket"] == "-1"
+    put(b, {2: "b", 3: "c"})
+    assert rows(b) == {2: "b", 3: "c"} and {s.bucket for s in b.plan()} <= {0, 1}
+    with pytest.raises(lakelog.errors.OptionError, match="dynamic bucket mode"):
+        t.alter(lakelog.SetOption("bucket", "2"))  # main has snapshots

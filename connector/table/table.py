@@ -743,7 +743,9 @@ class Table:
         from lakelog.connector.format.schema_changes import apply_changes
 
         latest = self._store.schema_manager.latest() or self._store.schema
-        check_merge_engine(self._store.with_schema(apply_changes(latest, list(changes))))
+        has_snapshots = self._store.snapshot_manager.latest_id() is not None
+        changed = apply_changes(latest, list(changes), has_snapshots=has_snapshots)
+        check_merge_engine(self._store.with_schema(changed))
         new = self._store.schema_manager.commit_changes(*changes)
         self._store.schema = new
         if self.schema_listener is not None:
