@@ -21,7 +21,7 @@ from lakelog.connector.lsm.split import Split
 from lakelog.connector.lsm.split_read import SplitRead
 from lakelog.connector.table.changes import delta_rows, diff_snapshots, published_entries, read_changelog
 from lakelog.connector.table.expressions import parse_filter
-from lakelog.connector.table.scan import plan_splits
+from lakelog.connector.table.scan import fallback_splits, plan_splits
 from lakelog.connector.table.scan_start import ScanStart, resolve_start, scan_options
 from lakelog.connector.table.system_tables import binlog_of, binlog_schema, read_optimized_entries
 from lakelog.operators.table_ref import TableLike, adopt_io, adopt_lock, table_io, table_lock, table_path
@@ -117,6 +117,8 @@ class ReadPlan:
             raise OptionError(f"read shape {self.shape!r}: expected one of {SHAPES}")
         self.audit = self.shape != "rows"  # rows carry their kind in a column, every row an insert
         self.read_optimized = read_optimized
+        # (read the fallback branch?, from which of its snapshots): fixed by the first splits() call
+        self._fallback: Optional[tuple[bool, Optional[int]]] = None
         # a streaming read that emits upserts: no -U rows (see operators.source.read_lakelog_table)
         self.upsert = False
         self.options = {str(k): str(v) for k, v in options.items()}
@@ -144,11 +146,25 @@ class ReadPlan:
         return parse_filter(self.filter, self.schema)
 
     def splits(self, store: TableStore, snapshot_id: Optional[int]) -> list[Split]:
-        if snapshot_id is None:
-            return []
-        snap = store.snapshot_manager.snapshot(snapshot_id)
-        entries = read_optimized_entries(store, snap) if self.read_optimized else None
-        return plan_splits(store, snap, filter=self.expr(), entries=entries)
+        """The splits of a batch read of ``snapshot_id``; a read of the latest snapshot adds those
+        of ``scan.fallback-branch``. The first call (in the client that plans the job) fixes whether
+        and from which fallback snapshot, so that every worker reading the pickled plan gets the
+        same list."""
+        snap = store.snapshot_manager.snapshot(snapshot_id) if snapshot_id is not None else None
+        out: list[Split] = []
+        if snap is not None:
+            entries = read_optimized_entries(store, snap) if self.read_optimized else None
+            out = plan_splits(store, snap, filter=self.expr(), entries=entries)
+        if self.read_optimized:
+            return out
+        if self._fallback is None:
+            self._fallback = (snapshot_id == store.snapshot_manager.latest_id(), None)
+        use, pinned = self._fallback
+        if use:
+            extra, fid = fallback_splits(store, snap, filter=self.expr(), fallback_snapshot=pinned)
+            self._fallback = (use, fid)
+            out += extra
+        return out
 
     def follow_splits(self, store: TableStore, snapshot_id: int) -> list[Split]:
         """The splits of the snapshot a streaming read starts with: the rows its change stream has

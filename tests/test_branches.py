@@ -251,3 +251,47 @@ def test_an_empty_branch_takes_a_bucket_layout_of_its_own(tmp_path: Path) -> Non
     assert rows(b) == {2: "b", 3: "c"} and {s.bucket for s in b.plan()} <= {0, 1}
     with pytest.raises(lakelog.errors.OptionError, match="dynamic bucket mode"):
         t.alter(lakelog.SetOption("bucket", "2"))  # main has snapshots
+
+
+FALLBACK = pa.schema([pa.field("dt", pa.string(), False), pa.field("name", pa.string(), False), ("amount", pa.int64())])
+
+
+def test_a_batch_read_takes_missing_partitions_from_the_fallback_branch(tmp_path: Path) -> None:
+    """``scan.fallback-branch`` as Paimon's page describes it (its example's output lists a row of a
+    partition main has, against its own rule; Paimon's Java code agrees with lakelog, see
+    tests/test_interop_paimon_java.py): partitions the table lacks are read from the branch, with
+    the branch's own layout; time travel and the branch itself read alone."""
+    cat = lakelog.Catalog(str(tmp_path))
+    t = cat.create_table("default.T", FALLBACK, primary_key=["dt", "name"], partition_by=["dt"],
+                         options={"bucket": "2"})  # fmt: skip
+    b = t.create_branch("test")
+    b.alter(lakelog.SetOption("bucket", "3"), lakelog.SetOption("changelog-producer", "lookup"))
+    t.alter(lakelog.SetOption("scan.fallback-branch", "test"))
+    b.write(pa.table({"dt": ["20240725", "20240725", "20240726", "20240726"], "name": ["apple", "peach", "cherry", "pear"],
+                      "amount": [4, 10, 3, 6]}, schema=FALLBACK))  # fmt: skip
+    t = cat.get_table("default.T")
+    t.write(pa.table({"dt": ["20240725", "20240725"], "name": ["apple", "banana"], "amount": [5, 7]}, schema=FALLBACK))
+
+    def read(table: lakelog.Table, **scan: Any) -> list[tuple[Any, ...]]:
+        return sorted(tuple(r.values()) for r in table.to_arrow(**scan).to_pylist())
+
+    assert read(t) == [("20240725", "apple", 5), ("20240725", "banana", 7),
+                       ("20240726", "cherry", 3), ("20240726", "pear", 6)]  # fmt: skip
+    assert read(t, filter="amount > 5") == [("20240725", "banana", 7), ("20240726", "pear", 6)]
+    mine = {s.partition for s in t.plan() if s.branch is None}
+    assert [s.branch for s in t.plan()].count("test") == len([s for s in b.plan() if s.partition not in mine])
+    assert read(t, snapshot_id=t.latest_snapshot().id) == [("20240725", "apple", 5), ("20240725", "banana", 7)]
+    assert len(read(b)) == 4  # the branch reads itself alone
+    t.alter(lakelog.RemoveOption("scan.fallback-branch"))
+    assert read(cat.get_table("default.T")) == [("20240725", "apple", 5), ("20240725", "banana", 7)]
+    # an unpartitioned table reads the fallback only while it is empty
+    u = cat.create_table("default.U", SCHEMA, primary_key=["k"], options={"bucket": "1"})
+    put(u.create_branch("s"), {1: "from the branch"})
+    u.alter(lakelog.SetOption("scan.fallback-branch", "s"))
+    u = cat.get_table("default.U")
+    assert rows(u) == {1: "from the branch"}
+    put(u, {2: "main"})
+    assert rows(u) == {2: "main"}
+    u.alter(lakelog.SetOption("scan.fallback-branch", "nope"))
+    with pytest.raises(lakelog.errors.OptionError, match="scan.fallback-branch.*no branch 'nope'"):
+        cat.get_table("default.U").to_arrow()

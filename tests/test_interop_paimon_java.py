@@ -345,6 +345,23 @@ def test_paimon_java_reads_rollbacks_to_as_latest(paimon_java: PaimonOracle, tmp
     assert_same(pj.read(wh, name), arrow_to_rows(t.to_arrow(snapshot_id=3)), "the latest, as snapshot 3")
 
 
+def test_paimon_java_reads_the_fallback_branch_as_lakelog_does(paimon_java: PaimonOracle, tmp_path: Any) -> None:
+    """Issue 24: ``scan.fallback-branch`` set by lakelog; Paimon's Java reader fills the same
+    missing partitions from the branch (whose bucket layout differs) as lakelog's."""
+    wh, name, pj = str(tmp_path / "wh"), "db.fb", paimon_java
+    t = lakelog.Catalog(wh).create_table(name, COMMON, primary_key=["dt", "id"], partition_by=["dt"],
+                                         options={"bucket": "2"})  # fmt: skip
+    b = t.create_branch("stream")
+    b.alter(lakelog.SetOption("bucket", "3"))
+    b.write(sample(COMMON, range(0, 120), 0))
+    t.alter(lakelog.SetOption("scan.fallback-branch", "stream"))
+    t = lakelog.Catalog(wh).get_table(name)
+    t.write(sample(COMMON, range(0, 120, 3), 1))  # some partitions only
+    ours = arrow_to_rows(t.to_arrow())
+    assert any(s.branch == "stream" for s in t.plan()) and any(s.branch is None for s in t.plan())
+    assert_same(pj.read(wh, name), ours, "Paimon Java reading with the fallback branch")
+
+
 # ---- deletion vectors ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("bitmap64", ["false", "true"], ids=["32-bit", "64-bit"])
 def test_deletion_vector_tables_in_turns(paimon_java: PaimonOracle, tmp_path: Any, bitmap64: str) -> None:

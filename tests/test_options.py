@@ -435,6 +435,7 @@ HONOURED_BY: dict[str, str] = {
     "scan.timestamp-millis": "tests/test_scan_start.py::test_scan_modes",
     "scan.timestamp": "tests/test_scan_start.py::test_timestamp_spellings_of_start_and_range",
     "scan.tag-name": "tests/test_interop_pypaimon.py::test_tags_and_expiration_across_writers",
+    "scan.fallback-branch": "tests/test_branches.py::test_a_batch_read_takes_missing_partitions_from_the_fallback_branch",
     "incremental-between": "tests/test_scan_start.py::test_scan_modes",
     "incremental-between-timestamp": "tests/test_scan_start.py::test_timestamp_spellings_of_start_and_range",
     "incremental-between-scan-mode": "tests/test_source_plan.py::test_incremental_delta_reads_the_rows_written_with_their_kinds",

@@ -852,6 +852,10 @@ class CoreOptions:
         validator=_at_least(0))
     SCAN_TIMESTAMP: ClassVar[ConfigOption[str]] = _opt(
         "scan.timestamp", str, None, "Timestamp string to start from (local time zone).")
+    SCAN_FALLBACK_BRANCH: ClassVar[ConfigOption[str]] = _opt(
+        "scan.fallback-branch", str, None,
+        "A batch read of the latest snapshot reads the partitions this table lacks from this branch.",
+        validator=_non_empty)
     SCAN_TAG_NAME: ClassVar[ConfigOption[str]] = _opt(
         "scan.tag-name", str, None, "Tag to read (from-snapshot mode).", validator=_non_empty)
     SCAN_WATERMARK: ClassVar[ConfigOption[int]] = _opt(

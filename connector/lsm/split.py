@@ -39,6 +39,8 @@ class Split:
     total_buckets: int
     files: list[DataFileMeta] = field(default_factory=list)
     deletion_vectors: Optional[dict[str, Union[DeletionFile, np.ndarray]]] = None
+    # another branch of the table whose files these are (``scan.fallback-branch``); None: the reader's
+    branch: Optional[str] = None
 
     @property
     def row_count(self) -> int:

@@ -208,6 +208,9 @@ class SplitRead:
         """Tables of the split's rows (chunks of sections), projected and filtered. A file read
         alone (no merge) comes in chunks of ``batch_rows``, or, with ``whole_files`` (the caller
         keeps every row anyway), whole: one read decodes its row groups and columns in parallel."""
+        if split.branch is not None and split.branch != self.store.branch:
+            yield from self._read_other_branch(split, whole_files)
+            return
         alone = 1 << 62 if whole_files else 0
         if split.deletion_vectors is not None and self.store.is_primary_key_table:
             yield from self._read_without_merge(split, alone)
@@ -286,6 +289,23 @@ class SplitRead:
         ):
             keep = keep_mask(deleted, start, rows.num_rows) if deleted is not None else None
             yield rows if keep is None else rows.filter(pa.array(keep))
+
+    def _read_other_branch(self, split: Split, whole_files: bool) -> Iterator[pa.Table]:
+        """A split of another branch (``scan.fallback-branch``): read as that branch reads it (its
+        schema, merge engine and buckets), in this read's columns and types."""
+        import dataclasses
+
+        from lakelog.connector.format.branches import branch_location
+        from lakelog.connector.format.store import TableStore
+
+        assert split.branch is not None
+        others = self.__dict__.setdefault("_other_branches", {})
+        read = others.get(split.branch)
+        if read is None:
+            store = TableStore(branch_location(self.store.path, split.branch), self.store.file_io)
+            read = others[split.branch] = SplitRead(store, columns=self.columns, filter=self.filter)
+        for t in read.read_split(dataclasses.replace(split, branch=None), whole_files=whole_files):
+            yield t.cast(self.output_schema) if t.schema != self.output_schema else t
 
     def _finish(self, t: pa.Table) -> pa.Table:
         if self.filter is not None and t.num_rows:

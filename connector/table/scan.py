@@ -62,6 +62,53 @@ def _stats_guarantee(
     return out
 
 
+def fallback_splits(
+    store: TableStore,
+    snapshot: Optional[Snapshot],
+    *,
+    filter: Optional[pc.Expression] = None,
+    fallback_snapshot: Optional[int] = None,
+) -> tuple[list[Split], Optional[int]]:
+    """Paimon's ``scan.fallback-branch`` for a batch read of the latest ``snapshot``: the splits of
+    the partitions that the fallback branch holds and ``snapshot`` does not (for an unpartitioned
+    table: all of them, when ``snapshot`` holds no file), read from the fallback branch's latest
+    snapshot, or ``fallback_snapshot`` (a read planned in one process and read in others pins it).
+    Returns the splits and the fallback snapshot id they come from."""
+    import dataclasses
+
+    from lakelog.connector.errors import OptionError
+    from lakelog.connector.format.branches import branch_location, list_branches
+    from lakelog.connector.format.options import CoreOptions
+
+    name = store.options.get(CoreOptions.SCAN_FALLBACK_BRANCH)
+    if not name:
+        return [], None
+    key = CoreOptions.SCAN_FALLBACK_BRANCH.key
+    if name == store.branch:
+        raise OptionError(f"option {key!r} of {store.location} names its own branch {name!r}")
+    if name not in list_branches(store.file_io, store.path):
+        raise OptionError(f"option {key!r} of {store.location}: the table has no branch {name!r}")
+    other = TableStore(branch_location(store.path, name), store.file_io)
+    if other.schema.partition_keys != store.schema.partition_keys or (
+        other.partition_types != store.partition_types
+    ):
+        raise OptionError(
+            f"option {key!r} of {store.location}: branch {name!r} is partitioned by "
+            f"{other.schema.partition_keys}, the table by {store.schema.partition_keys}"
+        )
+    sm = other.snapshot_manager
+    fsnap = sm.latest() if fallback_snapshot is None else sm.snapshot(fallback_snapshot)
+    if fsnap is None:
+        return [], None
+    live = store.live_entries(snapshot) if snapshot is not None else []
+    if store.schema.partition_keys:
+        have = {e.partition for e in live}
+        splits = [s for s in plan_splits(other, fsnap, filter=filter) if s.partition not in have]
+    else:
+        splits = [] if live else plan_splits(other, fsnap, filter=filter)
+    return [dataclasses.replace(s, branch=name) for s in splits], fsnap.id
+
+
 def plan_splits(
     store: TableStore,
     snapshot: Optional[Snapshot],

@@ -27,7 +27,7 @@ from lakelog.connector.table import arguments as arg
 from lakelog.connector.table.commit import TableCommit
 from lakelog.connector.table.expressions import parse_filter
 from lakelog.connector.table.maintenance import after_commit
-from lakelog.connector.table.scan import plan_splits
+from lakelog.connector.table.scan import fallback_splits, plan_splits
 from lakelog.connector.table.write import TableWrite
 
 if TYPE_CHECKING:
@@ -297,7 +297,10 @@ class TableScan:
 
         def plan() -> list[Split]:
             if self._splits is None:
-                self._splits = plan_splits(self._store, self.snapshot, filter=self.filter)
+                splits = plan_splits(self._store, self.snapshot, filter=self.filter)
+                if not self._time_travel:  # 'scan.fallback-branch': the partitions the table lacks
+                    splits += fallback_splits(self._store, self.snapshot, filter=self.filter)[0]
+                self._splits = splits
             return list(self._splits)
 
         return self._attempt(plan)
