@@ -3,6 +3,7 @@ leaves no PyFlink flush timers behind, and never stops those of a job that still
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -54,6 +55,13 @@ def test_fifty_jobs_leave_the_process_as_they_found_it(tmp_path: Any) -> None:
             assert [r[0] for r in it] == [i + 1]
     stop_idle_flushers()  # between jobs (not automatic yet: see its docstring)
     time.sleep(1.1)  # a stopped timer ends at its next tick
+    if len(set(_flushers()) - live) > 4:
+        # a worker still shutting down holds its streams, or only a reference cycle does (the sweep
+        # runs no collection, see its docstring): the next sweep, after one, takes them (a CI run
+        # of the suite once left 5 here, in a process that had run many tests before)
+        gc.collect()
+        stop_idle_flushers()
+        time.sleep(1.1)
     after = threading.active_count()
     left = set(_flushers())
     print(f"threads: {before} with one job running, {after} after {JOBS} more jobs")
