@@ -32,6 +32,7 @@ __all__ = [
     "maybe_expire_snapshots",
     "remove_orphan_files",
     "rollback_to",
+    "rollback_target",
     "referenced_files",
 ]
 
@@ -312,6 +313,29 @@ def remove_orphan_files(
     return sorted(removed)
 
 
+def rollback_target(
+    store: TableStore, latest: int, *, snapshot_id: Optional[int] = None, tag: Optional[str] = None
+) -> Snapshot:
+    """The snapshot a rollback goes to: the one ``tag`` holds, or snapshot ``snapshot_id`` (from a
+    tag of it once it has expired); never one after ``latest``."""
+    if tag is not None:
+        target = store.tag_manager.get(tag)  # TagError naming it
+    else:
+        assert snapshot_id is not None
+        try:
+            target = store.snapshot_manager.snapshot(snapshot_id)
+        except SnapshotNotFoundError:
+            tagged = [s for s in store.tag_manager.list().values() if s.id == snapshot_id]  # expired, tagged
+            if not tagged:
+                raise
+            target = tagged[0]
+    if target.id > latest:
+        raise SnapshotNotFoundError(
+            f"snapshot {target.id} is after the latest ({latest}) of {store.location}"
+        )
+    return target
+
+
 def rollback_to(store: TableStore, *, snapshot_id: Optional[int] = None, tag: Optional[str] = None) -> int:
     """Roll the table back to a snapshot (by id, or the one a tag holds); return its id.
 
@@ -341,21 +365,7 @@ def rollback_to(store: TableStore, *, snapshot_id: Optional[int] = None, tag: Op
         latest = sm.latest_id()
         if latest is None:
             raise SnapshotNotFoundError(f"{store.path} has no snapshot to roll back to")
-        if tag is not None:
-            target = tm.get(tag)
-        else:
-            assert snapshot_id is not None
-            try:
-                target = sm.snapshot(snapshot_id)
-            except SnapshotNotFoundError:
-                tagged = [s for s in tm.list().values() if s.id == snapshot_id]  # an expired, tagged one
-                if not tagged:
-                    raise
-                target = tagged[0]
-        if target.id > latest:
-            raise SnapshotNotFoundError(
-                f"snapshot {target.id} is after the latest ({latest}) of {store.path}"
-            )
+        target = rollback_target(store, latest, snapshot_id=snapshot_id, tag=tag)
         later_tags = sorted(name for name, s in tm.list().items() if s.id > target.id)
         if later_tags:
             raise TagError(

@@ -27,27 +27,13 @@ from lakelog.connector.format.options import LogSystem
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.commit import BATCH_COMMIT_IDENTIFIER, WRITER_VERSION, CommitKind
+from lakelog.connector.table.maintenance import rollback_target
 
 __all__ = ["rollback_to_as_latest"]
 
 
 def _key(e: ManifestEntry) -> tuple[bytes, int, int, str]:
     return (e.partition, e.bucket, e.file.level, e.file.file_name)
-
-
-def _target(store: TableStore, snapshot_id: Optional[int], tag: Optional[str]) -> Snapshot:
-    if tag is not None:
-        return store.tag_manager.get(tag)  # TagError naming it
-    assert snapshot_id is not None
-    try:
-        return store.snapshot_manager.snapshot(snapshot_id)
-    except SnapshotNotFoundError:
-        tagged = [s for s in store.tag_manager.list().values() if s.id == snapshot_id]
-        if not tagged:
-            raise SnapshotNotFoundError(
-                f"snapshot {snapshot_id} of {store.location} to roll back to does not exist (nor a tag of it)"
-            ) from None
-        return tagged[0]
 
 
 def rollback_to_as_latest(
@@ -67,11 +53,7 @@ def rollback_to_as_latest(
         latest = sm.latest()
         if latest is None:
             raise SnapshotNotFoundError(f"{store.location} has no snapshot: nothing to roll back")
-        target = _target(store, snapshot_id, tag)
-        if target.id > latest.id:
-            raise SnapshotNotFoundError(
-                f"snapshot {target.id} is after the latest ({latest.id}) of {store.location}"
-            )
+        target = rollback_target(store, latest.id, snapshot_id=snapshot_id, tag=tag)
         now = store.live_entries(latest)
         then = store.live_entries(target)
         now_keys, then_keys = {_key(e) for e in now}, {_key(e) for e in then}
