@@ -113,6 +113,7 @@ class SplitRead:
         self._vectors = DeletionVectorReader()
         self._stats_schema = full
         self._filter_columns = filter_cols
+        self._other_branches: dict[str, SplitRead] = {}  # readers of scan.fallback-branch's splits
 
     # ---- files ------------------------------------------------------------------------------------
     def _file_schema(self, schema_id: int) -> TableSchema:
@@ -299,11 +300,11 @@ class SplitRead:
         from lakelog.connector.format.store import TableStore
 
         assert split.branch is not None
-        others = self.__dict__.setdefault("_other_branches", {})
-        read = others.get(split.branch)
+        read = self._other_branches.get(split.branch)
         if read is None:
             store = TableStore(branch_location(self.store.path, split.branch), self.store.file_io)
-            read = others[split.branch] = SplitRead(store, columns=self.columns, filter=self.filter)
+            read = SplitRead(store, columns=self.columns, filter=self.filter)
+            self._other_branches[split.branch] = read
         for t in read.read_split(dataclasses.replace(split, branch=None), whole_files=whole_files):
             yield t.cast(self.output_schema) if t.schema != self.output_schema else t
 

@@ -100,8 +100,9 @@ def fast_forward(store: TableStore, name: str) -> int:
         if not incoming:
             raise BranchError(f"branch {name!r} of {store.path} has no snapshot to fast-forward main to")
         first = incoming[0]
-        removed = [s for s in sm.snapshots() if s.id >= first.id]
-        kept = [s for s in sm.snapshots() if s.id < first.id]
+        mains = sm.snapshots()
+        removed = [s for s in mains if s.id >= first.id]
+        kept = [s for s in mains if s.id < first.id]
         branch_tags = branch.tag_manager.list()
         lost = sorted(
             n for n, s in store.tag_manager.list().items()
