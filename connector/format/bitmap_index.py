@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.connector.errors import CorruptFileError
-from lakelog.connector.format.deletion_vectors import decode_roaring32, encode_roaring32
+from lakelog.connector.format.roaring import decode_roaring32, encode_roaring32
 
 __all__ = [
     "BITMAP",

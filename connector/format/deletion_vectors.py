@@ -17,8 +17,8 @@ The index manifest entry of the file lists, per data file, the bin's ``offset`` 
   index (little-endian int32, the positions' upper 32 bits) and the bitmap; ``length`` counts the
   size and CRC fields too (as Paimon's writer records it).
 
-Readers tell the two apart by the magic number. The Roaring portable format is written with array
-and bitmap containers (no run containers, which every reader must accept and lakelog reads).
+Readers tell the two apart by the magic number. The Roaring bitmaps are written with array and
+bitmap containers only, as Paimon writes deletion vectors (see :mod:`lakelog.connector.format.roaring`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Optional
 import numpy as np
 
 from lakelog.connector.errors import CorruptFileError
+from lakelog.connector.format.roaring import decode_roaring32, encode_roaring32
 
 __all__ = [
     "DeletionVectorMeta",
@@ -47,10 +48,6 @@ __all__ = [
 VERSION = 1
 MAGIC_32 = 1581511376  # big-endian on disk
 MAGIC_64 = 1681511377  # little-endian on disk
-_COOKIE_NO_RUNS = 12346
-_COOKIE_RUNS = 12347
-_NO_OFFSET_THRESHOLD = 4  # with run containers, fewer containers than this have no offset header
-_ARRAY_MAX = 4096  # containers of more values are bitmaps
 _MAX_32 = (1 << 31) - 1  # Paimon's 32-bit vectors hold positions up to Integer.MAX_VALUE
 
 
@@ -62,88 +59,6 @@ class DeletionVectorMeta:
     offset: int
     length: int
     cardinality: Optional[int]
-
-
-# ---- Roaring bitmaps (32-bit, portable serialization) ----------------------------------------------
-def encode_roaring32(positions: np.ndarray) -> bytes:
-    """The portable Roaring serialization of sorted, unique positions below 2**32."""
-    pos = np.asarray(positions, dtype=np.uint32)
-    high = (pos >> 16).astype(np.uint16)
-    keys, starts = np.unique(high, return_index=True)
-    ends = np.append(starts[1:], len(pos))
-    n = len(keys)
-    cards = (ends - starts).astype(np.int64)
-    bodies = []
-    for s, e in zip(starts, ends):
-        low = (pos[s:e] & 0xFFFF).astype(np.uint16)
-        if e - s > _ARRAY_MAX:
-            bits = np.zeros(1 << 16, dtype=bool)
-            bits[low] = True
-            bodies.append(np.packbits(bits, bitorder="little").tobytes())
-        else:
-            bodies.append(low.astype("<u2").tobytes())
-    header = struct.pack("<II", _COOKIE_NO_RUNS, n)
-    desc = np.empty(2 * n, dtype="<u2")
-    desc[0::2] = keys
-    desc[1::2] = cards - 1
-    first = len(header) + 4 * n + 4 * n
-    sizes = np.array([len(b) for b in bodies], dtype=np.int64)
-    offsets = (first + np.concatenate([[0], np.cumsum(sizes)[:-1]]) if n else np.empty(0)).astype("<u4")
-    return header + desc.tobytes() + offsets.tobytes() + b"".join(bodies)
-
-
-def decode_roaring32(data: bytes, where: str, what: str = "deletion vector") -> tuple[np.ndarray, int]:
-    """(positions as sorted ``uint64``, bytes read) of a portable Roaring bitmap at the start of
-    ``data``; a malformed one raises :class:`CorruptFileError` naming ``what`` and ``where``."""
-    try:
-        return _decode_roaring32(memoryview(data))
-    except (struct.error, ValueError, IndexError) as e:
-        raise CorruptFileError(f"{what} in {where} is not a valid Roaring bitmap: {e}") from None
-
-
-def _decode_roaring32(buf: memoryview) -> tuple[np.ndarray, int]:
-    (cookie,) = struct.unpack_from("<I", buf, 0)
-    at = 4
-    runs: Optional[np.ndarray] = None
-    if cookie & 0xFFFF == _COOKIE_RUNS:
-        n = (cookie >> 16) + 1
-        flags = np.frombuffer(buf, dtype=np.uint8, count=(n + 7) // 8, offset=at)
-        runs = np.unpackbits(flags, bitorder="little")[:n].astype(bool)
-        at += (n + 7) // 8
-        has_offsets = n >= _NO_OFFSET_THRESHOLD
-    elif cookie == _COOKIE_NO_RUNS:
-        (n,) = struct.unpack_from("<I", buf, at)
-        at += 4
-        has_offsets = True
-    else:
-        raise ValueError(f"unknown cookie {cookie}")
-    desc = np.frombuffer(buf, dtype="<u2", count=2 * n, offset=at).astype(np.uint64)
-    at += 4 * n
-    if has_offsets:
-        at += 4 * n
-    keys, cards = desc[0::2], desc[1::2] + 1
-    parts = []
-    for i in range(n):
-        base = keys[i] << np.uint64(16)
-        if runs is not None and runs[i]:
-            (count,) = struct.unpack_from("<H", buf, at)
-            pairs = np.frombuffer(buf, dtype="<u2", count=2 * count, offset=at + 2).astype(np.int64)
-            at += 2 + 4 * count
-            starts, lengths = pairs[0::2], pairs[1::2] + 1
-            total = int(lengths.sum())
-            # each run start..start+length-1, without a Python loop over the runs
-            offs = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-            low = np.repeat(starts, lengths) + offs
-        elif cards[i] > _ARRAY_MAX:
-            bits = np.frombuffer(buf, dtype=np.uint8, count=8192, offset=at)
-            at += 8192
-            low = np.flatnonzero(np.unpackbits(bits, bitorder="little"))
-        else:
-            low = np.frombuffer(buf, dtype="<u2", count=int(cards[i]), offset=at)
-            at += 2 * int(cards[i])
-        parts.append(base + low.astype(np.uint64))
-    out = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
-    return out, at
 
 
 # ---- bins: one data file's deletion vector ---------------------------------------------------------
