@@ -26,6 +26,7 @@ __all__ = [
     "SnapshotNotFoundError",
     "UnrepresentableValueError",
     "MetastoreError",
+    "MissingDependencyError",
 ]
 
 
@@ -147,3 +148,8 @@ class UnrepresentableValueError(LakelogError, ValueError):
 class MetastoreError(CatalogError):
     """A catalog's metastore (the database of a JDBC catalog) cannot be reached or refused an
     operation: names the metastore (never a password) and the reason."""
+
+
+class MissingDependencyError(LakelogError, ImportError):
+    """An optional package that a table's options need is not installed (names the package and the
+    extra that installs it)."""

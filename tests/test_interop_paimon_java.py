@@ -362,6 +362,96 @@ def test_paimon_java_reads_the_fallback_branch_as_lakelog_does(paimon_java: Paim
     assert_same(pj.read(wh, name), ours, "Paimon Java reading with the fallback branch")
 
 
+# ---- set unions: rbm32, hll_sketch, theta_sketch ---------------------------------------------------------
+def _sets_by_key(rows: list[dict]) -> dict[int, tuple[list[int], int, int]]:
+    """Each key's bitmap as values and its two sketches' estimates, rounded (exact at these sizes)."""
+    import base64
+
+    from lakelog import sketches as sk
+
+    def raw(v: Any) -> Optional[bytes]:
+        return None if v is None else base64.b64decode(v) if isinstance(v, str) else v
+
+    out = {}
+    for r in rows:
+        bm, uv, th = raw(r["bm"]), raw(r["uv"]), raw(r["th"])
+        out[r["id"]] = (sk.bitmap32_values(bm).tolist() if bm is not None else [],
+                        round(sk.hll_estimate(uv)) if uv is not None else 0,
+                        round(sk.theta_estimate(th)) if th is not None else 0)  # fmt: skip
+    return out
+
+
+def test_set_unions_merge_the_same_in_paimon_java(paimon_java: PaimonOracle, tmp_path: Any) -> None:
+    """Issue 24: ``rbm32``, ``hll_sketch`` and ``theta_sketch`` values written by both sides, united by
+    both sides' merges and compactions in turns: each side reads the other's unions, every key holds
+    the union of all its sets, and a bitmap united by Paimon has the very bytes lakelog writes."""
+    from lakelog import sketches as sk
+
+    wh, name, pj = str(tmp_path / "wh"), "db.sets", paimon_java
+    schema = pa.schema([pa.field("id", pa.int32(), False), ("bm", pa.binary()), ("uv", pa.binary()),
+                        ("th", pa.binary())])  # fmt: skip
+    options = {"bucket": "1", "merge-engine": "aggregation", "fields.bm.aggregate-function": "rbm32",
+               "fields.uv.aggregate-function": "hll_sketch", "fields.th.aggregate-function": "theta_sketch"}
+    t = lakelog.Catalog(wh).create_table(name, schema, primary_key=["id"], options=options)
+    rnd = random.Random(24)
+    union: dict[int, set[int]] = {}
+
+    def batch(ids: range) -> pa.Table:
+        rows: dict[str, list[Any]] = {"id": [], "bm": [], "uv": [], "th": []}
+        for i in ids:
+            # dense runs and scattered values, so bitmaps hold run, array and bitmap containers
+            vals = set(rnd.sample(range(0, 70_000), 5)) | set(range(rnd.randrange(9) * 1000, 9000))
+            if rnd.random() < 0.2:
+                vals = set()  # a null: the key's sets stay as they are
+            union.setdefault(i, set()).update(vals)
+            small = sorted(vals)[:4] + sorted(vals)[-3:]  # sketches: exact at these sizes
+            for c, v in (("bm", sk.bitmap32(sorted(vals))), ("uv", sk.hll_sketch(small)),
+                         ("th", sk.theta_sketch(small))):  # fmt: skip
+                rows[c].append(v if vals else None)
+            rows["id"].append(i)
+        return pa.table(rows, schema=schema)
+
+    sketched: dict[int, set[int]] = {}
+
+    def expect() -> dict[int, tuple[list[int], int, int]]:
+        return {i: (sorted(v), len(sketched.get(i, ())), len(sketched.get(i, ()))) for i, v in union.items()}
+
+    def write(side: str, ids: range) -> None:
+        b = batch(ids)
+        for r in b.to_pylist():
+            if r["uv"] is not None:
+                vals = sk.bitmap32_values(r["bm"]).tolist()
+                sketched.setdefault(r["id"], set()).update(vals[:4] + vals[-3:])
+        if side == "lakelog":
+            lakelog.Catalog(wh).get_table(name).write(b)
+        else:
+            pj.write(wh, name, b)
+
+    def check(what: str) -> None:
+        ours = _sets_by_key(arrow_to_rows(lakelog.Catalog(wh).get_table(name).to_arrow()))
+        java = _sets_by_key(pj.read(wh, name))
+        assert ours == expect(), f"lakelog's read {what}"
+        assert java == expect(), f"Paimon Java's read {what}"
+
+    write("lakelog", range(0, 30))
+    write("java", range(0, 30, 2))
+    check("after one write by each side")
+    pj.compact(wh, name, full=True)  # Paimon unites lakelog's values
+    write("lakelog", range(10, 40))
+    t = lakelog.Catalog(wh).get_table(name)
+    t.compact(full=True)  # lakelog unites Paimon's unions
+    check("after both sides compacted")
+    write("java", range(0, 40, 3))
+    pj.compact(wh, name, full=True)
+    check("after Paimon compacted lakelog's unions")
+    for r in pj.read(wh, name):
+        bm = r["bm"]
+        if bm is not None:
+            import base64
+
+            assert base64.b64decode(bm) == sk.bitmap32(sorted(union[r["id"]])), r["id"]
+
+
 # ---- deletion vectors ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("bitmap64", ["false", "true"], ids=["32-bit", "64-bit"])
 def test_deletion_vector_tables_in_turns(paimon_java: PaimonOracle, tmp_path: Any, bitmap64: str) -> None:

@@ -35,6 +35,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "UpdateColumnComment": (_SCHEMA_CHANGES, "UpdateColumnComment"),
     "UpdateColumnDefaultValue": (_SCHEMA_CHANGES, "UpdateColumnDefaultValue"),
     "errors": ("lakelog.connector.errors", None),
+    "sketches": ("lakelog.connector.format.sketches", None),
 }
 
 __all__ = sorted(_LAZY)

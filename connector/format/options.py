@@ -494,10 +494,15 @@ AGGREGATE_FUNCTIONS = frozenset(
 
 
 SUPPORTED_AGGREGATE_FUNCTIONS = AGGREGATE_FUNCTIONS - {
-    "avg", "rbm32", "rbm64", "nested_update", "nested_partial_update", "merge_map_with_keytime",
-    "hll_sketch", "theta_sketch",
+    "avg", "rbm64", "nested_update", "nested_partial_update", "merge_map_with_keytime",
 }
 """The aggregate functions lakelog's merge implements (``lsm/merge/aggregators.py`` checks it)."""
+
+
+_UNSUPPORTED_AGGREGATE_WHY = {
+    "rbm64": (" (Paimon stores its values as the Java RoaringBitmap library's internal dump of a "
+              "Roaring64Bitmap, a layout only that library reads, not the portable 64-bit format)"),
+}
 
 
 def _aggregate_function(v: str) -> str | None:
@@ -506,7 +511,8 @@ def _aggregate_function(v: str) -> str | None:
         return None
     supported = ", ".join(sorted(SUPPORTED_AGGREGATE_FUNCTIONS))
     if name in AGGREGATE_FUNCTIONS:
-        return f"the aggregate function {name!r} is not supported by lakelog; supported: {supported}"
+        why = _UNSUPPORTED_AGGREGATE_WHY.get(name, "")
+        return f"the aggregate function {name!r} is not supported by lakelog{why}; supported: {supported}"
     return "expected an aggregate function, one of " + supported
 
 

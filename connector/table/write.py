@@ -40,6 +40,7 @@ from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.manifest_files import _Namer
 from lakelog.connector.format.options import ChangelogProducer, MergeEngine
 from lakelog.connector.format.schema import BucketMode
+from lakelog.connector.format.sketches import UNION_FUNCTIONS, check_column
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.log.eventual import EventualLogWriter
@@ -127,6 +128,10 @@ class TableWrite:
             from lakelog.connector.lsm.kv import DEDUPLICATE
 
             self.merge = DEDUPLICATE
+        # columns of serialized sets (rbm32, sketches): each value is checked before it is written, so
+        # that no compaction ever meets one it cannot unite
+        self._set_columns = [(c, spec.name) for c, spec in getattr(self.merge, "aggregators", {}).items()
+                             if spec.name in UNION_FUNCTIONS]
         self._rowkind_field = opts.get(opts.ROWKIND_FIELD) if self.pk else None
         self._buffer: list[pa.Table] = []
         self._buffered_bytes = 0
@@ -246,6 +251,8 @@ class TableWrite:
         for k in self.pk:
             if table.column(k).null_count:
                 raise InvalidInputError(f"primary-key column {k!r} holds null(s); nothing was written")
+        for column, function in self._set_columns:
+            check_column(function, table.column(column), column)
         n = table.num_rows
         kinds = np.full(n, kind, dtype=np.int8) if isinstance(kind, int) else kind
         if self.eventual_log is not None:  # the log gets the changes now, before any commit

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from lakelog.connector.errors import InvalidInputError, OptionError
 from lakelog.connector.format.options import CoreOptions
+from lakelog.connector.format.sketches import unite
 from lakelog.connector.format.types import DataField
 from lakelog.connector.lsm.kv import float_order_key
 from lakelog.connector.lsm.merge.events import (
@@ -59,6 +60,9 @@ _TYPE_RULES: dict[str, tuple[Optional[frozenset[str]], str]] = {
     "bool_or": (frozenset({"BOOLEAN"}), "BOOLEAN"),
     "collect": (frozenset({"ARRAY"}), "ARRAY"),
     "merge_map": (frozenset({"MAP"}), "MAP"),
+    "rbm32": (frozenset({"VARBINARY"}), "VARBINARY / BYTES"),
+    "hll_sketch": (frozenset({"VARBINARY"}), "VARBINARY / BYTES"),
+    "theta_sketch": (frozenset({"VARBINARY"}), "VARBINARY / BYTES"),
     "last_value": (None, ""),
     "last_non_null_value": (None, ""),
     "first_value": (None, ""),
@@ -96,6 +100,10 @@ def aggregate_spec(name: str, f: DataField, options: CoreOptions) -> AggregateSp
         raise OptionError(
             f"aggregate function {name!r} does not fit field {f.name!r} of type {f.type.root} "
             f"(option {key!r}): it needs {what}")
+    if name in ("hll_sketch", "theta_sketch"):
+        from lakelog.connector.format.sketches import require_datasketches
+
+        require_datasketches(name, f.name)
     return AggregateSpec(name, f.name, options.field_ignore_retract(f.name), options.field_distinct(f.name),
                     options.field_list_agg_delimiter(f.name))
 
@@ -717,6 +725,28 @@ def _fold_merge_map(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: Mer
     return list_array(arr.type, offsets, child.take(pa.array(chosen)), null)
 
 
+# ---- set unions: rbm32, hll_sketch, theta_sketch --------------------------------------------------
+
+
+def _fold_union(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
+    # agg(acc, in): a null input leaves acc; a null acc takes the input's bytes as they are; else the
+    # union of both, written afresh. A union is symmetric, so aggReversed is the same; no retraction.
+    valid = valid_mask(arr)
+    ev = ctx.final & valid & ((op == AGG) | (op == AGG_REV) | (op == SET))
+    counts = ctx.count(ev)
+    pick = np.where(counts == 1, ctx.last(ev), -1)
+    multi = np.flatnonzero(counts > 1)
+    if not len(multi):
+        return take_or_null(arr, pick)
+    rows = np.flatnonzero(ev & (counts[ctx.gid] > 1))
+    values = arr.take(pa.array(rows)).to_pylist()
+    bounds = np.concatenate(([0], np.cumsum(counts[multi])))
+    where = f"field {spec.column!r} (aggregate function {spec.name!r})"
+    united = [unite(spec.name, values[a:b], where) for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+    pick[multi] = len(arr) + np.arange(len(multi))
+    return take_or_null(pa.concat_arrays([arr, pa.array(united, type=arr.type)]), pick)
+
+
 _FOLDS: dict[str, Callable[[AggregateSpec, pa.Array, np.ndarray, MergeContext], pa.Array]] = {
     "sum": _fold_sum,
     "product": _fold_product,
@@ -732,6 +762,9 @@ _FOLDS: dict[str, Callable[[AggregateSpec, pa.Array, np.ndarray, MergeContext], 
     "bool_or": _fold_bool,
     "collect": _fold_collect,
     "merge_map": _fold_merge_map,
+    "rbm32": _fold_union,
+    "hll_sketch": _fold_union,
+    "theta_sketch": _fold_union,
     "primary-key": _fold_primary_key,
 }
 
