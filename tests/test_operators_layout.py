@@ -20,6 +20,7 @@ FLINK_MODULES = {
     "jvm",
     "lookup",
     "sink",
+    "set_functions",
     "source",
     "sql.dml",
     "sql.mirror",
