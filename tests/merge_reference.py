@@ -321,6 +321,48 @@ class MergeMap(Agg):
         return [(k, v) for k, v in dict(acc).items() if k not in drop]
 
 
+class NestedUpdate(Agg):
+    """Paimon's FieldNestedUpdateAgg (1.4+: existing keys are updated at the count limit), rows in
+    the order their keys first arrived (Paimon's HashMap has no order)."""
+
+    retractable = True
+
+    def __init__(self, root: str, opts: dict[str, Any]) -> None:
+        super().__init__(root, opts)
+        self.keys = list(opts.get("nested_key") or [])
+        self.limit = opts.get("count_limit") or 2**31 - 1
+
+    def _key(self, row: dict) -> tuple:
+        return tuple(row[k] for k in self.keys)
+
+    def agg(self, acc: Any, x: Any) -> Any:
+        if x is None:
+            return acc
+        if not self.keys:
+            if acc is None:
+                return [r for r in x if r is not None][: self.limit]
+            if len(acc) >= self.limit:
+                return acc
+            return [r for r in acc if r is not None] + [r for r in x if r is not None][: self.limit - len(acc)]
+        rows: dict[tuple, dict] = {}
+        for r in acc or []:
+            if r is not None:
+                rows[self._key(r)] = r
+        for r in x:
+            if r is not None and (self._key(r) in rows or len(rows) < self.limit):
+                rows[self._key(r)] = r
+        return list(rows.values())
+
+    def retract(self, acc: Any, x: Any) -> Any:
+        if acc is None or x is None:
+            return acc
+        gone = [r for r in x if r is not None]
+        if not self.keys:
+            return [r for r in acc if r is not None and r not in gone]
+        keys = {self._key(r) for r in gone}
+        return [r for r in acc if r is not None and self._key(r) not in keys]
+
+
 class IgnoreRetract(Agg):
     def __init__(self, inner: Agg) -> None:
         self.inner = inner
@@ -340,7 +382,7 @@ AGGS: dict[str, type[Agg]] = {
     "sum": Sum, "product": Product, "count": Count, "max": Max, "min": Min, "last_value": LastValue,
     "last_non_null_value": LastNonNull, "first_value": FirstValue, "first_non_null_value": FirstNonNull,
     "bool_and": BoolAnd, "bool_or": BoolOr, "listagg": ListAgg, "collect": Collect, "merge_map": MergeMap,
-    "primary-key": PrimaryKey,
+    "primary-key": PrimaryKey, "nested_update": NestedUpdate,
 }
 
 

@@ -460,6 +460,9 @@ def random_value(rng: np.random.Generator, t: str, null_p: float = 0.25) -> Any:
         return bool(rng.random() < 0.5)
     if base == "ARRAY<INT>":
         return [int(x) for x in rng.integers(0, 4, size=int(rng.integers(0, 4)))]
+    if base == "ARRAY<ROW<i":  # ARRAY<ROW<i INT, s STRING>>: nested rows with repeated keys and nulls
+        return [None if rng.random() < 0.15 else {"i": int(rng.integers(0, 4)), "s": str(rng.choice(["x", "y"]))}
+                for _ in range(int(rng.integers(0, 4)))]
     if base == "MAP<STRING,":
         chosen = rng.choice(list("wxyz"), size=int(rng.integers(0, 3)), replace=False)
         return [(str(k), int(rng.integers(0, 9))) for k in chosen]
@@ -552,13 +555,16 @@ AGG_CASES = [
     ("STRING", "min"), ("DECIMAL(10, 2)", "max"), ("STRING", "last_value"), ("STRING", "last_non_null_value"),
     ("INT", "first_value"), ("INT", "first_non_null_value"), ("STRING", "listagg"), ("BOOLEAN", "bool_and"),
     ("BOOLEAN", "bool_or"), ("ARRAY<INT>", "collect"), ("MAP<STRING, INT>", "merge_map"),
+    ("ARRAY<ROW<i INT, s STRING>>", "nested_update"),
 ]
 
 
 def _agg_opts(func: str, extra: dict[str, str]) -> dict[str, Any]:
     return {"distinct": extra.get("fields.v.distinct") == "true",
             "ignore_retract": extra.get("fields.v.ignore-retract") == "true",
-            "delimiter": extra.get("fields.v.list-agg-delimiter", ","), "precision": 10, "scale": 2}
+            "delimiter": extra.get("fields.v.list-agg-delimiter", ","), "precision": 10, "scale": 2,
+            "nested_key": [k for k in extra.get("fields.v.nested-key", "").split(",") if k],
+            "count_limit": int(extra["fields.v.count-limit"]) if "fields.v.count-limit" in extra else None}
 
 
 @pytest.mark.parametrize("col_type,func", AGG_CASES)
@@ -577,6 +583,13 @@ def test_random_aggregation(col_type: str, func: str, variant: str) -> None:
     kinds = {"insert-only": [INS, UA], "remove-on-delete": [INS, UA, UA, D]}.get(variant,
                                                                               [INS, UA, UA, UB, D])
     for round_ in range(4):
+        if func == "nested_update":  # each round another shape: appended, keyed, keyed and limited, limited
+            extra.pop("fields.v.nested-key", None)
+            extra.pop("fields.v.count-limit", None)
+            if round_ in (1, 2):
+                extra["fields.v.nested-key"] = "i"
+            if round_ in (2, 3):
+                extra["fields.v.count-limit"] = str(int(rng.integers(1, 4)))
         rows = random_rows(rng, cols, 60, kinds, null_p=0.0 if not_null else 0.25)
         if func == "product" and col_type in ("INT", "TINYINT"):
             rows = [(k, kind, (v[0], v[1] if v[1] != 0 else 1) + v[2:]) for k, kind, v in rows]
@@ -778,3 +791,20 @@ def test_many_rows_merge_to_one_row_per_key(func: str) -> None:
                 last[k] = v
         expected = [last.get(k) for k in uniq.tolist()]
     assert out.column("v").to_pylist() == expected
+
+
+def test_nested_update_options_are_checked_at_create() -> None:
+    def make(col_type: str, **opts: str) -> None:
+        cols: Cols = [("k", "INT NOT NULL"), ("v", col_type)]
+        options = {"merge-engine": "aggregation", "fields.v.aggregate-function": "nested_update", **opts}
+        merge_function(make_schema(cols, options), CoreOptions(options))
+
+    make("ARRAY<ROW<i INT, s STRING>>", **{"fields.v.nested-key": "i,s", "fields.v.count-limit": "3"})
+    with pytest.raises(OptionError, match="'v' of type ARRAY<INT> .* it needs ARRAY<ROW<...>>"):
+        make("ARRAY<INT>")
+    with pytest.raises(OptionError, match="'v' of type MAP"):
+        make("MAP<STRING, INT>")
+    with pytest.raises(OptionError, match=r"'fields.v.nested-key' names \['x'\], not fields of the nested rows"):
+        make("ARRAY<ROW<i INT, s STRING>>", **{"fields.v.nested-key": "i,x"})
+    with pytest.raises(OptionError, match="count-limit"):
+        make("ARRAY<ROW<i INT, s STRING>>", **{"fields.v.count-limit": "0"})

@@ -364,6 +364,8 @@ HONOURED_BY: dict[str, str] = {
     "fields.*.ignore-retract": "tests/test_merge_engine.py::test_aggregate_options",
     "fields.*.distinct": "tests/test_merge_engine.py::test_aggregate_options",
     "fields.*.list-agg-delimiter": "tests/test_merge_engine.py::test_aggregate_options",
+    "fields.*.nested-key": "tests/test_merge_engine.py::test_random_aggregation",
+    "fields.*.count-limit": "tests/test_merge_engine.py::test_random_aggregation",
     "fields.*.sequence-group": "tests/test_merge_engine.py::test_partial_update_sequence_group_doc_example",
     "fields.*.default-value": "tests/test_table.py::test_default_values_fill_nulls_and_missing_columns_on_write",
     "file-index.bitmap.columns":

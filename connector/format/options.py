@@ -494,7 +494,7 @@ AGGREGATE_FUNCTIONS = frozenset(
 
 
 SUPPORTED_AGGREGATE_FUNCTIONS = AGGREGATE_FUNCTIONS - {
-    "avg", "rbm64", "nested_update", "nested_partial_update", "merge_map_with_keytime",
+    "avg", "rbm64", "nested_partial_update", "merge_map_with_keytime",
 }
 """The aggregate functions lakelog's merge implements (``lsm/merge/aggregators.py`` checks it)."""
 
@@ -965,11 +965,10 @@ class CoreOptions:
     FIELD_LIST_AGG_DELIMITER: ClassVar[PatternOption] = PatternOption(
         "fields.*.list-agg-delimiter", str, ",", "Delimiter of listagg.")
     FIELD_NESTED_KEY: ClassVar[PatternOption] = PatternOption(
-        "fields.*.nested-key", list, None, "nested_update: key fields of the nested rows.",
-        unsupported="the nested_update aggregate function is not implemented")
+        "fields.*.nested-key", list, None,
+        "nested_update: key fields of the nested rows (a later row replaces the row of its key).")
     FIELD_COUNT_LIMIT: ClassVar[PatternOption] = PatternOption(
-        "fields.*.count-limit", int, None, "nested_update: maximum number of nested rows.", _at_least(1),
-        unsupported="the nested_update aggregate function is not implemented")
+        "fields.*.count-limit", int, None, "nested_update: maximum number of nested rows.", _at_least(1))
     KAFKA_PROPERTIES: ClassVar[PatternOption] = PatternOption(
         "kafka.*", str, None, "Properties of the Kafka log system's clients.")
     FIELD_STATS_MODE: ClassVar[PatternOption] = PatternOption(
@@ -1068,6 +1067,13 @@ class CoreOptions:
 
     def field_list_agg_delimiter(self, field: str) -> str:
         return str(self._field_option(self.FIELD_LIST_AGG_DELIMITER, field))
+
+    def field_nested_key(self, field: str) -> list[str]:
+        return [k.strip() for k in self._field_option(self.FIELD_NESTED_KEY, field) or [] if k.strip()]
+
+    def field_count_limit(self, field: str) -> Optional[int]:
+        v = self._field_option(self.FIELD_COUNT_LIMIT, field)
+        return None if v is None else int(v)
 
     def sequence_groups(self) -> dict[tuple[str, ...], list[str]]:
         """Partial-update sequence groups: ``{(sequence fields...): [fields in the group]}``."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, localcontext
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -60,6 +60,7 @@ _TYPE_RULES: dict[str, tuple[Optional[frozenset[str]], str]] = {
     "bool_or": (frozenset({"BOOLEAN"}), "BOOLEAN"),
     "collect": (frozenset({"ARRAY"}), "ARRAY"),
     "merge_map": (frozenset({"MAP"}), "MAP"),
+    "nested_update": (frozenset({"ARRAY"}), "ARRAY<ROW<...>>"),
     "rbm32": (frozenset({"VARBINARY"}), "VARBINARY / BYTES"),
     "hll_sketch": (frozenset({"VARBINARY"}), "VARBINARY / BYTES"),
     "theta_sketch": (frozenset({"VARBINARY"}), "VARBINARY / BYTES"),
@@ -74,7 +75,7 @@ SUPPORTED_AGGREGATE_FUNCTIONS = frozenset(_TYPE_RULES) | {"first_not_null_value"
 """Aggregate functions lakelog merges (``first_not_null_value`` is Paimon's legacy spelling)."""
 
 _RETRACTABLE = frozenset({"sum", "product", "count", "last_value", "last_non_null_value", "collect",
-                          "merge_map", "primary-key"})
+                          "merge_map", "primary-key", "nested_update"})
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,8 @@ class AggregateSpec:
     ignore_retract: bool = False
     distinct: bool = False
     delimiter: str = ","
+    nested_key: tuple[str, ...] = ()  # nested_update
+    count_limit: Optional[int] = None  # nested_update
 
 
 def aggregate_spec(name: str, f: DataField, options: CoreOptions) -> AggregateSpec:
@@ -104,8 +107,23 @@ def aggregate_spec(name: str, f: DataField, options: CoreOptions) -> AggregateSp
         from lakelog.connector.format.sketches import require_datasketches
 
         require_datasketches(name, f.name)
+    nested_key: tuple[str, ...] = ()
+    if name == "nested_update":
+        element = f.type.element
+        if element is None or element.root != "ROW":
+            inner = element.root if element else "?"
+            raise OptionError(f"aggregate function 'nested_update' does not fit field {f.name!r} of type "
+                              f"ARRAY<{inner}> (option {key!r}): it needs ARRAY<ROW<...>>")
+        nested_key = tuple(options.field_nested_key(f.name))
+        names = [n.name for n in element.fields or ()]
+        unknown = [k for k in nested_key if k not in names]
+        if unknown:
+            raise OptionError(
+                f"option {CoreOptions.FIELD_NESTED_KEY.key_for(f.name)!r} names {unknown}, not fields of the "
+                f"nested rows of {f.name!r} ({', '.join(names)})")
     return AggregateSpec(name, f.name, options.field_ignore_retract(f.name), options.field_distinct(f.name),
-                    options.field_list_agg_delimiter(f.name))
+                         options.field_list_agg_delimiter(f.name), nested_key,
+                         options.field_count_limit(f.name))
 
 
 def _check_retract(spec: AggregateSpec, op: np.ndarray) -> np.ndarray:
@@ -725,6 +743,102 @@ def _fold_merge_map(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: Mer
     return list_array(arr.type, offsets, child.take(pa.array(chosen)), null)
 
 
+# ---- nested_update --------------------------------------------------------------------------------
+
+
+def _fold_nested_update(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
+    # Paimon's FieldNestedUpdateAgg. agg: the accumulator's rows, then the input's non-null rows;
+    # without nested-key the rows are appended up to count-limit; with it a row replaces the row of
+    # its key (keeping that row's place), and a new key enters while fewer than count-limit are held.
+    # A null input leaves the accumulator. Folded here over all keys at once; retractions, older
+    # sequence-group rows and record resets fold row by row (_nested_update_sequential).
+    valid = valid_mask(arr)
+    if (ctx.final & valid & ((op == RETRACT) | (op == AGG_REV) | (op == SET))).any():
+        return _nested_update_sequential(spec, arr, op, ctx)
+    limit = spec.count_limit if spec.count_limit is not None else np.iinfo(np.int64).max
+    ins = ctx.final & valid & (op == AGG)
+    null = ~ctx.any(ins)
+    child, parent, _ = _explode(arr, np.flatnonzero(ins))
+    elems = np.flatnonzero(valid_mask(child))  # null nested rows are dropped
+    g = ctx.gid[parent[elems]]
+    if not spec.nested_key:
+        # elements arrive grouped by key in order: each one's rank among its key's elements
+        starts = np.searchsorted(g, g, side="left")
+        chosen = elems[np.arange(len(elems)) - starts < limit]
+    else:
+        cols = {f"k{j}": child.field(k).take(pa.array(elems)) for j, k in enumerate(spec.nested_key)}
+        try:
+            per_key = pa.table({"g": pa.array(g), **cols, "i": pa.array(np.arange(len(elems)))}).group_by(
+                ["g", *cols], use_threads=False).aggregate([("i", "min"), ("i", "max")])
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+            raise InvalidInputError(
+                f"field {spec.column!r}: lakelog cannot compare the nested-key fields "
+                f"{list(spec.nested_key)} (their types are not comparable)") from None
+        first = per_key.column("i_min").to_numpy()
+        last = per_key.column("i_max").to_numpy()
+        kg = per_key.column("g").to_numpy()
+        order = np.lexsort((first, kg))  # the keys of each row in order of their first arrival
+        kg, last = kg[order], last[order]
+        rank = np.arange(len(kg)) - np.searchsorted(kg, kg, side="left")
+        chosen = elems[last[rank < limit]]
+    counts = np.bincount(ctx.gid[parent[chosen]], minlength=ctx.g)
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    return list_array(arr.type, offsets, child.take(pa.array(chosen)), null)
+
+
+def _nested_update_sequential(
+    spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext
+) -> pa.Array:
+    """nested_update folded row by row, as Paimon's agg / aggReversed / retract, per key."""
+    limit = spec.count_limit if spec.count_limit is not None else np.iinfo(np.int64).max
+    values = arr.to_pylist()
+
+    def key(row: dict) -> Any:
+        return repr([row[k] for k in spec.nested_key]) if spec.nested_key else None
+
+    def agg(acc: Optional[list], x: Optional[list]) -> Optional[list]:
+        if x is None:
+            return acc
+        if not spec.nested_key:
+            if acc is not None and len(acc) >= limit:
+                return acc
+            held = [r for r in acc or [] if r is not None]
+            return held + [r for r in x if r is not None][: limit - len(acc or [])]
+        rows: dict[Any, dict] = {}
+        for r in acc or []:
+            if r is not None:
+                rows[key(r)] = r
+        for r in x:
+            if r is not None and (key(r) in rows or len(rows) < limit):
+                rows[key(r)] = r
+        return list(rows.values())
+
+    def retract(acc: Optional[list], x: Optional[list]) -> Optional[list]:
+        if acc is None or x is None:
+            return acc
+        gone = [r for r in x if r is not None]
+        if not spec.nested_key:
+            return [r for r in acc if r is not None and r not in gone]
+        keys = {key(r) for r in gone}
+        return [r for r in acc if r is not None and key(r) not in keys]
+
+    out: list[Optional[list]] = []
+    for g in range(ctx.g):
+        acc: Optional[list] = None
+        for r in range(int(ctx.fstart[g]), int(ctx.ends[g])):
+            o, x = op[r], values[r]
+            if o == AGG:
+                acc = agg(acc, x)
+            elif o == AGG_REV:
+                acc = agg(x, acc)
+            elif o == RETRACT:
+                acc = retract(acc, x)
+            elif o == SET:
+                acc = x
+        out.append(acc)
+    return pa.array(out, type=arr.type)
+
+
 # ---- set unions: rbm32, hll_sketch, theta_sketch --------------------------------------------------
 
 
@@ -762,6 +876,7 @@ _FOLDS: dict[str, Callable[[AggregateSpec, pa.Array, np.ndarray, MergeContext], 
     "bool_or": _fold_bool,
     "collect": _fold_collect,
     "merge_map": _fold_merge_map,
+    "nested_update": _fold_nested_update,
     "rbm32": _fold_union,
     "hll_sketch": _fold_union,
     "theta_sketch": _fold_union,

@@ -1,8 +1,9 @@
-"""Paimon's pages for the set-union aggregate functions (issue 24), as written, on a lakelog catalog:
-``rbm32`` and ``hll_sketch``, with the functions the pages ask the user to register taken from
-``lakelog.operators.set_functions``. Every statement with a function runs a job with Python
-workers, so the walk is short; the merge itself is checked without Flink in tests/test_sketches.py
-and against Paimon's Java code in tests/test_interop_paimon_java.py."""
+"""Examples of Paimon's aggregation page (issue 24), as written, on a lakelog catalog: ``nested_update``,
+and ``rbm32`` and ``hll_sketch`` with the functions the page asks the user to register taken from
+``lakelog.operators.set_functions``. Every statement with such a function runs a job with Python
+workers, so the walk is short; the merges themselves are checked without Flink in
+tests/test_merge_engine.py and tests/test_sketches.py, and against Paimon's Java code in
+tests/test_interop_paimon_java.py."""
 
 from __future__ import annotations
 
@@ -75,3 +76,70 @@ def test_the_rbm32_and_hll_sketch_examples_of_paimons_aggregation_page(tmp_path:
     # Flink's validator whatever the catalog ("Column 'UV' not found")
     counts = rows(sql.execute("SELECT id, HLL_SKETCH_COUNT(uv) as uv FROM UV_AGG"))
     assert [(i, round(c)) for i, c in counts] == [(1, 3), (2, 1)]
+
+
+def test_the_nested_update_example_of_paimons_aggregation_page(tmp_path: Path) -> None:
+    wh = str(tmp_path / "wh")
+    sql = session("batch")
+    sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='{wh}')")
+    sql.execute("USE CATALOG lk")
+    sql.execute("""
+  -- orders table
+  CREATE TABLE orders (
+    order_id BIGINT PRIMARY KEY NOT ENFORCED,
+    user_name STRING,
+    address STRING
+  )""")
+    sql.execute("""
+  -- sub orders that have the same order_id
+  -- belongs to the same order
+  CREATE TABLE sub_orders (
+    order_id BIGINT,
+    sub_order_id INT,
+    product_name STRING,
+    price BIGINT,
+    PRIMARY KEY (order_id, sub_order_id) NOT ENFORCED
+  )""")
+    sql.execute("""
+  -- wide table
+  CREATE TABLE order_wide (
+    order_id BIGINT PRIMARY KEY NOT ENFORCED,
+    user_name STRING,
+    address STRING,
+    sub_orders ARRAY<ROW<sub_order_id BIGINT, product_name STRING, price BIGINT>>
+  ) WITH (
+    'merge-engine' = 'aggregation',
+    'fields.sub_orders.aggregate-function' = 'nested_update',
+    'fields.sub_orders.nested-key' = 'sub_order_id'
+  )""")
+    cat = lakelog.Catalog(wh)  # the two sources are written in Python: one job fewer
+    o = cat.get_table("default.orders")
+    o.write(pa.table({"order_id": [1, 2], "user_name": ["ann", "bob"], "address": ["a st", "b st"]}, schema=o.schema))
+    s = cat.get_table("default.sub_orders")
+    s.write(pa.table({"order_id": [1, 1, 2], "sub_order_id": [1, 2, 1], "product_name": ["pen", "ink", "cup"],
+                      "price": [3, 5, 7]}, schema=s.schema))  # fmt: skip
+    sql.execute("""
+  -- widen
+  INSERT INTO order_wide
+
+  SELECT
+    order_id,
+    user_name,
+    address,
+    CAST (NULL AS ARRAY<ROW<sub_order_id BIGINT, product_name STRING, price BIGINT>>)
+  FROM orders
+
+  UNION ALL
+
+  SELECT
+    order_id,
+    CAST (NULL AS STRING),
+    CAST (NULL AS STRING),
+    ARRAY[ROW(sub_order_id, product_name, price)]
+  FROM sub_orders""")
+    got = rows(sql.execute("""
+  -- query using UNNEST
+  SELECT order_id, user_name, address, sub_order_id, product_name, price
+  FROM order_wide, UNNEST(sub_orders) AS so(sub_order_id, product_name, price)"""))
+    assert got == sorted([(1, "ann", "a st", 1, "pen", 3), (1, "ann", "a st", 2, "ink", 5),
+                          (2, "bob", "b st", 1, "cup", 7)], key=repr)  # fmt: skip
