@@ -8,25 +8,31 @@ Arrow cannot reason about keeps everything.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import Any, Optional
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["typed_literal", "range_guarantee", "conjunction", "surviving", "row_groups_matching"]
+__all__ = [
+    "typed_literal", "range_alternatives", "range_guarantee", "conjunction", "surviving", "surviving_cases",
+    "row_groups_matching",
+]
 
 
 def typed_literal(v: Any, atype: pa.DataType) -> pc.Expression:
     return pc.scalar(pa.scalar(v, type=atype))
 
 
-def range_guarantee(
+def range_alternatives(
     name: str, atype: pa.DataType, lo: Any, hi: Any, nulls: Optional[int], rows: int
-) -> Optional[pc.Expression]:
+) -> Optional[list[pc.Expression]]:
+    """What the statistics say of a column, as alternatives one of which holds for every row: its
+    range, and ``is_null`` when it holds nulls (or may); None when they say nothing usable."""
     f = pc.field(name)
     if nulls is not None and nulls == rows:
-        return f.is_null()
+        return [f.is_null()]
     parts = []
     try:
         if lo is not None:
@@ -41,7 +47,53 @@ def range_guarantee(
     for p in parts[1:]:
         g = g & p
     if nulls is None or nulls > 0:  # nulls there, or not known: a filter on nulls may match
-        g = g | f.is_null()
+        return [g, f.is_null()]
+    return [g]
+
+
+def range_guarantee(
+    name: str, atype: pa.DataType, lo: Any, hi: Any, nulls: Optional[int], rows: int
+) -> Optional[pc.Expression]:
+    """:func:`range_alternatives` as one expression (their disjunction)."""
+    alts = range_alternatives(name, atype, lo, hi, nulls, rows)
+    return None if alts is None else range_guarantee_of(alts)
+
+
+_MAX_CASES = 16  # per file or row group: columns with nulls multiply the cases
+
+
+def surviving_cases(
+    items: list[list[Optional[list[pc.Expression]]]], schema: pa.Schema, expr: pc.Expression
+) -> list[int]:
+    """Indexes of the items (files, row groups) that ``expr`` may match, each item given as the
+    :func:`range_alternatives` of its columns.
+
+    Arrow's simplification reasons about conjunctions of what is known, not disjunctions: told
+    ``(a in range) or (a is null)`` it keeps every file for ``a = v``, so a column holding a single
+    null would never skip. Here each item becomes its cases, one per choice of an alternative for
+    every column (a row falls in one of them), and it survives when any case may match. Items with
+    more than 16 cases are judged by the disjunctions instead."""
+    guarantees: list[pc.Expression] = []
+    owner: list[int] = []
+    for i, cols in enumerate(items):
+        known = [c for c in cols if c]
+        cases = 1
+        for c in known:
+            cases *= len(c)
+        if cases > _MAX_CASES:
+            guarantees.append(conjunction(range_guarantee_of(c) for c in known))
+            owner.append(i)
+            continue
+        for combo in itertools.product(*known):
+            guarantees.append(conjunction(combo))
+            owner.append(i)
+    return sorted({owner[j] for j in surviving(guarantees, schema, expr)})
+
+
+def range_guarantee_of(alternatives: list[pc.Expression]) -> pc.Expression:
+    g = alternatives[0]
+    for a in alternatives[1:]:
+        g = g | a
     return g
 
 
@@ -96,7 +148,7 @@ def row_groups_matching(
     index = {metadata.schema.column(i).path: i for i in range(metadata.num_columns)}
     if any(c not in index for c in wanted):
         return None
-    guarantees = []
+    items = []
     for g in range(metadata.num_row_groups):
         rg = metadata.row_group(g)
         parts = []
@@ -105,7 +157,7 @@ def row_groups_matching(
             if st is None or not st.has_min_max:
                 continue
             nulls = st.null_count if st.has_null_count else None
-            parts.append(range_guarantee(c, schema.field(c).type, st.min, st.max, nulls, rg.num_rows))
-        guarantees.append(conjunction(parts))
-    keep = surviving(guarantees, schema, expr)
+            parts.append(range_alternatives(c, schema.field(c).type, st.min, st.max, nulls, rg.num_rows))
+        items.append(parts)
+    keep = surviving_cases(items, schema, expr)
     return sorted(keep) if len(keep) < metadata.num_row_groups else None

@@ -25,7 +25,13 @@ from lakelog.connector.format.file_index import (
     decode_container,
 )
 from lakelog.connector.format.manifest import ManifestEntry
-from lakelog.connector.format.pruning import conjunction, range_guarantee, surviving, typed_literal
+from lakelog.connector.format.pruning import (
+    conjunction,
+    range_alternatives,
+    surviving,
+    surviving_cases,
+    typed_literal,
+)
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.types import DataType
@@ -43,7 +49,8 @@ def _stats_guarantee(
     stats: Any,
     rows: int,
     wanted: set[str],
-) -> list[Optional[pc.Expression]]:
+) -> list[Optional[list[pc.Expression]]]:
+    """The :func:`range_alternatives` of the ``wanted`` columns by a file's statistics."""
     if not wanted.intersection(names):
         return []
     try:
@@ -58,7 +65,7 @@ def _stats_guarantee(
     for i, n in enumerate(names):
         if n in wanted:
             nc = nulls[i] if i < len(nulls) else None
-            out.append(range_guarantee(n, arrow_schema.field(n).type, mins[i], maxs[i], nc, rows))
+            out.append(range_alternatives(n, arrow_schema.field(n).type, mins[i], maxs[i], nc, rows))
     return out
 
 
@@ -193,26 +200,24 @@ def _prune(
         stat_of = lambda f: f.value_stats  # noqa: E731
     if not wanted.intersection(names):
         return entries
-    guarantees = []
+    items: list[list[Optional[list[pc.Expression]]]] = []
     for e in entries:
         f = e.file
         if store.is_primary_key_table and store.options.deletion_vectors_enabled and f.level == 0:
-            guarantees.append(pc.scalar(True))  # level 0 is for compaction, not read
+            items.append([])  # level 0 is for compaction, not read: nothing known, kept
             continue
         if (
             stat_of(f) is f.value_stats
             and f.value_stats_cols is not None
             and list(f.value_stats_cols) != names
         ):
-            guarantees.append(pc.scalar(True))  # stats over another column set: don't guess
+            items.append([])  # stats over another column set: don't guess
             continue
         if f.schema_id != schema.id:
-            guarantees.append(pc.scalar(True))  # stats of an older schema: skip pruning for safety
+            items.append([])  # stats of an older schema: skip pruning for safety
             continue
-        guarantees.append(
-            conjunction(_stats_guarantee(names, types, arrow_schema, stat_of(f), f.row_count, wanted))
-        )
-    keep = set(surviving(guarantees, arrow_schema, expr))
+        items.append(_stats_guarantee(names, types, arrow_schema, stat_of(f), f.row_count, wanted))
+    keep = set(surviving_cases(items, arrow_schema, expr))
     return [e for i, e in enumerate(entries) if i in keep]
 
 
