@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -162,6 +162,7 @@ class BucketCompactor:
         drop_deletes: bool,
         vectors: Optional[Mapping[str, np.ndarray]] = None,
         outside: Sequence[DataFileMeta] = (),
+        order: Optional[Callable[[pa.Table], np.ndarray]] = None,
     ) -> CompactResult:
         """The result of compacting ``unit``, without touching the levels: safe to run on a
         background thread while the writer adds level-0 files (the unit's files never change).
@@ -172,9 +173,10 @@ class BucketCompactor:
         instead), and the older live rows, in ``outside``, of every key the unit's level-0 files
         hold are marked deleted in ``dv_marks`` (merged into the output first, unless the engine
         is a plain deduplicate, where the newer row wins anyway)."""
-        if vectors is not None and not self.primary_key:
-            # an append table's DELETEs: the rewritten files leave the deleted rows out
-            after = self._rewrite(list(unit.files), unit.output_level, False, vectors=vectors)
+        if (vectors is not None or order is not None) and not self.primary_key:
+            # an append table's DELETEs: the rewritten files leave the deleted rows out; a sort
+            # compaction (``order``) rewrites the rows in that order
+            after = self._rewrite(list(unit.files), unit.output_level, False, vectors=vectors, order=order)
             return CompactResult(list(unit.files), after)
         if vectors is not None:
             return self._compute_merge_on_write(unit, vectors, outside)
@@ -316,9 +318,11 @@ class BucketCompactor:
         *,
         vectors: Optional[Mapping[str, np.ndarray]] = None,
         older: Optional[pa.Table] = None,
+        order: Optional[Callable[[pa.Table], np.ndarray]] = None,
     ) -> list[DataFileMeta]:
         """Merge ``files`` into sorted files at ``level``; with ``vectors`` without the rows they
-        delete, and ``older`` (rows of other files, key-sorted) merged in as the oldest run."""
+        delete, and ``older`` (rows of other files, key-sorted) merged in as the oldest run. An
+        append bucket's rows are copied in sequence order, or all read and sorted by ``order``."""
         store = self.store
         read = SplitRead(store)
         split = self._split(files)
@@ -349,9 +353,19 @@ class BucketCompactor:
                         if written is not None:
                             written.append(merged.column(keys[0]).to_numpy())
             else:
-                for f in sorted(files, key=lambda f: f.min_sequence_number):
-                    for chunk in read.iter_file(split, f, system=False, deleted=dead.get(f.file_name)):
+                chunks = (
+                    chunk
+                    for f in sorted(files, key=lambda f: f.min_sequence_number)
+                    for chunk in read.iter_file(split, f, system=False, deleted=dead.get(f.file_name))
+                )
+                if order is None:
+                    for chunk in chunks:
                         writer.write(chunk)
+                else:
+                    parts = list(chunks)
+                    if parts:
+                        rows = pa.concat_tables(parts)
+                        writer.write(rows.take(pa.array(order(rows))))
             out = writer.close()
         except BaseException:
             writer.abort()

@@ -8,6 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Optional
 
+import numpy as np
+import pyarrow as pa
+
 from lakelog.connector.errors import InvalidInputError
 from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.options import ChangelogProducer
@@ -37,15 +40,20 @@ from lakelog.connector.table.scan import plan_splits
 __all__ = ["compact_split", "compact_table"]
 
 Progress = Callable[[int, int], None]
+SortOrder = Callable[[pa.Table], np.ndarray]  # a table's row order (sort compaction)
 
 
-def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Optional[CommitMessage]:
+def compact_split(
+    store: TableStore, split: Split, *, full: bool = True, order: Optional[SortOrder] = None
+) -> Optional[CommitMessage]:
     """Compact one bucket as of ``split`` (its files in some snapshot); None when nothing to do.
 
     Primary-key buckets: a full compaction into one sorted run at the top level, or with
     ``full=False`` what universal compaction picks. Append buckets: small files are rewritten
     into files of about the target size; with ``full=False`` only when the bucket holds at least
-    ``compaction.min.file-num`` files. A file whose manifest record contradicts the table's
+    ``compaction.min.file-num`` files; with ``order`` (a sort compaction, see
+    :mod:`lakelog.connector.table.sort_compaction`) every file, its rows rewritten in that order.
+    A file whose manifest record contradicts the table's
     schema (a schema file edited to drop or add the primary key) raises
     :class:`~lakelog.connector.errors.CorruptFileError` before anything is written.
     """
@@ -81,12 +89,17 @@ def compact_split(store: TableStore, split: Split, *, full: bool = True) -> Opti
             share = 0.0 if full else store.options.get(store.options.COMPACTION_DELETE_RATIO_THRESHOLD)
             marked = [len(dv.vectors.get(f.file_name, ())) / max(f.row_count, 1) for f in split.files]
             due = due or any(m > share for m in marked)
-        unit = CompactUnit(0, list(levels.level0)) if due else None
+        unit = CompactUnit(0, list(levels.level0)) if due or (order is not None and split.files) else None
     if unit is None:
         return None
     before_upper = [f for f in split.files if f.level > 0]
     before_dv = dv.view() if dv is not None else None
-    if dv is None:
+    if order is not None:
+        res = comp.compute(unit, False, dv.view() if dv is not None else None, order=order)
+        levels.update(res.before, res.after)
+        if dv is not None:
+            dv.update(res.removed, {})
+    elif dv is None:
         res = comp.run(unit)
     elif not store.is_primary_key_table:  # the rewritten files leave out the rows DELETEs marked
         res = comp.compute(unit, False, dv.view())
@@ -137,6 +150,7 @@ def compact_table(
     progress: Optional[Progress] = None,
     commit_user: Optional[str] = None,
     attempts: int = 5,
+    order: Optional[SortOrder] = None,
 ) -> Optional[int]:
     """Compact every bucket that needs it (all of them with ``full``) and commit once as a
     COMPACT snapshot; return its id, or None when there was nothing to do. ``partitions``: only
@@ -147,7 +161,8 @@ def compact_table(
 
     A compaction that loses a race (another compaction committed first, or an expiration removed
     files of the snapshot it planned on) is dropped, its files deleted, and planned again on the
-    new latest snapshot, up to ``attempts`` times."""
+    new latest snapshot, up to ``attempts`` times. ``order``: a sort compaction (every file of
+    the chosen buckets rewritten in that order)."""
     if partitions is not None and where is not None:
         raise InvalidInputError(f"compaction of {store.path}: give partitions or where, not both")
     specs = partition_spec_list(store, partitions)
@@ -164,7 +179,7 @@ def compact_table(
             chosen = partitions_where(store, {s.partition for s in splits}, where)
             splits = [s for s in splits if s.partition in chosen]
         for i, split in enumerate(splits):
-            msg = compact_split(store, split, full=full)
+            msg = compact_split(store, split, full=full, order=order)
             if msg is not None:
                 messages.append(msg)
             if progress is not None:

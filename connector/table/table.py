@@ -591,18 +591,28 @@ class Table:
         partitions: Optional[Sequence[dict[str, Any]]] = None,
         where: Optional[str] = None,
         progress: Any = None,
+        order_strategy: Optional[str] = None,
+        order_by: Optional[Union[Sequence[str], str]] = None,
     ) -> Optional[int]:
         """Compact the buckets that need it (every bucket into one sorted run at the top level
         with ``full``, universal compaction's picks without); return the COMPACT snapshot id, None
         when there was nothing to do. ``partitions``: specs (``{"dt": "2024-06-01"}``, some of the
         partition fields) of the partitions to compact; or ``where``: a predicate on the partition
-        fields (``"dt >= '2024-06-01' AND hh IN (1, 2)"``); default: all of them."""
+        fields (``"dt >= '2024-06-01' AND hh IN (1, 2)"``); default: all of them.
+
+        ``order_strategy`` (``order``, ``zorder``, ``hilbert``) and ``order_by`` (columns): a sort
+        compaction of an append table with ``bucket = -1``: every file of the chosen partitions is
+        rewritten with its rows in that order, so that filters on those columns skip files (see
+        :mod:`lakelog.connector.table.sort_compaction`)."""
         from lakelog.connector.table.compaction import compact_table
+        from lakelog.connector.table.sort_compaction import optional_order
 
         full = arg.flag("full", full)
         where = arg.optional_text("where", where)
         progress = arg.callback("progress", progress)
-        return compact_table(self._store, full=full, partitions=partitions, where=where, progress=progress)
+        order = optional_order(self._store, order_strategy, order_by)
+        return compact_table(self._store, full=full, partitions=partitions, where=where, progress=progress,
+                             order=order)
 
     def rewrite_file_index(self, *, partitions: Optional[Sequence[dict[str, Any]]] = None) -> Optional[int]:
         """Give the live data files (of ``partitions``) the file indexes the table's options ask for

@@ -355,10 +355,6 @@ def _dynamic_options(value: Any, arg: str) -> dict[str, str]:
 def _compact(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     _refuse("compact", a, "partition_idle_time",
             why="lakelog chooses partitions by 'partitions' or 'where' only")  # fmt: skip
-    if a.get("order_strategy") not in (None, "", "none") or a.get("order_by"):
-        raise UnsupportedStatementError(
-            "CALL sys.compact: sort compaction (order_strategy, order_by) is not supported by lakelog"
-        )
     strategy = (a.get("compact_strategy") or "full").lower()
     if strategy not in ("full", "minor"):
         raise SqlError(f"CALL sys.compact: compact_strategy must be 'full' or 'minor', not {strategy!r}")
@@ -372,7 +368,11 @@ def _compact(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
 
         store = store_with_options(table.path, _dynamic_options(a["options"], "options"))
         table = Table(store, table.identifier)
-    table.compact(full=strategy == "full", partitions=specs, where=where)
+    try:
+        table.compact(full=strategy == "full", partitions=specs, where=where,
+                      order_strategy=a.get("order_strategy") or None, order_by=a.get("order_by") or None)
+    except OptionError as e:
+        raise SqlError(f"CALL sys.compact: {e}") from None
     return _success()
 
 
