@@ -1,8 +1,9 @@
 """Several processes racing on one table against a model (issue 19's stress test).
 
 Writer processes (one-shot writes, write-only writes, and a long-lived stream writer), a compactor,
-an expirer and, in some rounds, a process that rolls back, all on one primary-key table with short
-retention. Each writer logs what every batch it wrote was acknowledged with. At the end the table
+an expirer and, in some rounds, a process that rolls back and one that branches (a tag of the latest
+snapshot, a branch from it, the tag mostly deleted at once, a batch written to the branch, older
+branches deleted), all on one primary-key table with short retention. Each writer logs what every batch it wrote was acknowledged with. At the end the table
 must read as the model says:
 
 * every snapshot in the chain reads, and the chain has no gap;
@@ -11,6 +12,8 @@ must read as the model says:
   write started went below the snapshot that acknowledged it;
 * each writer's counter row holds the value of its newest surviving batch (the later commit wins);
 * orphan cleanup afterwards finds nothing that a snapshot still needs;
+* every branch kept reads the rows it held when made plus its own batch, before and after main's
+  orphan cleanup (main's expirations, compactions and rollbacks must keep the files it shares);
 * no write gave up (``commit.max-retries``) and no process failed.
 
 The short version runs with the unit suite; ``soak`` runs long rounds (``LAKELOG_STRESS_ROUNDS``).
@@ -31,7 +34,7 @@ import pyarrow as pa
 import pytest
 
 import lakelog
-from lakelog.connector.errors import CommitConflictError, SnapshotNotFoundError
+from lakelog.connector.errors import CommitConflictError, SnapshotNotFoundError, TagError
 from lakelog.connector.table.commit import TableCommit
 from lakelog.connector.table.write import TableWrite
 
@@ -112,6 +115,9 @@ def _run_loop(warehouse: str, role: str, stop_path: str, log_path: str, seed: in
                     out.write(json.dumps({"lost": str(e)[:200]}) + "\n")
             elif role == "expirer":
                 t.expire_snapshots()
+            elif role == "brancher":
+                _branch_once(t, rnd, out)
+                time.sleep(0.05 + rnd.random() * 0.15)
             else:  # rollback: a few snapshots back
                 latest = t.store.snapshot_manager.latest_id() or 0
                 earliest = t.store.snapshot_manager.earliest_id() or 0
@@ -122,6 +128,9 @@ def _run_loop(warehouse: str, role: str, stop_path: str, log_path: str, seed: in
                         done = t.rollback_to(target)
                     except SnapshotNotFoundError:
                         continue  # expired between choosing it and rolling back: choose again
+                    except TagError as e:  # the brancher's tag of a later snapshot, for a moment
+                        assert "hold later snapshots" in str(e), e
+                        continue
                     out.write(json.dumps({"target": done, "start": start, "end": time.time()}) + "\n")
                     out.flush()
                 time.sleep(0.05 + rnd.random() * 0.1)
@@ -130,13 +139,52 @@ def _run_loop(warehouse: str, role: str, stop_path: str, log_path: str, seed: in
         out.close()
 
 
+def _branch_once(t: lakelog.Table, rnd: random.Random, out: Any) -> None:
+    """A branch from a tag of the latest snapshot (the tag mostly deleted at once: the branch must
+    then keep the files alone), what it holds, a batch of its own; now and then an older branch
+    deleted. Logged for the final check."""
+    n = len([name for name in t.branches() if name.startswith("b")]) + rnd.randrange(10**6) * 100
+    tag, name = f"t{n}", f"b{n}"
+    try:
+        t.create_tag(tag)
+    except SnapshotNotFoundError:
+        return
+    try:
+        b = t.create_branch(name, tag=tag)
+    finally:
+        if rnd.random() < 0.7:
+            t.delete_tag(tag)
+    ids = sorted(r["id"] for r in b.to_arrow().to_pylist())
+    own = pa.table({"id": [10**9 + n * 10 + j for j in range(3)], "v": [0] * 3, "w": [-1] * 3}, schema=S)
+    b.write(own)
+    out.write(json.dumps({"branch": name, "ids": ids + own.column("id").to_pylist()}) + "\n")
+    branches = sorted(x for x in t.branches() if x.startswith("b"))
+    if len(branches) > 3 and rnd.random() < 0.5:
+        gone = rnd.choice(branches[:-1])
+        t.delete_branch(gone)
+        out.write(json.dumps({"deleted": gone}) + "\n")
+    out.flush()
+
+
+def _check_branches(t: lakelog.Table, log: list[dict[str, Any]]) -> int:
+    deleted = {e["deleted"] for e in log if "deleted" in e}
+    kept = [e for e in log if "branch" in e and e["branch"] not in deleted]
+    assert sorted(t.branches()) == sorted(e["branch"] for e in kept)
+    for e in kept:
+        b = t.branch(e["branch"])
+        assert sorted(r["id"] for r in b.to_arrow().to_pylist()) == sorted(e["ids"]), e["branch"]
+        for s in b.snapshots():
+            b.to_arrow(snapshot_id=s.id)
+    return len(kept)
+
+
 def _read_log(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _round(
     tmp: Path, seed: int, *, writers: int, batches: int, rollbacks: bool, s3: Optional[tuple[str, dict[str, str]]] = None,
-    extra: Optional[dict[str, str]] = None,
+    extra: Optional[dict[str, str]] = None, branches: bool = False,
 ) -> dict[str, int]:
     """One round; ``s3``: (warehouse, catalog options) of an S3 warehouse (default: a local one);
     ``extra``: more table options."""
@@ -159,7 +207,7 @@ def _round(
         args = (warehouse, k, batches, styles[k % len(styles)], str(tmp / f"w{k}.log"), seed * 100 + k, opts)
         procs.append(ctx.Process(target=_writer, args=args))
     stop = str(tmp / "stop")
-    roles = ["compactor", "expirer"] + (["rollback"] if rollbacks else [])
+    roles = ["compactor", "expirer"] + (["rollback"] if rollbacks else []) + (["brancher"] if branches else [])
     loops = [
         ctx.Process(target=_loop, args=(warehouse, r, stop, str(tmp / f"{r}.log"), seed * 100 + 50 + j, opts))
         for j, r in enumerate(roles)
@@ -203,20 +251,26 @@ def _round(
             assert counter == (max(survivors), k), (options, k, counter, survivors)
     for key, (v, w) in got.items():  # nothing that no writer wrote
         assert key < 0 or key // ROWS == w * 10_000 + v, key
+    branch_log = _read_log(tmp / "brancher.log") if branches else []
+    kept = _check_branches(t, branch_log) if branches else 0
     removed = t.remove_orphan_files(older_than_seconds=0)
     fresh = lakelog.Catalog(warehouse, options=opts).get_table("c.t")
     assert {r["id"] for r in fresh.to_arrow().to_pylist()} == set(got)
     for s in fresh.snapshots():
         fresh.to_arrow(snapshot_id=s.id)
-    return {"acked": acked, "snapshots": snaps[-1].id, "rollbacks": len(backs), "orphans": len(removed)}
+    if branches:
+        assert _check_branches(fresh, branch_log) == kept
+    return {"acked": acked, "snapshots": snaps[-1].id, "rollbacks": len(backs), "orphans": len(removed),
+            "branches": kept}
 
 
 @pytest.mark.parametrize("seed,rollbacks", [(1, False), (2, True)])
 def test_writers_compactor_expirer_and_rollbacks_race_against_the_model(
     tmp_path: Path, seed: int, rollbacks: bool
 ) -> None:
-    stats = _round(tmp_path, seed, writers=4, batches=12, rollbacks=rollbacks)
+    stats = _round(tmp_path, seed, writers=4, batches=12, rollbacks=rollbacks, branches=rollbacks)
     assert stats["acked"] == 48
+    assert not rollbacks or stats["branches"] >= 1
 
 
 @pytest.mark.s3
@@ -231,7 +285,8 @@ def test_racing_processes_on_an_s3_warehouse_against_the_model(
 def test_racing_processes_on_a_merge_on_write_table_against_the_model(tmp_path: Path) -> None:
     """The same race on a table with deletion vectors: every writer's compaction marks rows, the
     compactor's too, and the committer must drop those whose bucket moved on under them."""
-    stats = _round(tmp_path, 4, writers=4, batches=12, rollbacks=True, extra={"deletion-vectors.enabled": "true"})
+    stats = _round(tmp_path, 4, writers=4, batches=12, rollbacks=True, extra={"deletion-vectors.enabled": "true"},
+                   branches=True)
     assert stats["acked"] == 48
 
 
@@ -242,4 +297,4 @@ _ROUNDS = int(os.environ.get("LAKELOG_STRESS_ROUNDS", "4"))
 @pytest.mark.soak
 @pytest.mark.parametrize("seed", range(100, 100 + _ROUNDS))
 def test_many_rounds_of_racing_processes_against_the_model(tmp_path: Path, seed: int) -> None:
-    _round(tmp_path, seed, writers=4, batches=50, rollbacks=seed % 2 == 0)
+    _round(tmp_path, seed, writers=4, batches=50, rollbacks=seed % 2 == 0, branches=seed % 2 == 1 or seed > 101)
