@@ -262,3 +262,16 @@ def test_file_name_options_name_data_and_changelog_files(catalog: lakelog.Catalo
     from .interop_util import pp_read
 
     assert pp_read(catalog.warehouse, "db.t").column("id").to_pylist() == [1]  # Paimon reads names from manifests
+
+
+def test_the_system_database_name_is_reserved(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``sys`` holds Paimon's global system tables (sys.tables...): no database or table may take it."""
+    from lakelog.connector.errors import CatalogError
+
+    cat = lakelog.Catalog(str(tmp_path / "wh"))
+    cat.create_database("shop")
+    for make in (lambda: cat.create_database("sys"), lambda: cat.rename_database("shop", "sys"),
+                 lambda: cat.create_table("sys.t", ORDERS)):  # fmt: skip
+        with pytest.raises(CatalogError, match="'sys' is the system database"):
+            make()
+    assert sorted(cat.list_databases()) == ["shop"]

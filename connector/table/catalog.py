@@ -15,6 +15,7 @@ import pyarrow as pa
 from lakelog.connector.catalog.base import Metastore, open_metastore
 from lakelog.connector.errors import (
     ArgumentTypeError,
+    CatalogError,
     CorruptTableError,
     LogSystemError,
     OptionError,
@@ -49,6 +50,18 @@ DEFAULT_DATABASE = "default"
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_\-]*")
 _DB_SUFFIX = ".db"
 _MAX_NAME_BYTES = 255  # a directory name on the file systems lakelog runs on
+
+
+SYSTEM_DATABASE = "sys"
+"""Paimon's system database: its global system tables (``sys.tables``...) are not on disk."""
+
+
+def _not_system(database: str) -> str:
+    if database == SYSTEM_DATABASE:
+        raise CatalogError(
+            f"database {database!r} is the system database (Paimon's global system tables, such as "
+            "sys.tables); no database of that name can be created, and no table in it")
+    return database
 
 
 def _check_name(kind: str, name: str) -> str:
@@ -169,7 +182,7 @@ class Catalog:
 
     def create_database(self, database: str, *, exist_ok: bool = False) -> None:
         arg.flag("exist_ok", exist_ok)
-        self.metastore.create_database(_check_name("database", database), exist_ok=exist_ok)
+        self.metastore.create_database(_not_system(_check_name("database", database)), exist_ok=exist_ok)
 
     def drop_database(self, database: str, *, cascade: bool = False, missing_ok: bool = False) -> None:
         arg.flag("cascade", cascade)
@@ -179,7 +192,8 @@ class Catalog:
         )
 
     def rename_database(self, old: str, new: str) -> None:
-        self.metastore.rename_database(_check_name("database", old), _check_name("database", new))
+        new = _not_system(_check_name("database", new))
+        self.metastore.rename_database(_check_name("database", old), new)
 
     # ---- tables ---------------------------------------------------------------------------------------
     def list_tables(self, database: str = DEFAULT_DATABASE) -> list[str]:
@@ -210,6 +224,7 @@ class Catalog:
         ``schema``: an Arrow schema, or Paimon fields (exact types such as ``VARCHAR(10)`` or
         ``CHAR(3)``, which Arrow cannot tell from ``STRING``; field ids are assigned here)."""
         db, _ = split_identifier(identifier)
+        _not_system(db)
         if not isinstance(schema, pa.Schema):
             if isinstance(schema, (str, bytes, Mapping)) or not isinstance(schema, Sequence):
                 raise ArgumentTypeError(

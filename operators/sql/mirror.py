@@ -21,7 +21,7 @@ from lakelog.connector.errors import LakelogError
 from lakelog.connector.format.branches import branch_location, check_branch_name
 from lakelog.connector.format.fileio import FileIO
 from lakelog.connector.format.schema_manager import SchemaManager
-from lakelog.connector.table.catalog import Catalog
+from lakelog.connector.table.catalog import SYSTEM_DATABASE, Catalog
 from lakelog.operators.sql.session import CatalogSpec
 from lakelog.operators.sql.table_ddl import create_table_ddl, quote_ident, quote_str
 
@@ -82,7 +82,7 @@ class Mirror:
         on_disk = set(disk.list_databases())
         mirrored = set(flink.list_databases())
         for db in sorted(mirrored - on_disk):
-            if db != self.specs[name].default_database:
+            if db not in (self.specs[name].default_database, SYSTEM_DATABASE):
                 flink._j_catalog.dropDatabase(db, True, True)
                 self._forget_db(name, db)
         for db in sorted(on_disk):
@@ -93,15 +93,21 @@ class Mirror:
                 self.sync_table(t_env, name, db, t)
             for t in sorted(tables):
                 self.sync_table(t_env, name, db, t)
+        self.sync_database(t_env, name, SYSTEM_DATABASE)  # listed, and USE sys works
 
     def _forget_db(self, catalog: str, db: str) -> None:
         for key in [k for k in self._schema_ids if k[:2] == (catalog, db)]:
             del self._schema_ids[key]
 
     def sync_database(self, t_env: Any, catalog: str, db: str) -> bool:
-        """Mirror database ``db`` as it is on disk (created or dropped); whether it exists."""
-        exists = self.catalog(catalog).database_exists(db)
+        """Mirror database ``db`` as it is on disk (created or dropped); whether it exists. The
+        system database ``sys`` always exists (its tables are views made per statement)."""
         flink = t_env.get_catalog(catalog)
+        if db == SYSTEM_DATABASE:
+            if not flink.database_exists(db):
+                t_env.execute_sql(f"CREATE DATABASE IF NOT EXISTS {quote_ident(catalog)}.{quote_ident(db)}")
+            return True
+        exists = self.catalog(catalog).database_exists(db)
         if exists and not flink.database_exists(db):
             t_env.execute_sql(f"CREATE DATABASE IF NOT EXISTS {quote_ident(catalog)}.{quote_ident(db)}")
         elif not exists and flink.database_exists(db) and db != self.specs[catalog].default_database:

@@ -41,7 +41,7 @@ from lakelog.connector.format.fileio import io_for, is_object_store, location, r
 from lakelog.connector.format.objectstore import S3_OPTION_KEYS
 from lakelog.connector.format.options import Duration, validate_options
 from lakelog.connector.format.store import TableStore
-from lakelog.connector.table.catalog import Catalog, parse_table_path
+from lakelog.connector.table.catalog import SYSTEM_DATABASE, Catalog, parse_table_path
 from lakelog.operators.flink_env import (
     flink_environment,
     is_remote,
@@ -1147,6 +1147,11 @@ def _synced_pass(sql: LakelogSql, st: Statement) -> Any:
         cat = cat or sql.t_env.get_current_catalog()
         if sql.mirror.is_lakelog(cat):
             sql.mirror.sync_catalog(sql.t_env, cat)
+            db = st.target[-1] if kind == "SHOW TABLES" and st.target else sql.t_env.get_current_database()
+            if kind == "SHOW TABLES" and db == SYSTEM_DATABASE:  # Paimon's global system tables
+                from lakelog.connector.table.global_system_tables import GLOBAL_TABLES
+
+                return SqlResult.table(["table name"], [(n,) for n in sorted(GLOBAL_TABLES)])
     return sql._pass(st)
 
 

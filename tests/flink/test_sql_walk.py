@@ -151,6 +151,17 @@ def test_the_sys_database_as_paimons_page_shows_it(tmp_path: Path) -> None:
     parts = sorted(tuple(r) for r in rows(sql.execute(
         "SELECT table_name, partition_name, record_count, file_count, done FROM sys.partitions")))  # fmt: skip
     assert parts == [("Orders2", "dt=2024-01-01", 2, 1, True), ("Orders2", "dt=2024-01-02", 1, 1, False)]
+    # the page's "USE sys; SHOW TABLES;", and a table of it by its bare name while there
+    assert rows(sql.execute("SHOW DATABASES")) == [("default",), ("my_db",), ("sys",)]
+    sql.execute("USE sys")
+    assert rows(sql.execute("SHOW TABLES")) == [("all_table_options",), ("catalog_options",), ("partitions",),
+                                                ("tables",)]  # fmt: skip
+    assert rows(sql.execute("SELECT database_name, table_name FROM `tables`")) == [("my_db", "Orders2")]
+    refused(sql, "CREATE TABLE x (a INT)", "database 'sys' is the system database")
+    refused(sql, "CREATE DATABASE sys", "database 'sys' is the system database")
+    sql.execute("USE my_db")
+    assert rows(sql.execute("SHOW TABLES")) == [("Orders2",)]
+    assert rows(sql.execute("SHOW DATABASES")) == [("default",), ("my_db",), ("sys",)]
 
 
 def test_branches_as_paimons_manage_branches_page_shows_them(tmp_path: Path) -> None:
