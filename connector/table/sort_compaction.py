@@ -11,8 +11,11 @@ Three orders, as Paimon names them:
 For the two curves each value becomes an unsigned 64-bit number in the column's own order: integers,
 dates and times with the sign bit flipped, floating point numbers by their IEEE bits (Java's
 ``Double.compare`` order), decimals through their float value, strings and binaries by their
-first 8 bytes, booleans as 0 and 1; nulls are the smallest. All of it is vectorised over the rows
-(a loop over the 64 bits of each column, never over rows).
+first 8 bytes, booleans as 0 and 1; nulls are the smallest. Then each column's numbers are replaced
+by their rank among its distinct values, in the high bits, so that every column takes an equal
+part in the curve's first splits whatever its range (Paimon interleaves the raw bytes, where a
+column of small integers only varies in its last bits). All of it is vectorised over the rows (a
+loop over the 64 bits of each column, never over rows).
 
 A partition is sorted in memory, one bucket at a time. The rewrite commits as a COMPACT snapshot that
 replaces exactly the files it read, conflict-checked as every compaction is: rows appended while it
@@ -74,7 +77,7 @@ def sort_order(strategy: str, columns: Sequence[str]) -> Callable[[pa.Table], np
         if strategy == "order":
             keys = [(c, "ascending") for c in columns]
             return np.asarray(pc.sort_indices(table, sort_keys=keys, null_placement="at_start"))
-        values = [_unsigned(table.column(c)) for c in columns]
+        values = [_spread(_unsigned(table.column(c))) for c in columns]
         if strategy == "hilbert" and len(values) > 1:
             values = _hilbert_transpose(values)
         words = _interleave(values)
@@ -105,6 +108,16 @@ def _unsigned(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
         out = x.view(np.uint64) ^ _SIGN
     # nulls before every value (a value that maps to 0 ties with them, which costs nothing)
     return np.where(valid, out, np.uint64(0))
+
+
+def _spread(u: np.ndarray) -> np.ndarray:
+    """Order-keeping numbers using the whole 64 bits: each value's rank among the column's distinct
+    values, in the high bits. A curve interleaves bits from the most significant down, so a
+    column whose values differ only in their low bits (small integers, short ranges) would
+    otherwise be ordered after every bit of the others."""
+    distinct, rank = np.unique(u, return_inverse=True)
+    width = max(int(len(distinct) - 1).bit_length(), 1)
+    return rank.astype(np.uint64).reshape(-1) << np.uint64(_BITS - width)
 
 
 def _first_8_bytes(arr: pa.Array) -> np.ndarray:
