@@ -363,6 +363,26 @@ class NestedUpdate(Agg):
         return [r for r in acc if r is not None and self._key(r) not in keys]
 
 
+class NestedPartialUpdate(Agg):
+    """Paimon's FieldNestedPartialUpdateAgg: one row per nested key, each field the last non-null
+    value; rows in the order their keys first arrived (Paimon's HashMap has no order)."""
+
+    def __init__(self, root: str, opts: dict[str, Any]) -> None:
+        super().__init__(root, opts)
+        self.keys = list(opts.get("nested_key") or [])
+
+    def agg(self, acc: Any, x: Any) -> Any:
+        if x is None:
+            return acc
+        out: dict[tuple, dict] = {}
+        for r in [r for r in (acc or []) if r is not None] + [r for r in x if r is not None]:
+            row = out.setdefault(tuple(r[k] for k in self.keys), {k: None for k in r})
+            for k, v in r.items():
+                if v is not None:
+                    row[k] = v
+        return list(out.values())
+
+
 class IgnoreRetract(Agg):
     def __init__(self, inner: Agg) -> None:
         self.inner = inner
@@ -382,7 +402,7 @@ AGGS: dict[str, type[Agg]] = {
     "sum": Sum, "product": Product, "count": Count, "max": Max, "min": Min, "last_value": LastValue,
     "last_non_null_value": LastNonNull, "first_value": FirstValue, "first_non_null_value": FirstNonNull,
     "bool_and": BoolAnd, "bool_or": BoolOr, "listagg": ListAgg, "collect": Collect, "merge_map": MergeMap,
-    "primary-key": PrimaryKey, "nested_update": NestedUpdate,
+    "primary-key": PrimaryKey, "nested_update": NestedUpdate, "nested_partial_update": NestedPartialUpdate,
 }
 
 

@@ -393,7 +393,7 @@ def test_aggregation_validation() -> None:
     with pytest.raises(OptionError, match="'s' of type VARCHAR .* it needs VARBINARY"):
         make({"fields.s.aggregate-function": "hll_sketch"})
     with pytest.raises(OptionError, match="not supported by lakelog"):
-        make({"fields.s.aggregate-function": "nested_partial_update"})
+        make({"fields.s.aggregate-function": "merge_map_with_keytime"})
     with pytest.raises(OptionError):
         make({"fields.s.aggregate-function": "no_such_function"})
     with pytest.raises(OptionError, match="sequence field"):
@@ -461,8 +461,10 @@ def random_value(rng: np.random.Generator, t: str, null_p: float = 0.25) -> Any:
     if base == "ARRAY<INT>":
         return [int(x) for x in rng.integers(0, 4, size=int(rng.integers(0, 4)))]
     if base == "ARRAY<ROW<i":  # ARRAY<ROW<i INT, s STRING>>: nested rows with repeated keys and nulls
-        return [None if rng.random() < 0.15 else {"i": int(rng.integers(0, 4)), "s": str(rng.choice(["x", "y"]))}
-                for _ in range(int(rng.integers(0, 4)))]
+        return [None if rng.random() < 0.15 else {
+            "i": None if rng.random() < 0.05 else int(rng.integers(0, 4)),
+            "s": None if rng.random() < 0.3 else str(rng.choice(["x", "y"]))}
+            for _ in range(int(rng.integers(0, 4)))]
     if base == "MAP<STRING,":
         chosen = rng.choice(list("wxyz"), size=int(rng.integers(0, 3)), replace=False)
         return [(str(k), int(rng.integers(0, 9))) for k in chosen]
@@ -555,7 +557,7 @@ AGG_CASES = [
     ("STRING", "min"), ("DECIMAL(10, 2)", "max"), ("STRING", "last_value"), ("STRING", "last_non_null_value"),
     ("INT", "first_value"), ("INT", "first_non_null_value"), ("STRING", "listagg"), ("BOOLEAN", "bool_and"),
     ("BOOLEAN", "bool_or"), ("ARRAY<INT>", "collect"), ("MAP<STRING, INT>", "merge_map"),
-    ("ARRAY<ROW<i INT, s STRING>>", "nested_update"),
+    ("ARRAY<ROW<i INT, s STRING>>", "nested_update"), ("ARRAY<ROW<i INT, s STRING>>", "nested_partial_update"),
 ]
 
 
@@ -590,6 +592,8 @@ def test_random_aggregation(col_type: str, func: str, variant: str) -> None:
                 extra["fields.v.nested-key"] = "i"
             if round_ in (2, 3):
                 extra["fields.v.count-limit"] = str(int(rng.integers(1, 4)))
+        if func == "nested_partial_update":
+            extra["fields.v.nested-key"] = "i"
         rows = random_rows(rng, cols, 60, kinds, null_p=0.0 if not_null else 0.25)
         if func == "product" and col_type in ("INT", "TINYINT"):
             rows = [(k, kind, (v[0], v[1] if v[1] != 0 else 1) + v[2:]) for k, kind, v in rows]
@@ -808,3 +812,7 @@ def test_nested_update_options_are_checked_at_create() -> None:
         make("ARRAY<ROW<i INT, s STRING>>", **{"fields.v.nested-key": "i,x"})
     with pytest.raises(OptionError, match="count-limit"):
         make("ARRAY<ROW<i INT, s STRING>>", **{"fields.v.count-limit": "0"})
+    cols: Cols = [("k", "INT NOT NULL"), ("v", "ARRAY<ROW<i INT, s STRING>>")]
+    options = {"merge-engine": "aggregation", "fields.v.aggregate-function": "nested_partial_update"}
+    with pytest.raises(OptionError, match="'nested_partial_update' of field 'v' needs option 'fields.v.nested-key'"):
+        merge_function(make_schema(cols, options), CoreOptions(options))

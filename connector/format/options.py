@@ -494,7 +494,7 @@ AGGREGATE_FUNCTIONS = frozenset(
 
 
 SUPPORTED_AGGREGATE_FUNCTIONS = AGGREGATE_FUNCTIONS - {
-    "avg", "rbm64", "nested_partial_update", "merge_map_with_keytime",
+    "avg", "rbm64", "merge_map_with_keytime",
 }
 """The aggregate functions lakelog's merge implements (``lsm/merge/aggregators.py`` checks it)."""
 

@@ -61,6 +61,7 @@ _TYPE_RULES: dict[str, tuple[Optional[frozenset[str]], str]] = {
     "collect": (frozenset({"ARRAY"}), "ARRAY"),
     "merge_map": (frozenset({"MAP"}), "MAP"),
     "nested_update": (frozenset({"ARRAY"}), "ARRAY<ROW<...>>"),
+    "nested_partial_update": (frozenset({"ARRAY"}), "ARRAY<ROW<...>>"),
     "rbm32": (frozenset({"VARBINARY"}), "VARBINARY / BYTES"),
     "hll_sketch": (frozenset({"VARBINARY"}), "VARBINARY / BYTES"),
     "theta_sketch": (frozenset({"VARBINARY"}), "VARBINARY / BYTES"),
@@ -108,13 +109,17 @@ def aggregate_spec(name: str, f: DataField, options: CoreOptions) -> AggregateSp
 
         require_datasketches(name, f.name)
     nested_key: tuple[str, ...] = ()
-    if name == "nested_update":
+    if name in ("nested_update", "nested_partial_update"):
         element = f.type.element
         if element is None or element.root != "ROW":
             inner = element.root if element else "?"
-            raise OptionError(f"aggregate function 'nested_update' does not fit field {f.name!r} of type "
+            raise OptionError(f"aggregate function {name!r} does not fit field {f.name!r} of type "
                               f"ARRAY<{inner}> (option {key!r}): it needs ARRAY<ROW<...>>")
         nested_key = tuple(options.field_nested_key(f.name))
+        if name == "nested_partial_update" and not nested_key:
+            raise OptionError(
+                f"aggregate function 'nested_partial_update' of field {f.name!r} needs option "
+                f"{CoreOptions.FIELD_NESTED_KEY.key_for(f.name)!r}: the nested rows' key")
         names = [n.name for n in element.fields or ()]
         unknown = [k for k in nested_key if k not in names]
         if unknown:
@@ -786,11 +791,51 @@ def _fold_nested_update(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx:
     return list_array(arr.type, offsets, child.take(pa.array(chosen)), null)
 
 
+def _fold_nested_partial_update(
+    spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext
+) -> pa.Array:
+    # Paimon's FieldNestedPartialUpdateAgg: the accumulator's and the input's non-null rows, one per
+    # nested key, each field the last non-null value given for it. Nested keys in the order they
+    # first arrived (Paimon's hash map has none). No retraction. Older sequence-group rows and
+    # record resets fold row by row.
+    valid = valid_mask(arr)
+    if (ctx.final & valid & ((op == AGG_REV) | (op == SET))).any():
+        return _nested_update_sequential(spec, arr, op, ctx)
+    ins = ctx.final & valid & (op == AGG)
+    null = ~ctx.any(ins)
+    child, parent, _ = _explode(arr, np.flatnonzero(ins))
+    elems = np.flatnonzero(valid_mask(child))
+    rows = child.take(pa.array(elems))
+    g = ctx.gid[parent[elems]]
+    pos = np.arange(len(elems))
+    names = [f.name for f in arr.type.value_type]
+    keys = {f"k{j}": rows.field(k) for j, k in enumerate(spec.nested_key)}
+    # per nested field: the position of its last non-null value in each (key, nested key) group
+    lasts = {f"p{j}": pa.array(np.where(valid_mask(rows.field(n)), pos, -1)) for j, n in enumerate(names)}
+    try:
+        per_key = pa.table({"g": pa.array(g), **keys, "i": pa.array(pos), **lasts}).group_by(
+            ["g", *keys], use_threads=False).aggregate(
+            [("i", "min")] + [(c, "max") for c in lasts])
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        raise InvalidInputError(
+            f"field {spec.column!r}: lakelog cannot compare the nested-key fields "
+            f"{list(spec.nested_key)} (their types are not comparable)") from None
+    order = np.lexsort((per_key.column("i_min").to_numpy(), per_key.column("g").to_numpy()))
+    fields = [take_or_null(rows.field(n), per_key.column(f"p{j}_max").to_numpy()[order])
+              for j, n in enumerate(names)]
+    merged = pa.StructArray.from_arrays(fields, fields=list(arr.type.value_type))
+    counts = np.bincount(per_key.column("g").to_numpy()[order], minlength=ctx.g)
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    return list_array(arr.type, offsets, merged, null)
+
+
 def _nested_update_sequential(
     spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext
 ) -> pa.Array:
-    """nested_update folded row by row, as Paimon's agg / aggReversed / retract, per key."""
+    """nested_update (and nested_partial_update) folded row by row, as Paimon's agg / aggReversed /
+    retract, per key."""
     limit = spec.count_limit if spec.count_limit is not None else np.iinfo(np.int64).max
+    partial = spec.name == "nested_partial_update"
     values = arr.to_pylist()
 
     def key(row: dict) -> Any:
@@ -805,6 +850,11 @@ def _nested_update_sequential(
             held = [r for r in acc or [] if r is not None]
             return held + [r for r in x if r is not None][: limit - len(acc or [])]
         rows: dict[Any, dict] = {}
+        if partial:  # nested_partial_update: each field takes the last non-null value given
+            for r in [r for r in acc or [] if r is not None] + [r for r in x if r is not None]:
+                cur = rows.setdefault(key(r), dict.fromkeys(r))
+                cur.update({k: v for k, v in r.items() if v is not None})
+            return list(rows.values())
         for r in acc or []:
             if r is not None:
                 rows[key(r)] = r
@@ -877,6 +927,7 @@ _FOLDS: dict[str, Callable[[AggregateSpec, pa.Array, np.ndarray, MergeContext], 
     "collect": _fold_collect,
     "merge_map": _fold_merge_map,
     "nested_update": _fold_nested_update,
+    "nested_partial_update": _fold_nested_partial_update,
     "rbm32": _fold_union,
     "hll_sketch": _fold_union,
     "theta_sketch": _fold_union,
