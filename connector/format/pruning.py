@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 __all__ = [
-    "typed_literal", "range_alternatives", "range_guarantee", "conjunction", "surviving", "surviving_cases",
+    "typed_literal", "range_alternatives", "conjunction", "surviving", "surviving_cases",
     "row_groups_matching",
 ]
 
@@ -51,14 +51,6 @@ def range_alternatives(
     return [g]
 
 
-def range_guarantee(
-    name: str, atype: pa.DataType, lo: Any, hi: Any, nulls: Optional[int], rows: int
-) -> Optional[pc.Expression]:
-    """:func:`range_alternatives` as one expression (their disjunction)."""
-    alts = range_alternatives(name, atype, lo, hi, nulls, rows)
-    return None if alts is None else range_guarantee_of(alts)
-
-
 _MAX_CASES = 16  # per file or row group: columns with nulls multiply the cases
 
 
@@ -91,6 +83,7 @@ def surviving_cases(
 
 
 def range_guarantee_of(alternatives: list[pc.Expression]) -> pc.Expression:
+    """Alternatives as one expression (their disjunction), for Arrow."""
     g = alternatives[0]
     for a in alternatives[1:]:
         g = g | a
