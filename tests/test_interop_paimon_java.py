@@ -1139,3 +1139,51 @@ def test_deletes_on_append_tables_read_the_same_in_paimon(paimon_java: PaimonOra
     assert not any(e.index_file.dv_ranges for e in t.store.index_entries(t.latest_snapshot()))
     assert_same(pj.read(wh, name), arrow_to_rows(t.to_arrow()), "after lakelog's compaction")
     assert {r["id"] for r in arrow_to_rows(t.to_arrow(), ["id"])} == set(range(260)) - gone
+
+
+# ---- table statistics (ANALYZE) ---------------------------------------------------------------------------
+def test_statistics_are_read_and_carried_by_paimon_java(paimon_java: PaimonOracle, tmp_path: Any) -> None:
+    """Issue 24: statistics lakelog's ANALYZE commits are Paimon's: Paimon's ``t$statistics`` parses
+    every min and max by its column's type and shows what lakelog's does; Paimon's commits carry
+    them, and lakelog's commits carry the statistics Paimon's ANALYZE commits."""
+    import json
+
+    wh, name, pj = str(tmp_path / "wh"), "db.stats", paimon_java
+    schema = pa.schema([
+        pa.field("id", pa.int64(), False), ("i", pa.int32()), ("f", pa.float32()), ("d", pa.float64()),
+        ("s", pa.string()), ("dt", pa.date32()), ("ts", pa.timestamp("ms")), ("ts9", pa.timestamp("ns")),
+        ("ltz", pa.timestamp("us", tz="UTC")), ("dec", pa.decimal128(12, 4)), ("b", pa.bool_()),
+        ("tm", pa.time32("ms")), ("bin", pa.binary()),
+    ])  # fmt: skip
+    t = lakelog.Catalog(wh).create_table(name, schema, primary_key=["id"], options={"bucket": "2"})
+    t.write(pa.table({
+        "id": [1, 2, 3], "i": [-7, None, 12], "f": [0.1, -2.5e10, None], "d": [1 / 3, None, -0.0],
+        "s": ["é", None, "abc"], "dt": [dt.date(1969, 12, 31), dt.date(2024, 2, 29), None],
+        "ts": [dt.datetime(2024, 1, 1, 8, 30, 0, 5000), None, dt.datetime(1960, 1, 1)],
+        "ts9": pa.array([1_700_000_000_123_456_789, -1, None], pa.timestamp("ns")),
+        "ltz": [dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), None, None],
+        "dec": [decimal.Decimal("1.5"), decimal.Decimal("-0.0001"), None], "b": [True, None, False],
+        "tm": [dt.time(23, 59, 59, 999000), dt.time(0, 0), None], "bin": [b"\x00\x01", None, b""],
+    }, schema=schema))  # fmt: skip
+    t.analyze(all_columns=True)
+    ours = system_table(t.store, "statistics").to_pylist()
+    theirs = pj.read(wh, f"{name}$statistics")
+    assert len(ours) == len(theirs) == 1
+    for key in ("snapshot_id", "schema_id", "mergedRecordCount", "mergedRecordSize"):
+        assert theirs[0][key] == ours[0][key], key
+    assert json.loads(theirs[0]["colstat"]) == json.loads(ours[0]["colstat"])
+    assert json.loads(ours[0]["colstat"])["ts9"]["min"] == "1969-12-31 23:59:59.999999999"
+
+    # Paimon's commits carry lakelog's statistics; lakelog's carry Paimon's
+    pj.write(wh, name, [{"id": 9, "i": 1}])
+    assert java_read(pj, wh, f"{name}$statistics")[0]["snapshot_id"] == ours[0]["snapshot_id"]
+    latest = t.latest_snapshot()
+    java_stats = {"snapshotId": latest.id, "schemaId": 0, "mergedRecordCount": 4, "mergedRecordSize": 99,
+                  "colStats": {"i": {"colId": 1, "distinctCount": 3, "min": "-7", "max": "12", "nullCount": 1}}}
+    sid = pj.update_statistics(wh, name, java_stats)
+    assert t.latest_snapshot().commit_kind == "ANALYZE" and t.latest_snapshot().id == sid
+    t.write(pa.Table.from_pylist([{"id": 10}], schema=schema))
+    got = t.statistics()
+    assert (got.snapshot_id, got.merged_record_count, got.merged_record_size) == (latest.id, 4, 99)
+    assert got.columns["i"].to_json_object() == java_stats["colStats"]["i"]
+    assert java_read(pj, wh, f"{name}$statistics")[0]["mergedRecordSize"] == 99

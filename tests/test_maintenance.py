@@ -347,11 +347,10 @@ def test_orphan_cleanup_after_expiry_leaves_a_readable_table(catalog: lakelog.Ca
     assert rows(t.to_arrow(), "dt", "id") == want
 
 
-def test_orphan_cleanup_keeps_files_it_cannot_account_for(catalog: lakelog.Catalog) -> None:
-    """Statistics files (table statistics written by Paimon) are not tracked by lakelog's
-    references: cleanup must not delete them. Index files are listed by the snapshots' index
-    manifests: one no snapshot lists is an orphan, as Paimon's orphan cleaning has it (the index
-    tests check that listed ones are kept)."""
+def test_orphan_cleanup_deletes_index_and_statistics_files_no_snapshot_lists(catalog: lakelog.Catalog) -> None:
+    """Index files are listed by the snapshots' index manifests, statistics files by the snapshots'
+    ``statistics`` field: one no snapshot lists is an orphan, as Paimon's orphan cleaning has it
+    (the index tests and tests/test_statistics.py check that listed ones are kept)."""
     t = make(catalog)
     write_n(t, 1)
     root = Path(t.path)
@@ -362,8 +361,8 @@ def test_orphan_cleanup_keeps_files_it_cannot_account_for(catalog: lakelog.Catal
     stats_file = root / "statistics" / "stat-1"
     stats_file.write_bytes(b"{}")
     age_everything(t)
-    assert t.remove_orphan_files(older_than_seconds=0) == [str(index_file)]
-    assert not index_file.exists() and stats_file.exists()
+    assert t.remove_orphan_files(older_than_seconds=0) == [str(index_file), str(stats_file)]
+    assert not index_file.exists() and not stats_file.exists()
 
 
 def test_branch_and_changelog_metadata_protect_their_files(catalog: lakelog.Catalog) -> None:

@@ -46,6 +46,9 @@ PAIMON_COLUMNS = {
     "table_indexes": "partition:string bucket:int32! index_type:string! file_name:string! file_size:int64! "
     "row_count:int64! dv_ranges:list<item: struct<f0: string not null, f1: int32 not null, f2: int32 not null, "
     "_CARDINALITY: int64>>",
+    # StatisticTable's row type: mergedRecordCount and mergedRecordSize are Paimon's camel case
+    "statistics": "snapshot_id:int64! schema_id:int64! mergedRecordCount:int64 mergedRecordSize:int64 "
+    "colstat:string",
 }
 
 SCHEMA = pa.schema(

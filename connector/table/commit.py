@@ -40,6 +40,7 @@ from lakelog.connector.table.changes import log_changes, snapshot_log_changes
 from lakelog.connector.table.log import log_publisher
 from lakelog.connector.table.partition_specs import spec_matcher
 from lakelog.connector.table.routing import PartitionBucketCounts
+from lakelog.connector.table.statistics import inherited_statistics
 
 __all__ = [
     "TableCommit",
@@ -61,6 +62,7 @@ class CommitKind:
     APPEND = "APPEND"
     COMPACT = "COMPACT"
     OVERWRITE = "OVERWRITE"
+    ANALYZE = "ANALYZE"
 
 
 @dataclass
@@ -135,6 +137,7 @@ class TableCommit:
         # replay messages after a restart (a Flink sink's), whose files a rollback or an expiration
         # may have removed with the snapshot that had committed them; a missing one fails the commit
         self.verify_new_files = False
+        self._new_statistics: Optional[str] = None  # the file an ANALYZE commit publishes
 
     def commit(
         self,
@@ -221,6 +224,17 @@ class TableCommit:
                 self._discard_compaction(messages)
                 self.compaction_discarded = True
         return last
+
+    def commit_statistics(self, file_name: str) -> int:
+        """Publish the statistics file ``file_name`` (written by
+        :func:`~lakelog.connector.table.statistics.write_statistics`) in an ``ANALYZE`` snapshot
+        that changes no data; return its id."""
+        self._new_statistics = file_name
+        try:
+            self.published = []
+            return self._commit_delta(_Delta([], [], CommitKind.ANALYZE), BATCH_COMMIT_IDENTIFIER, None)
+        finally:
+            self._new_statistics = None
 
     def overwrite(
         self,
@@ -759,6 +773,7 @@ class TableCommit:
             changelog_manifest_list_size=changelog_list[1],
             properties=properties,
             writer_version=WRITER_VERSION,
+            statistics=self._new_statistics or inherited_statistics(self.store, latest),
         )
 
     def _check_deletes_are_live(self, latest: Optional[Snapshot], deleted: list[ManifestEntry]) -> None:

@@ -25,6 +25,7 @@ from lakelog.connector.format.snapshot import Snapshot, SnapshotManager
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.tags import TagManager
 from lakelog.connector.table.partition_expire import maybe_expire_partitions
+from lakelog.connector.table.statistics import statistics_path
 
 __all__ = [
     "after_commit",
@@ -57,7 +58,12 @@ def _snapshot_references(store: TableStore, s: Snapshot) -> tuple[set[str], set[
     if s.index_manifest:
         meta.add(s.index_manifest)
         data |= _index_files(store, s)
-    return data, meta
+    return data | _statistics_file(store, s), meta
+
+
+def _statistics_file(store: TableStore, s: Snapshot) -> set[str]:
+    """The statistics file a snapshot references (ANALYZE's; later snapshots carry it on)."""
+    return {statistics_path(store, s.statistics)} if s.statistics else set()
 
 
 def _entry_paths(store: TableStore, e: ManifestEntry) -> set[str]:
@@ -117,7 +123,7 @@ def _live_data_files(store: TableStore, s: Snapshot) -> set[str]:
     live: set[str] = set()
     for e in store.live_entries(s):
         live |= _entry_paths(store, e)
-    return live | _index_files(store, s)
+    return live | _index_files(store, s) | _statistics_file(store, s)
 
 
 def expire_snapshots(
@@ -285,9 +291,9 @@ def remove_orphan_files(
     canon = os.path.realpath if store.file_io.is_local else location
     keep = {canon(p) for p in data} | {canon(os.path.join(store.manifest_dir, m)) for m in meta}
     cutoff = time.time() - older_than_seconds
-    # metadata, and files lakelog does not track (statistics, long-lived changelogs); index files
-    # are tracked through the snapshots' index manifests
-    kept_dirs = ("schema", "tag", "consumer", "branch", "statistics", "changelog")
+    # metadata, and files lakelog does not track (long-lived changelogs); index and statistics
+    # files are tracked through the snapshots that reference them
+    kept_dirs = ("schema", "tag", "consumer", "branch", "changelog")
     protected_dirs = {os.path.join(store.path, d) for d in kept_dirs}
     removed = []
     for path in store.file_io.walk_files(store.path):

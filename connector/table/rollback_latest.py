@@ -97,6 +97,7 @@ def rollback_to_as_latest(
                 total_record_count=(latest.total_record_count or 0) + added - removed,
                 delta_record_count=added - removed,
                 watermark=latest.watermark,
+                statistics=target.statistics,  # as Paimon's rollback: the target's statistics
                 base_manifest_list_size=base_size,
                 delta_manifest_list_size=delta_size,
                 writer_version=WRITER_VERSION,

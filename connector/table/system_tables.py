@@ -111,6 +111,10 @@ _SCHEMAS: dict[str, pa.Schema] = {
         _f("dv_ranges", pa.list_(pa.struct([_f("f0", _S, False), _f("f1", _I, False), _f("f2", _I, False),
                                             _f("_CARDINALITY", _L)]))),
     ]),  # Paimon 1.4's columns (later versions add four for global indexes, which lakelog has none of)
+    "statistics": pa.schema([
+        _f("snapshot_id", _L, False), _f("schema_id", _L, False), _f("mergedRecordCount", _L),
+        _f("mergedRecordSize", _L), _f("colstat", _S),
+    ]),
     "aggregation_fields": pa.schema([
         _f("field_name", _S, False), _f("field_type", _S, False), _f("function", _S),
         _f("function_options", _S), _f("comment", _S),
@@ -124,7 +128,7 @@ ROW_TABLES = ("audit_log", "binlog", "ro")
 #: Every system table name, as written after ``$``.
 SYSTEM_TABLES = METADATA_TABLES + ROW_TABLES
 #: Metadata tables that describe one snapshot (the latest, or the one a scan option names).
-SNAPSHOT_SCOPED = ("files", "partitions", "buckets", "manifests", "table_indexes")
+SNAPSHOT_SCOPED = ("files", "partitions", "buckets", "manifests", "table_indexes", "statistics")
 
 
 def system_table_schema(name: str) -> pa.Schema:
@@ -517,6 +521,22 @@ def binlog_schema(schema: pa.Schema, rowkind: str = "rowkind") -> pa.Schema:
     return pa.schema(fields)
 
 
+def statistics_table(store: TableStore, snapshot: Optional[Snapshot]) -> pa.Table:
+    """``t$statistics``: the statistics ``snapshot`` references (``ANALYZE``'s), one row or none;
+    ``colstat`` is the column statistics' JSON as Paimon prints it."""
+    from lakelog.connector.table.statistics import jackson_pretty, snapshot_statistics
+
+    stats = snapshot_statistics(store, snapshot)
+    rows = []
+    if stats is not None:
+        rows.append({
+            "snapshot_id": stats.snapshot_id, "schema_id": stats.schema_id,
+            "mergedRecordCount": stats.merged_record_count, "mergedRecordSize": stats.merged_record_size,
+            "colstat": jackson_pretty(stats.column_json_object()),
+        })  # fmt: skip
+    return _table("statistics", rows)
+
+
 # ---- dispatch -------------------------------------------------------------------------------------------
 _BUILDERS: dict[str, Callable[..., pa.Table]] = {
     "snapshots": snapshots_table,
@@ -533,6 +553,7 @@ _SNAPSHOT_BUILDERS: dict[str, Callable[[TableStore, Optional[Snapshot]], pa.Tabl
     "buckets": buckets_table,
     "manifests": manifests_table,
     "table_indexes": table_indexes_table,
+    "statistics": statistics_table,
 }
 
 

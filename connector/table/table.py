@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     import pandas
 
     from lakelog.connector.format.schema import TableSchema
+    from lakelog.connector.table.statistics import TableStatistics
     from lakelog.connector.table.subscribe import Subscription
 
 log = logging.getLogger(__name__)
@@ -621,6 +622,23 @@ class Table:
         from lakelog.connector.table.file_index_rewrite import rewrite_file_index
 
         return rewrite_file_index(self._store, partitions=partitions)
+
+    def analyze(self, columns: Optional[Sequence[str]] = None, *, all_columns: bool = False) -> Optional[int]:
+        """Compute statistics of the latest snapshot (Paimon's ``ANALYZE``): the merged row count and
+        size, and column statistics of ``columns`` (or of every atomic column with ``all_columns``);
+        commit them in an ``ANALYZE`` snapshot and return its id (None: the table has no snapshot).
+        See :mod:`lakelog.connector.table.statistics`."""
+        from lakelog.connector.table.statistics import analyze
+
+        all_columns = arg.flag("all_columns", all_columns)
+        names = arg.names("columns", columns) if columns is not None else None
+        return analyze(self, names, all_columns=all_columns)
+
+    def statistics(self, snapshot_id: Optional[int] = None) -> Optional[TableStatistics]:
+        """The statistics a snapshot (default: the latest) references, None without any."""
+        from lakelog.connector.table.statistics import snapshot_statistics
+
+        return snapshot_statistics(self._store, self.resolve_snapshot(snapshot_id))
 
     def expire_snapshots(self, **overrides: Any) -> list[int]:
         """Expire snapshots by the table's retention options (overridable); return expired ids."""

@@ -99,6 +99,7 @@ import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.Arra
 import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.paimon.table.BucketMode;
+import org.apache.paimon.stats.Statistics;
 import org.apache.paimon.table.FileStoreTable;
 import org.apache.paimon.table.Table;
 import org.apache.paimon.table.sink.BatchTableCommit;
@@ -324,6 +325,8 @@ public final class PaimonOracle {
                     return deleteAppend(catalog, cmd);
                 case "plan":
                     return plan(catalog, cmd);
+                case "updateStatistics":
+                    return updateStatistics(catalog, cmd);
                 default:
                     throw new OracleException("unknown op " + op);
             }
@@ -583,6 +586,19 @@ public final class PaimonOracle {
                 }
             }
             c.commit(w.prepareCommit());
+        }
+        return latest(catalog, cmd);
+    }
+
+    /**
+     * Commits {@code statistics} (Paimon's statistics JSON) as Paimon's Flink and Spark ANALYZE do:
+     * {@code BatchTableCommit.updateStatistics}, an ANALYZE snapshot naming a new statistics file.
+     */
+    private static JsonNode updateStatistics(Catalog catalog, JsonNode cmd) throws Exception {
+        Table t = table(catalog, cmd);
+        Statistics stats = Statistics.fromJson(JSON.writeValueAsString(cmd.get("statistics")));
+        try (BatchTableCommit c = t.newBatchWriteBuilder().newCommit()) {
+            c.updateStatistics(stats);
         }
         return latest(catalog, cmd);
     }

@@ -467,6 +467,13 @@ class PaimonOracle:
         """Compact every (partition, bucket) of the latest snapshot in one commit; the new snapshot id."""
         return self.call("compact", warehouse=str(warehouse), table=table, full=full)["snapshot"]
 
+    def update_statistics(self, warehouse: str, table: str, statistics: Mapping[str, Any]) -> Optional[int]:
+        """Commit ``statistics`` (Paimon's statistics JSON, as an object) as Paimon's ANALYZE does;
+        the new ANALYZE snapshot's id."""
+        return self.call(
+            "updateStatistics", warehouse=str(warehouse), table=table, statistics=dict(statistics)
+        )["snapshot"]
+
 
 def _catalog(options: Optional[Mapping[str, str]]) -> Optional[dict[str, str]]:
     return {str(k): str(v) for k, v in options.items()} if options else None
