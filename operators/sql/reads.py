@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["scan_overrides", "local_millis", "view_for"]
 
 # Paimon's system tables that lakelog does not have (told apart from a typo)
-_PAIMON_ONLY = frozenset({"statistics", "row_tracking", "file_keys"})
+_PAIMON_ONLY = frozenset({"row_tracking", "file_keys"})
 _SNAPSHOT_KEYS = ("scan.snapshot-id", "scan.tag-name", "scan.timestamp-millis", "scan.timestamp", "scan.mode")
 
 

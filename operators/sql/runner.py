@@ -42,6 +42,7 @@ from lakelog.connector.format.objectstore import S3_OPTION_KEYS
 from lakelog.connector.format.options import Duration, validate_options
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.table.catalog import SYSTEM_DATABASE, Catalog, parse_table_path
+from lakelog.connector.table.table import Table
 from lakelog.operators.flink_env import (
     flink_environment,
     is_remote,
@@ -59,6 +60,7 @@ from lakelog.operators.sql.lexer import (
     hint_options,
     lookup_hints,
     matching_paren,
+    read_name,
     significant,
     split_statements,
     with_options,
@@ -1047,6 +1049,50 @@ def _truncate(sql: LakelogSql, st: Statement) -> Any:
     return truncate(sql, path, None, f"TRUNCATE TABLE {cat}.{db}.{name}")
 
 
+def _analyze(sql: LakelogSql, st: Statement) -> Any:
+    """``ANALYZE TABLE t COMPUTE STATISTICS [FOR COLUMNS c1, c2 | FOR ALL COLUMNS]`` on a lakelog
+    table: its statistics computed and committed (``Table.analyze``), as Paimon's catalog keeps
+    them. Batch mode only, as in Flink; ``PARTITION (...)`` and ``NOSCAN`` are refused."""
+    cat, db, name, path = sql.target(st)
+    if path is None:
+        return sql._pass(st)
+    where = f"ANALYZE TABLE {cat}.{db}.{name}"
+    if sql.mode != "batch":
+        raise UnsupportedStatementError(
+            f"{where}: runs in batch mode only (as in Flink); SET 'execution.runtime-mode' = 'batch'"
+        )
+    toks = significant(st.text)
+    _, i = read_name(toks, 2)
+    words = [t.word or t.text for t in toks[i:]]
+    if words[:1] == ["PARTITION"]:
+        raise UnsupportedStatementError(
+            f"{where}: PARTITION is not supported: Paimon's tables keep table statistics, not partition ones"
+        )
+    if words[:2] != ["COMPUTE", "STATISTICS"]:
+        raise SqlError(f"{where}: expected COMPUTE STATISTICS after the table name")
+    rest, tail = words[2:], toks[i + 2 :]
+    columns: list[str] = []
+    all_columns = False
+    if rest[-1:] == ["NOSCAN"]:
+        raise UnsupportedStatementError(
+            f"{where}: NOSCAN is not supported: a merged row count needs a read of the rows"
+        )
+    if rest == ["FOR", "ALL", "COLUMNS"]:
+        all_columns = True
+    elif rest[:2] == ["FOR", "COLUMNS"] and len(rest) > 2:
+        names = tail[2:]
+        for k, tok in enumerate(names):
+            if (k % 2 == 0 and not tok.is_name) or (k % 2 == 1 and tok.text != ","):
+                raise SqlError(f"{where}: expected column names separated by commas, got {tok.text!r}")
+        if names[-1].text == ",":
+            raise SqlError(f"{where}: a column name must follow the last comma")
+        columns = [tok.name for tok in names[::2]]
+    elif rest:
+        raise SqlError(f"{where}: expected FOR COLUMNS c1, c2 or FOR ALL COLUMNS, got {' '.join(rest)!r}")
+    sid = Table(TableStore(path), path).analyze(columns or None, all_columns=all_columns)
+    return SqlResult.ok("OK" if sid is None else f"OK (snapshot {sid})")
+
+
 def _delete(sql: LakelogSql, st: Statement) -> Any:
     cat, db, name, path = sql.target(st)
     if path is None:
@@ -1159,16 +1205,6 @@ def _explain(sql: LakelogSql, st: Statement) -> Any:
     return sql.t_env.execute_sql(sql.rewrite(st.text))
 
 
-def _refuse_lakelog_table(why: str) -> Any:
-    def handler(sql: LakelogSql, st: Statement) -> Any:
-        _, _, _, path = sql.target(st)
-        if path is not None:
-            raise UnsupportedStatementError(f"{st.head}: {why}")
-        return sql._pass(st)
-
-    return handler
-
-
 def _noop(sql: LakelogSql, st: Statement) -> Any:
     return SqlResult.ok()
 
@@ -1209,9 +1245,7 @@ _HANDLERS: dict[str, Any] = {
     "DELETE": _delete,
     "UPDATE": _update,
     "CALL": _call,
-    "ANALYZE TABLE": _refuse_lakelog_table(
-        "lakelog keeps no table statistics (Paimon's ANALYZE is not supported)"
-    ),
+    "ANALYZE TABLE": _analyze,
     "SHOW PARTITIONS": _show_partitions,
     "SHOW PROCEDURES": _show_procedures,
     "DESCRIBE": _synced_pass,

@@ -57,7 +57,7 @@ WALK: list[tuple[str, Any]] = [
     ("CREATE FUNCTION f AS 'x.Y'", "no functions"),
     ("CREATE TEMPORARY FUNCTION tf AS 'org.apache.flink.table.functions.BuiltInFunctionDefinitions'", None),
     ("DROP TEMPORARY FUNCTION tf", None),
-    ("ANALYZE TABLE t COMPUTE STATISTICS", "ANALYZE TABLE"),
+    ("ANALYZE TABLE t COMPUTE STATISTICS", "batch mode"),
     ("CREATE MATERIALIZED TABLE m AS SELECT 1", "materialized"),
     ("CREATE MODEL mo INPUT (a INT) OUTPUT (b INT) WITH ('provider' = 'x')", "no models"),
     ("DELETE FROM t WHERE k = 1", "batch mode"),  # a streaming session
@@ -74,7 +74,7 @@ WALK: list[tuple[str, Any]] = [
     # streaming read that cannot start is refused before its job
     ("SELECT * FROM sys.no_such_table", "unknown table of the sys database"),
     ("SELECT * FROM t$branch_b1", "no branch 'b1'"),
-    ("SELECT * FROM t$statistics", "not supported by lakelog"),
+    ("SELECT * FROM t$row_tracking", "not supported by lakelog"),
     ("CREATE TABLE x (k INT) WITH ('scan.partitions' = 'max_pt()')", "not supported by lakelog"),
     ("CREATE TABLE x (k INT) WITH ('tag.automatic-creation' = 'process-time')", "not supported by lakelog"),
     ("SELEC * FROM t", "syntax error"),
@@ -213,3 +213,39 @@ def test_branches_as_paimons_manage_branches_page_shows_them(tmp_path: Path) -> 
     ]  # fmt: skip
     sql.execute("ALTER TABLE F RESET ( 'scan.fallback-branch' )")
     assert sorted(rows(sql.execute("SELECT * FROM F"))) == [("20240725", "apple", 5), ("20240725", "banana", 7)]
+
+
+def test_statistics_as_paimons_pages_show_them(tmp_path: Path) -> None:
+    """Issue 24: Flink's ``ANALYZE TABLE`` on a lakelog table commits Paimon's statistics, and the
+    system-tables page's ``SELECT * FROM T$statistics`` shows them (the semantics are checked
+    without Flink in tests/test_statistics.py, the files by Paimon's Java code in the interop
+    tests)."""
+    import json
+
+    import pyarrow as pa
+
+    wh = str(tmp_path / "wh")
+    sql = session("batch")
+    sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='{wh}')")
+    sql.execute("USE CATALOG lk")
+    sql.execute("CREATE TABLE T (id INT, name STRING, PRIMARY KEY (id) NOT ENFORCED) WITH ('bucket' = '1')")
+    t = sql.mirror.catalog("lk").get_table("default.T")  # written in Python: no job
+    t.write(pa.table({"id": [1, 2], "name": ["a", "bcd"]}, schema=t.schema))
+    assert rows(sql.execute("SELECT * FROM T$statistics")) == []
+    sql.execute("ANALYZE TABLE T COMPUTE STATISTICS")
+    assert t.latest_snapshot().commit_kind == "ANALYZE"
+    size = t.statistics().merged_record_size
+    assert rows(sql.execute("SELECT * FROM T$statistics")) == [(1, 0, 2, size, "{ }")]
+    sql.execute("ANALYZE TABLE T COMPUTE STATISTICS FOR COLUMNS name")
+    assert t.statistics().column_json_object() == {
+        "name": {"colId": 1, "distinctCount": 2, "nullCount": 0, "avgLen": 2, "maxLen": 3}
+    }
+    sql.execute("ANALYZE TABLE T COMPUTE STATISTICS FOR ALL COLUMNS")
+    assert sorted(json.loads(rows(sql.execute("SELECT colstat FROM T$statistics"))[0][0])) == ["id", "name"]
+    assert rows(sql.execute("SELECT snapshot_id FROM T$statistics /*+ OPTIONS('scan.snapshot-id' = '2') */")) \
+        == [(1,)]  # fmt: skip
+    refused(sql, "ANALYZE TABLE T PARTITION (id = 1) COMPUTE STATISTICS", "PARTITION is not supported")
+    refused(sql, "ANALYZE TABLE T COMPUTE STATISTICS NOSCAN", "NOSCAN is not supported")
+    refused(sql, "ANALYZE TABLE T COMPUTE STATISTICS FOR COLUMNS nope", "'nope'")
+    refused(sql, "ANALYZE TABLE T COMPUTE STATISTICS FOR COLUMNS id,", "must follow the last comma")
+    assert [s.commit_kind for s in t.snapshots()] == ["APPEND", "ANALYZE", "ANALYZE", "ANALYZE"]
