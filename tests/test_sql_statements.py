@@ -136,8 +136,10 @@ def test_call_arguments_bind_by_position_and_by_name(tmp_path: Path) -> None:
         call_procedure(ctx, "compact", [], {"tabel": "x"})
     with pytest.raises(SqlError, match="needs argument"):
         call_procedure(ctx, "create_tag", ["db.t"], {})
-    with pytest.raises(SqlError, match="lakelog has no procedure 'merge_into'"):
-        call_procedure(ctx, "merge_into", [], {})
+    with pytest.raises(SqlError, match="lakelog has no procedure 'migrate_table'"):
+        call_procedure(ctx, "migrate_table", [], {})
+    with pytest.raises(SqlError, match="needs a Flink SQL session"):  # merge_into runs Flink queries
+        call_procedure(ctx, "merge_into", ["db.T"], {})
 
 
 _STACK = """An error occurred while calling o48.execute.

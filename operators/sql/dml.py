@@ -39,7 +39,9 @@ from lakelog.operators.sql.table_ddl import quote_ident
 if TYPE_CHECKING:
     from lakelog.operators.sql.runner import LakelogSql
 
-__all__ = ["InsertSpec", "parse_insert", "insert", "delete", "update", "SetRowKind", "typed_values"]
+__all__ = [
+    "InsertSpec", "parse_insert", "insert", "delete", "update", "SetRowKind", "typed_values", "write_kinds",
+]  # fmt: skip
 
 
 @dataclass
@@ -240,10 +242,18 @@ def _row_level_checks(sql: LakelogSql, store: TableStore, where: str, verb: str)
 
 
 def _write_kind(sql: LakelogSql, path: str, table: Any, kind: int, options: dict[str, str], job: str) -> Any:
+    return write_kinds(sql, path, [(table, kind)], options, job)
+
+
+def write_kinds(
+    sql: LakelogSql, path: str, tables: list[tuple[Any, int]], options: dict[str, str], job: str
+) -> Any:
+    """Write the rows of each Flink table (the target's columns and types) with its RowKind, all in
+    one batch job through the sink: one commit publishes them together."""
     store = TableStore(path)
-    ds = sql.t_env.to_data_stream(table).map(
-        SetRowKind(kind), output_type=row_type_of(store.schema.arrow_schema())
-    )
+    out_type = row_type_of(store.schema.arrow_schema())
+    streams = [sql.t_env.to_data_stream(t).map(SetRowKind(kind), output_type=out_type) for t, kind in tables]
+    ds = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
     parallelism = options.pop("sink.parallelism", None)
     sink_to_lakelog(
         ds,

@@ -54,6 +54,7 @@ class CallContext:
     catalog: Catalog
     catalog_name: str
     database: str  # the session's current database (for a table argument without one)
+    session: Any = None  # the Flink SQL session (LakelogSql) for procedures that run queries
 
     def table(self, name: Any) -> Table:
         if not isinstance(name, str) or not name:
@@ -630,6 +631,17 @@ def _fast_forward(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     return _success()
 
 
+def _merge_into(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
+    if ctx.session is None:
+        raise UnsupportedStatementError(
+            "CALL sys.merge_into: runs Flink queries, so it needs a Flink SQL session "
+            "(lakelog sql, LakelogSql)"
+        )
+    from lakelog.operators.sql.merge_into import merge_into
+
+    return merge_into(ctx.session, ctx.catalog_name, ctx.database, a)
+
+
 def _alter_column_default_value(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     from lakelog.connector.format.schema_changes import UpdateColumnDefaultValue
 
@@ -737,6 +749,13 @@ def _mark_partition_done(ctx: CallContext, a: dict[str, Any]) -> SqlResult:
     return _success()
 
 
+_MERGE_INTO_PARAMS = (
+    "target_table", "target_alias", "source_sqls", "source_table", "merge_condition",
+    "matched_upsert_condition", "matched_upsert_setting", "not_matched_insert_condition",
+    "not_matched_insert_values", "matched_delete_condition", "not_matched_by_source_upsert_condition",
+    "not_matched_by_source_upsert_setting", "not_matched_by_source_delete_condition",
+)  # fmt: skip
+
 PROCEDURES: dict[str, Procedure] = {
     p.name: p
     for p in (
@@ -763,6 +782,8 @@ PROCEDURES: dict[str, Procedure] = {
         Procedure("alter_column_default_value", ("table", "column", "default_value"),
                   ("table", "column", "default_value"), _alter_column_default_value,
                   "set a column's default value (writes fill its nulls with it)"),
+        Procedure("merge_into", _MERGE_INTO_PARAMS, ("target_table",), _merge_into,
+                  "Paimon's MERGE INTO: upsert, delete and insert by a join with a source, in one commit"),
         Procedure("create_branch", ("table", "branch", "tag"), ("table", "branch"), _create_branch,
                   "create a branch: empty with the latest schema, or from a tag"),
         Procedure("delete_branch", ("table", "branch"), ("table", "branch"), _delete_branch,

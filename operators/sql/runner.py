@@ -1114,7 +1114,7 @@ def _call(sql: LakelogSql, st: Statement) -> Any:
     cat = parts[0] if len(parts) == 3 else sql.t_env.get_current_catalog()
     if not sql.mirror.is_lakelog(cat):
         return sql._pass(st)
-    ctx = CallContext(sql.mirror.catalog(cat), cat, sql.t_env.get_current_database())
+    ctx = CallContext(sql.mirror.catalog(cat), cat, sql.t_env.get_current_database(), session=sql)
     res = call_procedure(ctx, parts[-1], positional, named)
     sql.mirror.sync_catalog(sql.t_env, cat)
     return res
