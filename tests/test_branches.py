@@ -253,6 +253,25 @@ def test_an_empty_branch_takes_a_bucket_layout_of_its_own(tmp_path: Path) -> Non
         t.alter(lakelog.SetOption("bucket", "2"))  # main has snapshots
 
 
+def test_an_alter_of_an_empty_tables_layout_fails_the_writers_opened_before(tmp_path: Path) -> None:
+    """A table without snapshots may change its primary key and immutable options (Paimon's rule):
+    a writer that opened it before writes files of the old layout, so its first commit is refused,
+    naming what changed, and nothing is committed."""
+    cat = lakelog.Catalog(str(tmp_path))
+    t = cat.create_table("db.t", FALLBACK, partition_by=["dt"])
+    before = t.writer()
+    before.write(pa.table({"dt": ["d"], "name": ["a"], "amount": [1]}, schema=FALLBACK))
+    cat.get_table("db.t").alter(lakelog.SetOption("primary-key", "dt,name"), lakelog.SetOption("bucket", "2"))
+    with pytest.raises(lakelog.errors.CommitConflictError, match="primary key, bucket changed"):
+        before.commit()
+    t = cat.get_table("db.t")
+    assert t.latest_snapshot() is None
+    t.write(pa.table({"dt": ["d", "d"], "name": ["a", "a"], "amount": [1, 2]}, schema=t.schema))
+    assert t.to_arrow().to_pylist() == [{"dt": "d", "name": "a", "amount": 2}]
+    with pytest.raises(lakelog.errors.OptionError, match="cannot change the primary key"):
+        t.alter(lakelog.SetOption("primary-key", "name"))
+
+
 FALLBACK = pa.schema([pa.field("dt", pa.string(), False), pa.field("name", pa.string(), False), ("amount", pa.int64())])
 
 
@@ -262,10 +281,12 @@ def test_a_batch_read_takes_missing_partitions_from_the_fallback_branch(tmp_path
     tests/test_interop_paimon_java.py): partitions the table lacks are read from the branch, with
     the branch's own layout; time travel and the branch itself read alone."""
     cat = lakelog.Catalog(str(tmp_path))
-    t = cat.create_table("default.T", FALLBACK, primary_key=["dt", "name"], partition_by=["dt"],
-                         options={"bucket": "2"})  # fmt: skip
+    t = cat.create_table("default.T", FALLBACK, partition_by=["dt"])  # an append table, as on the page
     b = t.create_branch("test")
-    b.alter(lakelog.SetOption("bucket", "3"), lakelog.SetOption("changelog-producer", "lookup"))
+    # the page's "set primary key and bucket number for the branch"
+    b.alter(lakelog.SetOption("primary-key", "dt,name"), lakelog.SetOption("bucket", "2"),
+            lakelog.SetOption("changelog-producer", "lookup"))  # fmt: skip
+    assert b.primary_keys == ["dt", "name"] and t.primary_keys == []
     t.alter(lakelog.SetOption("scan.fallback-branch", "test"))
     b.write(pa.table({"dt": ["20240725", "20240725", "20240726", "20240726"], "name": ["apple", "peach", "cherry", "pear"],
                       "amount": [4, 10, 3, 6]}, schema=FALLBACK))  # fmt: skip

@@ -196,6 +196,12 @@ def test_check_alter_refuses_immutable_options() -> None:
         check_alter({"bucket-key": "a"}, {})
     with pytest.raises(OptionError, match="'sequence.field'"):
         check_alter({}, {"sequence.field": "ts"})
+    # as in Paimon, a table without snapshots may change them (an empty branch takes its own layout),
+    # except its type, partitioning and log
+    check_alter({}, {"merge-engine": "first-row", "sequence.field": "ts", "bucket-key": "a"}, has_snapshots=False)
+    for key, value in (("partition", "dt"), ("kafka.topic", "t2"), ("log.system", "kafka"), ("type", "x")):
+        with pytest.raises(OptionError, match=f"'{key}'"):
+            check_alter({}, {key: value}, has_snapshots=False)
 
 
 # ---- refused keys ------------------------------------------------------------------------------------

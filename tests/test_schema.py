@@ -493,6 +493,25 @@ def test_immutable_and_unknown_options_are_refused() -> None:
     assert apply_changes(s0, [SetOption("bucket", "2")]).options["bucket"] == "2"  # unchanged is fine
 
 
+def test_primary_key_option_gives_an_empty_table_a_key_and_changes_nothing_else() -> None:
+    """Paimon's ``ALTER TABLE t SET ('primary-key' = ...)`` (its fallback-branch page sets it on an
+    empty branch of an append table): only a table without a key and without snapshots takes it."""
+    append = TableSchema.create(pa.schema([("dt", pa.string()), ("k", pa.int32()), ("v", pa.string())]),
+                                    partition_keys=["dt"])  # fmt: skip
+    s1 = apply_changes(append, [SetOption("primary-key", "dt, k"), SetOption("bucket", "2")], has_snapshots=False)
+    assert s1.primary_keys == ["dt", "k"] and "primary-key" not in s1.options
+    assert [f.type.nullable for f in s1.fields] == [False, False, True]  # key columns NOT NULL
+    assert apply_changes(s1, [SetOption("primary-key", "dt,k")]).primary_keys == ["dt", "k"]  # the same key
+    with pytest.raises(OptionError, match="cannot change the primary key"):
+        apply_changes(s1, [SetOption("primary-key", "k")], has_snapshots=False)
+    with pytest.raises(OptionError, match="no snapshot"):
+        apply_changes(append, [SetOption("primary-key", "dt,k")], has_snapshots=True)
+    with pytest.raises(SchemaError, match="'nope'"):
+        apply_changes(append, [SetOption("primary-key", "dt,nope")], has_snapshots=False)
+    # a key without the partition field: a cross-partition key, as CREATE TABLE would make it
+    assert apply_changes(append, [SetOption("primary-key", "k")], has_snapshots=False).cross_partition_update
+
+
 def test_alter_tolerates_foreign_options() -> None:
     foreign = pk_schema().copy(options={"bucket": "2", "some.spark.option": "x"})
     s1 = apply_changes(foreign, [SetOption("write-only", "true")])

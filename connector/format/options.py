@@ -56,6 +56,7 @@ __all__ = [
     "check_changelog_retention",
     "RETENTION_KEYS",
     "IMMUTABLE_KEYS",
+    "FIXED_AT_CREATION",
     "AGGREGATE_FUNCTIONS",
     "SUPPORTED_AGGREGATE_FUNCTIONS",
     "find_option",
@@ -1645,15 +1646,25 @@ def _normalized(key: str, options: Mapping[str, str]) -> Any:
     return opt.default
 
 
+#: Immutable options that stay fixed even before a table has data: its type, its partitioning, and
+#: its log (the topic is set up when the table is created). ``primary-key`` is the schema's.
+FIXED_AT_CREATION: frozenset[str] = frozenset(
+    {"type", "partition", "primary-key", "log.system", "log.system.partitions", "log.consistency",
+     "kafka.topic"}
+)
+
+
 def check_alter(old: Mapping[str, str], new: Mapping[str, str], *, has_snapshots: bool = True) -> None:
     """Refuse a change of any immutable option (set, changed or removed) with :class:`OptionError`.
 
-    ``bucket`` follows Paimon: once the table has snapshots it may change between counts greater than
-    0 (a rescale: partitions written from then on take the new count), never from or to -1 (dynamic
-    bucket mode keeps its hash index), and it cannot be removed."""
+    As in Paimon, a table without snapshots (nothing was written yet, as an empty branch) may change
+    them, except those of :data:`FIXED_AT_CREATION`. ``bucket`` follows Paimon: once the table has
+    snapshots it may change between counts greater than 0 (a rescale: partitions written from then
+    on take the new count), never from or to -1 (dynamic bucket mode keeps its hash index), and it
+    cannot be removed."""
     if has_snapshots:
         _check_bucket_change(old, new)
-    keys = (set(old) | set(new)) & IMMUTABLE_KEYS
+    keys = (set(old) | set(new)) & (IMMUTABLE_KEYS if has_snapshots else FIXED_AT_CREATION)
     for key in sorted(keys):
         before, after = _normalized(key, old), _normalized(key, new)
         if before != after:

@@ -22,7 +22,11 @@ from lakelog.connector.format.options import (
     check_supported,
 )
 from lakelog.connector.format.schema import CURRENT_VERSION, TableSchema
-from lakelog.connector.format.schema_validation import FIELD_OPTION_PATTERNS, check_column_name
+from lakelog.connector.format.schema_validation import (
+    FIELD_OPTION_PATTERNS,
+    check_column_name,
+    check_key_list,
+)
 from lakelog.connector.format.types import (
     DataField,
     DataType,
@@ -266,6 +270,30 @@ def _resolve_type(t: Union[pa.DataType, DataType], column: str, ids: FieldIdCoun
     raise SchemaError(f"column {column!r}: expected a pyarrow.DataType or DataType, got {type(t).__name__}")
 
 
+def _primary_key_option(
+    schema: TableSchema, current: list[str], value: str, has_snapshots: bool
+) -> list[str]:
+    """``SET ('primary-key' = 'a,b')``, as Paimon takes it: the same key is no change; a table
+    without a primary key and without snapshots (an empty branch, say) gets one; any other change
+    is refused."""
+    keys = [k.strip() for k in value.split(",") if k.strip()]
+    if keys == current:
+        return current
+    if current:
+        raise OptionError(
+            f"option 'primary-key' cannot change the primary key {current} of a table (to {keys}); "
+            "create a new table and copy the rows"
+        )
+    if has_snapshots:
+        raise OptionError(
+            "option 'primary-key' can only be set while the table has no snapshot (it would turn existing "
+            "append files into key-value files); create a new table and copy the rows"
+        )
+    if not keys:
+        raise OptionError("option 'primary-key' names no column")
+    return keys
+
+
 def apply_changes(
     schema: TableSchema, changes: Sequence[SchemaChange], *, has_snapshots: bool = True
 ) -> TableSchema:
@@ -294,8 +322,11 @@ def apply_changes(
         if name in schema.primary_keys:
             raise SchemaError(f"cannot {verb} primary-key column {name!r}")
 
+    primary_keys = list(schema.primary_keys)
     for ch in changes:
-        if isinstance(ch, SetOption):
+        if isinstance(ch, SetOption) and ch.key == "primary-key" and isinstance(ch.value, str):
+            primary_keys = _primary_key_option(schema, primary_keys, ch.value, has_snapshots)
+        elif isinstance(ch, SetOption):
             if not isinstance(ch.key, str) or not isinstance(ch.value, str):
                 raise OptionError(f"option {ch.key!r} = {ch.value!r}: keys and values must be strings")
             check_supported(ch.key, ch.value)
@@ -391,13 +422,19 @@ def apply_changes(
             raise SchemaError(f"unsupported schema change {ch!r}")
 
     check_alter(baseline, options, has_snapshots=has_snapshots)
+    if primary_keys != list(schema.primary_keys):
+        check_key_list(primary_keys, [f.name for f in fields], "primary key")
+        fields = [
+            dataclasses.replace(f, type=with_nullable(f.type, False)) if f.name in primary_keys else f
+            for f in fields
+        ]
     new = TableSchema(
         version=CURRENT_VERSION,
         id=schema.id + 1,
         fields=fields,
         highest_field_id=max(ids.last, schema.highest_field_id),
         partition_keys=list(schema.partition_keys),
-        primary_keys=list(schema.primary_keys),
+        primary_keys=primary_keys,
         options=options,
         comment=comment,
     )

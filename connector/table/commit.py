@@ -29,7 +29,7 @@ from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.index_file import DELETION_VECTORS_INDEX, IndexFileMeta, IndexManifestEntry
 from lakelog.connector.format.index_manifest import combine_index_entries
 from lakelog.connector.format.manifest import DataFileMeta, ManifestEntry, ManifestFileMeta, merge_entries
-from lakelog.connector.format.options import LogSystem
+from lakelog.connector.format.options import IMMUTABLE_KEYS, CoreOptions, LogSystem
 from lakelog.connector.format.schema import BucketMode
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
@@ -533,6 +533,8 @@ class TableCommit:
                     f"cannot commit to {store.path}: the table is gone (dropped, or renamed, after this "
                     "writer opened it); nothing was committed. Open the table by its name again"
                 )
+            if parent is None:
+                self._check_layout_unchanged()
             if not self.verify_new_files:
                 return sm.try_commit(snapshot, parent)
             for e in delta.entries + delta.changelog:
@@ -543,6 +545,30 @@ class TableCommit:
                         "a rollback removed the snapshot that held it); nothing was committed"
                     )
             return sm.try_commit(snapshot, parent)
+
+    def _check_layout_unchanged(self) -> None:
+        """Before a table's first snapshot: refuse when an ALTER changed the table's layout (its
+        primary key or an immutable option, which a table without snapshots may change) after this
+        writer opened it, since its files were written for the old layout."""
+        store = self.store
+        latest = store.schema_manager.latest()
+        if latest is None or latest.id == store.schema.id:
+            return
+        ours, theirs = store.schema, latest
+        keys = sorted(
+            k for k in (set(ours.options) | set(theirs.options)) & IMMUTABLE_KEYS
+            if ours.options.get(k) != theirs.options.get(k)
+        )
+        if ours.primary_keys != theirs.primary_keys:
+            keys.insert(0, "primary key")
+        if store.options.bucket != CoreOptions(theirs.options, strict=False).bucket:
+            keys.append("bucket")
+        if keys:
+            raise CommitConflictError(
+                f"cannot commit to {store.location}: its {', '.join(keys)} changed (schema {theirs.id}) "
+                f"after this writer opened it (schema {ours.id}), and its files follow the old layout; "
+                "nothing was committed. Open the table again and write the rows again"
+            )
 
     def _publish(self, pub: LogPublisher, snapshot: Snapshot) -> None:
         """Commit the log transaction of a published snapshot. When that fails the snapshot stands

@@ -196,13 +196,26 @@ def test_branches_as_paimons_manage_branches_page_shows_them(tmp_path: Path) -> 
     refused(sql, "SELECT * FROM `T$branch_branch1`", "no branch 'branch1'")
     assert rows(sql.execute("SELECT * FROM `T$table_indexes`")) == []  # a fixed-bucket table has no index
     assert rows(sql.execute("SHOW TABLES")) == [("T",)]  # a branch is no table of its own
-    # "Batch Reading from Fallback Branch", with the branch's layout set as lakelog allows it
-    # (bucket; not 'primary-key', which lakelog does not change), and the result Paimon's Java code
-    # gives (the page lists a row of a partition the main branch has, against its own rule)
-    sql.execute("CREATE TABLE F (dt STRING NOT NULL, name STRING NOT NULL, amount BIGINT, "
-                "PRIMARY KEY (dt, name) NOT ENFORCED) PARTITIONED BY (dt) WITH ('bucket' = '1')")  # fmt: skip
-    sql.execute("CALL sys.create_branch('default.F', 'test')")
-    sql.execute("ALTER TABLE `F$branch_test` SET ('bucket' = '2', 'changelog-producer' = 'lookup')")
+    # "Batch Reading from Fallback Branch" as written (the table named F here), with the result
+    # Paimon's Java code gives (the page lists a row of a partition the main branch has, against its
+    # own rule)
+    sql.execute("""
+        -- create Paimon table
+        CREATE TABLE F (
+            dt STRING NOT NULL,
+            name STRING NOT NULL,
+            amount BIGINT
+        ) PARTITIONED BY (dt)""")
+    sql.execute("""
+        -- create a branch for streaming job
+        CALL sys.create_branch('default.F', 'test')""")
+    sql.execute("""
+        -- set primary key and bucket number for the branch
+        ALTER TABLE `F$branch_test` SET (
+            'primary-key' = 'dt,name',
+            'bucket' = '2',
+            'changelog-producer' = 'lookup'
+        )""")
     sql.execute("ALTER TABLE F SET ('scan.fallback-branch' = 'test')")
     sql.execute("INSERT INTO `F$branch_test` VALUES ('20240725', 'apple', 4), ('20240725', 'peach', 10), "
                 "('20240726', 'cherry', 3), ('20240726', 'pear', 6)")  # fmt: skip
