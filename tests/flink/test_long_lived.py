@@ -49,6 +49,7 @@ def test_fifty_jobs_leave_the_process_as_they_found_it(tmp_path: Any) -> None:
     live = set(_flushers())
     assert live, "the running job's Python worker never started"
     before = threading.active_count()
+    known = {t.ident for t in threading.enumerate()}
     for i in range(JOBS):
         query = f"SELECT plus1(x) FROM (VALUES (CAST({i} AS BIGINT))) AS t(x)"
         with sql.execute(query).collect() as it:
@@ -62,11 +63,16 @@ def test_fifty_jobs_leave_the_process_as_they_found_it(tmp_path: Any) -> None:
         gc.collect()
         stop_idle_flushers()
         time.sleep(1.1)
+    # threads of ended jobs (gRPC, py4j callbacks) leave on their own; under load that takes a while
+    deadline = time.time() + 20
+    while threading.active_count() > before + 6 and time.time() < deadline:
+        time.sleep(0.5)
     after = threading.active_count()
+    extra = sorted(t.name for t in threading.enumerate() if t.ident not in known)
     left = set(_flushers())
     print(f"threads: {before} with one job running, {after} after {JOBS} more jobs")
     assert live <= left, "a running job's flush timer was stopped"
     assert len(left - live) <= 4, f"{len(left - live)} timers of ended jobs are left"
-    assert after <= before + 6, (before, after)
+    assert after <= before + 6, (before, after, extra)
     client = running if hasattr(running, "cancel") else running.get_job_client()
     client.cancel().result()
