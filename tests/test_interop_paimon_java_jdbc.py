@@ -117,12 +117,13 @@ def test_paimons_writer_waits_for_lakelogs_commit_lock(paimon_jdbc: PaimonOracle
                "lock-check-max-sleep": "200 ms"}
     cat = lakelog.Catalog(wh, options=options)
     t = cat.create_table("db.t", SCHEMA, primary_key=["dt", "id"], options={"bucket": "1"})
+    once = {"commit.max-retries": "1"}  # Paimon's default 10 retries would wait 10 lock timeouts
     with t.store.snapshot_manager.lock():
         with pytest.raises(PaimonOracleError) as e:
-            paimon_jdbc.write(wh, "db.t", ROWS, catalog=options)
+            paimon_jdbc.write(wh, "db.t", ROWS, catalog=options, options=once)
         assert "lock" in str(e.value).lower()
     assert t.snapshots() == []
-    paimon_jdbc.write(wh, "db.t", ROWS, catalog=options)  # free again
+    paimon_jdbc.write(wh, "db.t", ROWS, catalog=options, options=once)  # free again
     assert [s.id for s in t.snapshots()] == [1]
     ms: Any = cat.metastore
     rows = ms.db.run(lambda tx: tx.query("SELECT lock_id FROM paimon_distributed_locks WHERE lock_id = ?",

@@ -416,15 +416,17 @@ class PaimonOracle:
         commit_kind: str = "append",
         overwrite_partition: Optional[Mapping[str, str]] = None,
         catalog: Optional[Mapping[str, str]] = None,
+        options: Optional[Mapping[str, str]] = None,
     ) -> Optional[int]:
         """One batch commit of ``rows`` (upserts; a row with ``"_rowkind": "-D"`` deletes its key).
 
         ``commit_kind="overwrite"`` overwrites (the ``overwrite_partition`` partition, else the
-        partitions written). Returns the latest snapshot id after the commit."""
+        partitions written); ``options``: dynamic table options of the write. Returns the latest
+        snapshot id after the commit."""
         result = self.call("write", warehouse=str(warehouse), table=table, rows=plain_rows(rows),
                            commitKind=commit_kind,
                            overwritePartition=dict(overwrite_partition) if overwrite_partition else None,
-                           catalog=_catalog(catalog))
+                           catalog=_catalog(catalog), options=_catalog(options))
         return result["snapshot"]
 
     def delete(self, warehouse: str, table: str, keys: Union[pa.Table, Iterable[Mapping[str, Any]]]) -> Optional[int]:
