@@ -1,5 +1,6 @@
-"""``CALL sys.merge_into(...)``: Paimon's MERGE INTO procedure on a lakelog primary-key table. This
-module imports pyflink.
+"""``CALL sys.merge_into(...)``: Paimon's MERGE INTO procedure on a lakelog primary-key table. It
+builds the queries; :func:`lakelog.operators.sql.dml.write_kinds` runs them (this module itself
+imports no pyflink).
 
 Paimon's semantics (its ``MergeIntoAction``): each action is one Flink query over the target and
 the source, and their rows are written in one batch job, so one commit publishes them all:
@@ -26,8 +27,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional
 
-from pyflink.common import RowKind
-
+from lakelog.connector.format.key_value import RowKind
 from lakelog.connector.format.options import MergeEngine
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.types import type_to_string, with_nullable
@@ -173,7 +173,7 @@ def merge_into(sql: LakelogSql, catalog: str, database: str, a: dict[str, Any]) 
             project = columns(changes, True)
         q = f"SELECT {project} {matched}"
         queries.append(
-            ("matched-upsert", q + (f" WHERE {mu_cond}" if mu_cond else ""), RowKind.UPDATE_AFTER.value)
+            ("matched-upsert", q + (f" WHERE {mu_cond}" if mu_cond else ""), RowKind.UPDATE_AFTER)
         )
     if nu_set:
         if nu_set == "*":
@@ -184,18 +184,18 @@ def merge_into(sql: LakelogSql, catalog: str, database: str, a: dict[str, Any]) 
             raise SqlError(f"{where}: Not allowed to change primary key in not-matched-by-source-upsert-set.")
         q = f"SELECT {columns(changes, False)} {unmatched_target}"
         queries.append(("not-matched-by-source-upsert", q + (f" AND ({nu_cond})" if nu_cond else ""),
-                        RowKind.UPDATE_AFTER.value))  # fmt: skip
+                        RowKind.UPDATE_AFTER))  # fmt: skip
     if md_cond:
         q = f"SELECT {columns({}, True)} {matched} WHERE {md_cond}"
-        queries.append(("matched-delete", q, RowKind.DELETE.value))
+        queries.append(("matched-delete", q, RowKind.DELETE))
     if nd_cond:
         q = f"SELECT {columns({}, False)} {unmatched_target} AND ({nd_cond})"
-        queries.append(("not-matched-by-source-delete", q, RowKind.DELETE.value))
+        queries.append(("not-matched-by-source-delete", q, RowKind.DELETE))
     if ins_values:
         values = f"{source_short}.*" if ins_values == "*" else ins_values
         q = f"SELECT {values} FROM {source_ref} WHERE NOT EXISTS (SELECT * FROM {target_ref} WHERE {cond})"
         queries.append(
-            ("not-matched-insert", q + (f" AND ({ins_cond})" if ins_cond else ""), RowKind.INSERT.value)
+            ("not-matched-insert", q + (f" AND ({ins_cond})" if ins_cond else ""), RowKind.INSERT)
         )
 
     from lakelog.operators.sql.dml import write_kinds
