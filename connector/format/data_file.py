@@ -7,10 +7,10 @@ import datetime as dt
 import logging
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +29,6 @@ from lakelog.connector.format.file_index import (
 from lakelog.connector.format.fileio import io_for, os_error_code, storage_errors
 from lakelog.connector.format.key_value import KEY_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.manifest import DataFileMeta, SimpleStats, local_now_millis
-from lakelog.connector.format.page_checksums import verify_page_checksums
 from lakelog.connector.format.parquet_layout import PhysicalLayout, WriteLayout
 from lakelog.connector.format.parquet_read import conform, readable
 from lakelog.connector.format.pruning import row_groups_matching
@@ -580,35 +579,17 @@ class FileLayout:
         )
 
 
-class _Checked(NamedTuple):
-    """An open data file, and its source when lakelog verifies its page checksums itself (a local
-    file; see :mod:`~lakelog.connector.format.page_checksums`), None when pyarrow does."""
-
-    file: pq.ParquetFile
-    source: Any
-
-    def verify(
-        self, path: str, columns: Optional[Sequence[str]], row_groups: Optional[Iterable[int]] = None
-    ) -> None:
-        """Check the page checksums of the chunks a read of ``columns`` (in ``row_groups``) decodes."""
-        if self.source is not None:
-            md = self.file.metadata
-            verify_page_checksums(self.source, md, path, row_groups=row_groups, columns=columns)
-
-
 def _open_checked(
     path: str, expect: Optional[DataFileMeta], layout: Optional[FileLayout] = None
-) -> _Checked:
+) -> pq.ParquetFile:
     """Open a data file, checking its size and row count against the manifest's record of it
     (both are free: a stat and the Parquet footer), its footer against the footer's checksum
     when it has one (files lakelog writes do), and its leading columns against ``layout`` (the
     footer's names). A file replaced by another one, truncated, extended or damaged, or one that
     contradicts the table's schema, raises :class:`CorruptFileError` naming it, instead of reading
-    wrong rows. Its page checksums are verified before the pages are decoded (by
-    :meth:`_Checked.verify` for a local file, by pyarrow as it reads for others; pages without one,
-    as in files that Paimon or pypaimon wrote without them, are read unchecked)."""
-    fio = io_for(path)
-    source = fio.open_input(path)
+    wrong rows. The file opens with its page checksums verified as pages are read (pages without
+    one, as in files that Paimon or pypaimon wrote without them, are read unchecked)."""
+    source = io_for(path).open_input(path)
     try:
         if expect is not None:
             size = source.size()
@@ -618,7 +599,7 @@ def _open_checked(
                     "it was replaced, truncated or extended after it was committed"
                 )
         parquet_footer.verify_footer(path, source)
-        f = pq.ParquetFile(source, page_checksum_verification=not fio.is_local)
+        f = pq.ParquetFile(source, page_checksum_verification=True)
         if expect is not None and f.metadata.num_rows != expect.row_count:
             raise CorruptFileError(
                 f"data file {path} holds {f.metadata.num_rows} rows, but the manifest records "
@@ -629,7 +610,7 @@ def _open_checked(
         raise
     if layout is not None:
         layout.check(f, path)
-    return _Checked(f, source if fio.is_local else None)
+    return f
 
 
 def _check_columns(
@@ -665,10 +646,8 @@ def read_data_file(
     """
     cols = list(columns) if columns is not None else None
     with _named_errors(path):
-        checked = _open_checked(path, expect, layout)
-        f = checked.file
+        f = _open_checked(path, expect, layout)
         _check_columns(f, path, cols, expect)
-        checked.verify(path, cols)
         with readable(f, path, cols) as source:
             table = source.read(columns=cols, use_threads=True)
         return conform(table, schema, path)
@@ -690,8 +669,7 @@ def iter_row_groups_where(
     the others are not read. ``schema`` and ``layout`` as for :func:`read_data_file`."""
     cols = list(columns) if columns is not None else None
     with _named_errors(path):
-        checked = _open_checked(path, expect, layout)
-        f = checked.file
+        f = _open_checked(path, expect, layout)
         _check_columns(f, path, cols, expect)
         md = f.metadata
         chosen = row_groups_matching(md, where, stats_schema, stats_columns)
@@ -700,7 +678,6 @@ def iter_row_groups_where(
             starts.append(starts[-1] + md.row_group(g).num_rows)
         with readable(f, path, cols) as source:
             for g in range(md.num_row_groups) if chosen is None else chosen:
-                checked.verify(path, cols, [g])
                 rows = source.read_row_group(g, columns=cols, use_threads=True)
                 yield starts[g], conform(rows, schema, path)
 
@@ -718,10 +695,8 @@ def iter_data_file(
     and ``layout`` as for :func:`read_data_file`."""
     cols = list(columns) if columns is not None else None
     with _named_errors(path):
-        checked = _open_checked(path, expect, layout)
-        f = checked.file
+        f = _open_checked(path, expect, layout)
         _check_columns(f, path, cols, expect)
-        checked.verify(path, cols)
         with readable(f, path, cols) as source:
             for batch in source.iter_batches(batch_size=batch_rows, columns=cols):
                 yield conform(pa.Table.from_batches([batch]), schema, path)
