@@ -142,7 +142,20 @@ def merge_into(sql: LakelogSql, catalog: str, database: str, a: dict[str, Any]) 
         )
     names = store.schema.field_names
     keys = set(store.schema.primary_keys)
+    mu_changes: dict[str, str] = {}
+    if mu_set and mu_set != "*":
+        mu_changes = _settings(mu_set, where, "matched_upsert_setting")
+        _check_columns(mu_changes, names, where, "matched-upsert")
+    nu_changes: dict[str, str] = {}
+    if nu_set:
+        if nu_set == "*":
+            raise SqlError(f"{where}: The '*' cannot be used in not_matched_by_source_upsert_set")
+        nu_changes = _settings(nu_set, where, "not_matched_by_source_upsert_setting")
+        _check_columns(nu_changes, names, where, "not-matched-by-source-upsert")
+        if keys & set(nu_changes):
+            raise SqlError(f"{where}: Not allowed to change primary key in not-matched-by-source-upsert-set.")
 
+    # every argument checked: the source statements run now (they may be jobs of their own)
     for sqls in (_text(a, "source_sqls") or "").split(";"):
         if sqls.strip():
             sql.execute(sqls)
@@ -165,24 +178,13 @@ def merge_into(sql: LakelogSql, catalog: str, database: str, a: dict[str, Any]) 
     unmatched_target = f"FROM {target_ref} WHERE NOT EXISTS (SELECT * FROM {source_ref} WHERE {cond})"
     queries: list[tuple[str, str, int]] = []  # (action, query, row kind)
     if mu_set:
-        if mu_set == "*":
-            project = f"{source_short}.*"
-        else:
-            changes = _settings(mu_set, where, "matched_upsert_setting")
-            _check_columns(changes, names, where, "matched-upsert")
-            project = columns(changes, True)
+        project = f"{source_short}.*" if mu_set == "*" else columns(mu_changes, True)
         q = f"SELECT {project} {matched}"
         queries.append(
             ("matched-upsert", q + (f" WHERE {mu_cond}" if mu_cond else ""), RowKind.UPDATE_AFTER)
         )
     if nu_set:
-        if nu_set == "*":
-            raise SqlError(f"{where}: The '*' cannot be used in not_matched_by_source_upsert_set")
-        changes = _settings(nu_set, where, "not_matched_by_source_upsert_setting")
-        _check_columns(changes, names, where, "not-matched-by-source-upsert")
-        if keys & set(changes):
-            raise SqlError(f"{where}: Not allowed to change primary key in not-matched-by-source-upsert-set.")
-        q = f"SELECT {columns(changes, False)} {unmatched_target}"
+        q = f"SELECT {columns(nu_changes, False)} {unmatched_target}"
         queries.append(("not-matched-by-source-upsert", q + (f" AND ({nu_cond})" if nu_cond else ""),
                         RowKind.UPDATE_AFTER))  # fmt: skip
     if md_cond:
