@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -31,7 +30,14 @@ from lakelog.connector.format.types import type_to_string, with_nullable
 from lakelog.operators.flink_types import row_type_of
 from lakelog.operators.sink import sink_table_to_lakelog, sink_to_lakelog
 from lakelog.operators.sql.errors import SqlError, UnsupportedStatementError
-from lakelog.operators.sql.lexer import Token, hint_options, matching_paren, read_name, significant
+from lakelog.operators.sql.lexer import (
+    Token,
+    hint_options,
+    matching_paren,
+    read_name,
+    significant,
+    split_commas,
+)
 from lakelog.operators.sql.results import SqlResult
 from lakelog.operators.sql.statements import QUERY_WORDS
 from lakelog.operators.sql.table_ddl import quote_ident
@@ -74,7 +80,7 @@ def parse_insert(text: str) -> InsertSpec:
     partition: dict[str, str] = {}
     if i < len(toks) and toks[i].word == "PARTITION":
         end = matching_paren(toks, i + 1)
-        for item in _split_commas(toks[i + 2 : end]):
+        for item in split_commas(toks[i + 2 : end]):
             if len(item) < 3 or not item[0].is_name or item[1].text != "=":
                 raise SqlError(f"INSERT INTO {'.'.join(parts)}: cannot read the PARTITION clause")
             partition[item[0].name] = _literal(item[2:])
@@ -87,21 +93,6 @@ def parse_insert(text: str) -> InsertSpec:
     if i >= len(toks):
         raise SqlError(f"INSERT INTO {'.'.join(parts)}: the statement has no query")
     return InsertSpec(parts, overwrite, hint, partition, columns, text[toks[i].start :])
-
-
-def _split_commas(toks: list[Token]) -> Iterator[list[Token]]:
-    item: list[Token] = []
-    depth = 0
-    for t in toks:
-        depth += t.text in ("(", "[")
-        depth -= t.text in (")", "]")
-        if t.text == "," and depth == 0:
-            yield item
-            item = []
-        else:
-            item.append(t)
-    if item:
-        yield item
 
 
 def _write_options(sql: LakelogSql, cat: str, db: str, name: str, hint: dict[str, str]) -> dict[str, str]:
@@ -158,7 +149,7 @@ def typed_values(query: str, types: list[str]) -> str:
         t = toks[i]
         if t.text == "(":
             end = matching_paren(toks, i)
-            items = list(_split_commas(toks[i + 1 : end]))
+            items = list(split_commas(toks[i + 1 : end]))
             if len(items) != len(types):
                 return query  # Flink names the mismatch
             cast = ", ".join(
@@ -396,7 +387,7 @@ def update(sql: LakelogSql, text: str, path: str, cat: str, db: str, name: str) 
             body = body[:j]
             break
     assignments: dict[str, str] = {}
-    for item in _split_commas(body):
+    for item in split_commas(body):
         if len(item) < 3 or not item[0].is_name or item[1].text != "=":
             raise SqlError(f"{where}: cannot read the SET clause")
         assignments[item[0].name] = text[item[2].start : item[-1].end]

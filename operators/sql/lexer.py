@@ -32,6 +32,7 @@ __all__ = [
     "strip_comments",
     "read_name",
     "matching_paren",
+    "split_commas",
 ]
 
 
@@ -123,6 +124,23 @@ def matching_paren(toks: list[Token], i: int) -> int:
             if depth == 0:
                 return j
     return len(toks)
+
+
+def split_commas(toks: list[Token]) -> Iterator[list[Token]]:
+    """The items of a comma-separated list of significant tokens, split at the commas outside
+    parentheses and brackets; an empty item between two commas comes as [], a trailing one not."""
+    item: list[Token] = []
+    depth = 0
+    for t in toks:
+        depth += t.text in ("(", "[")
+        depth -= t.text in (")", "]")
+        if t.text == "," and depth == 0:
+            yield item
+            item = []
+        else:
+            item.append(t)
+    if item:
+        yield item
 
 
 def leading_words(stmt: str, n: int = 4) -> list[str]:

@@ -32,7 +32,7 @@ from lakelog.connector.format.options import MergeEngine
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.types import type_to_string, with_nullable
 from lakelog.operators.sql.errors import SqlError, UnsupportedStatementError
-from lakelog.operators.sql.lexer import significant
+from lakelog.operators.sql.lexer import significant, split_commas
 from lakelog.operators.sql.results import SqlResult
 from lakelog.operators.sql.table_ddl import quote_ident
 
@@ -54,23 +54,15 @@ def _text(a: dict[str, Any], key: str) -> Optional[str]:
 
 def _settings(text: str, where: str, action: str) -> dict[str, str]:
     """``col = expr, col2 = expr`` split at top-level commas (an expression may hold commas)."""
+    toks = significant(text)
+    if toks and toks[-1].text == ",":
+        raise SqlError(f"{where}: {action} ends with a comma")
     out: dict[str, str] = {}
-    depth, start = 0, 0
-    items: list[str] = []
-    for tok in significant(text):
-        depth += tok.text in ("(", "[")
-        depth -= tok.text in (")", "]")
-        if tok.text == "," and depth == 0:
-            items.append(text[start : tok.start])
-            start = tok.end
-    items.append(text[start:])
-    for item in items:
-        toks = significant(item)
-        if len(toks) < 3 or not toks[0].is_name or toks[1].text != "=":
-            raise SqlError(
-                f"{where}: cannot read {action} setting {item.strip()!r} (expected col = expression)"
-            )
-        out[toks[0].name] = item[toks[2].start :].strip()
+    for item in split_commas(toks):
+        if len(item) < 3 or not item[0].is_name or item[1].text != "=":
+            said = text[item[0].start : item[-1].end] if item else ""
+            raise SqlError(f"{where}: cannot read {action} setting {said!r} (expected col = expression)")
+        out[item[0].name] = text[item[2].start : item[-1].end]
     return out
 
 

@@ -62,6 +62,7 @@ from lakelog.operators.sql.lexer import (
     matching_paren,
     read_name,
     significant,
+    split_commas,
     split_statements,
     with_options,
     without_options,
@@ -1081,12 +1082,13 @@ def _analyze(sql: LakelogSql, st: Statement) -> Any:
         all_columns = True
     elif rest[:2] == ["FOR", "COLUMNS"] and len(rest) > 2:
         names = tail[2:]
-        for k, tok in enumerate(names):
-            if (k % 2 == 0 and not tok.is_name) or (k % 2 == 1 and tok.text != ","):
-                raise SqlError(f"{where}: expected column names separated by commas, got {tok.text!r}")
         if names[-1].text == ",":
             raise SqlError(f"{where}: a column name must follow the last comma")
-        columns = [tok.name for tok in names[::2]]
+        for item in split_commas(names):
+            if len(item) != 1 or not item[0].is_name:
+                got = " ".join(t.text for t in item)
+                raise SqlError(f"{where}: expected column names separated by commas, got {got!r}")
+            columns.append(item[0].name)
     elif rest:
         raise SqlError(f"{where}: expected FOR COLUMNS c1, c2 or FOR ALL COLUMNS, got {' '.join(rest)!r}")
     sid = Table(TableStore(path), path).analyze(columns or None, all_columns=all_columns)
