@@ -17,6 +17,7 @@ import decimal
 import glob
 import os
 import random
+from collections.abc import Callable
 from typing import Any, Optional
 
 import pyarrow as pa
@@ -460,6 +461,25 @@ def test_set_unions_merge_the_same_in_paimon_java(paimon_java: PaimonOracle, tmp
             assert base64.b64decode(bm) == sk.bitmap32(sorted(union[r["id"]])), r["id"]
 
 
+def _in_turns(
+    pj: PaimonOracle, wh: str, name: str, write: Callable[[str], None], check: Callable[[list[dict], str], None]
+) -> None:
+    """Each side (``write("lakelog")``, ``write("java")``) writes and both reads are checked; then
+    each side compacts between two more writes, and both reads are checked again."""
+    def both(after: str) -> None:
+        check(pj.read(wh, name), f"Paimon Java's read{after}")
+        check(arrow_to_rows(lakelog.Catalog(wh).get_table(name).to_arrow()), f"lakelog's read{after}")
+
+    write("lakelog")
+    write("java")
+    both("")
+    pj.compact(wh, name, full=True)
+    write("lakelog")
+    lakelog.Catalog(wh).get_table(name).compact(full=True)
+    write("java")
+    both(" after both compacted")
+
+
 def test_nested_update_merges_the_same_in_paimon_java(paimon_java: PaimonOracle, tmp_path: Any) -> None:
     """Issue 24: ``nested_update`` with and without ``nested-key``, written and compacted by both
     sides in turns. Without a key the nested rows keep their order; with one, Paimon's rows come in
@@ -508,16 +528,7 @@ def test_nested_update_merges_the_same_in_paimon_java(paimon_java: PaimonOracle,
             assert sorted(by_key[k]["keyed"], key=repr) == sorted(keyed[k].values(), key=repr), (what, k)
             assert by_key[k]["log"] == log[k], (what, k)
 
-    write("lakelog")
-    write("java")
-    check(pj.read(wh, name), "Paimon Java's read")
-    check(arrow_to_rows(lakelog.Catalog(wh).get_table(name).to_arrow()), "lakelog's read")
-    pj.compact(wh, name, full=True)
-    write("lakelog")
-    lakelog.Catalog(wh).get_table(name).compact(full=True)
-    write("java")
-    check(pj.read(wh, name), "Paimon Java's read after both compacted")
-    check(arrow_to_rows(lakelog.Catalog(wh).get_table(name).to_arrow()), "lakelog's read after both compacted")
+    _in_turns(pj, wh, name, write, check)
 
 
 def test_nested_partial_update_merges_the_same_in_paimon_java(paimon_14: PaimonOracle, tmp_path: Any) -> None:
@@ -554,16 +565,7 @@ def test_nested_partial_update_merges_the_same_in_paimon_java(paimon_14: PaimonO
         assert {r["k"]: sorted(r["sub"], key=repr) for r in got} == {
             k: sorted(v.values(), key=repr) for k, v in want.items()}, what
 
-    write("lakelog")
-    write("java")
-    check(pj.read(wh, name), "Paimon Java's read")
-    check(arrow_to_rows(lakelog.Catalog(wh).get_table(name).to_arrow()), "lakelog's read")
-    pj.compact(wh, name, full=True)
-    write("lakelog")
-    lakelog.Catalog(wh).get_table(name).compact(full=True)
-    write("java")
-    check(pj.read(wh, name), "Paimon Java's read after both compacted")
-    check(arrow_to_rows(lakelog.Catalog(wh).get_table(name).to_arrow()), "lakelog's read after both compacted")
+    _in_turns(pj, wh, name, write, check)
 
 
 # ---- deletion vectors ------------------------------------------------------------------------------------

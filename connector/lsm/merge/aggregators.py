@@ -771,14 +771,9 @@ def _fold_nested_update(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx:
         starts = np.searchsorted(g, g, side="left")
         chosen = elems[np.arange(len(elems)) - starts < limit]
     else:
-        cols = {f"k{j}": child.field(k).take(pa.array(elems)) for j, k in enumerate(spec.nested_key)}
-        try:
-            per_key = pa.table({"g": pa.array(g), **cols, "i": pa.array(np.arange(len(elems)))}).group_by(
-                ["g", *cols], use_threads=False).aggregate([("i", "min"), ("i", "max")])
-        except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
-            raise InvalidInputError(
-                f"field {spec.column!r}: lakelog cannot compare the nested-key fields "
-                f"{list(spec.nested_key)} (their types are not comparable)") from None
+        rows = child.take(pa.array(elems))
+        per_key = _per_nested_key(spec, g, rows, {"i": pa.array(np.arange(len(elems)))},
+                                  [("i", "min"), ("i", "max")])  # fmt: skip
         first = per_key.column("i_min").to_numpy()
         last = per_key.column("i_max").to_numpy()
         kg = per_key.column("g").to_numpy()
@@ -789,6 +784,22 @@ def _fold_nested_update(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx:
     counts = np.bincount(ctx.gid[parent[chosen]], minlength=ctx.g)
     offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
     return list_array(arr.type, offsets, child.take(pa.array(chosen)), null)
+
+
+def _per_nested_key(
+    spec: AggregateSpec, g: np.ndarray, rows: pa.StructArray, values: dict[str, pa.Array],
+    aggregations: list[tuple[str, str]],
+) -> pa.Table:
+    """``values`` (columns beside the nested rows ``rows`` of key groups ``g``) aggregated per (key,
+    nested key): columns ``g``, the nested-key fields and ``<value>_<aggregation>``."""
+    keys = {f"k{j}": rows.field(k) for j, k in enumerate(spec.nested_key)}
+    try:
+        return pa.table({"g": pa.array(g), **keys, **values}).group_by(
+            ["g", *keys], use_threads=False).aggregate(aggregations)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        raise InvalidInputError(
+            f"field {spec.column!r}: lakelog cannot compare the nested-key fields "
+            f"{list(spec.nested_key)} (their types are not comparable)") from None
 
 
 def _fold_nested_partial_update(
@@ -809,17 +820,10 @@ def _fold_nested_partial_update(
     g = ctx.gid[parent[elems]]
     pos = np.arange(len(elems))
     names = [f.name for f in arr.type.value_type]
-    keys = {f"k{j}": rows.field(k) for j, k in enumerate(spec.nested_key)}
     # per nested field: the position of its last non-null value in each (key, nested key) group
     lasts = {f"p{j}": pa.array(np.where(valid_mask(rows.field(n)), pos, -1)) for j, n in enumerate(names)}
-    try:
-        per_key = pa.table({"g": pa.array(g), **keys, "i": pa.array(pos), **lasts}).group_by(
-            ["g", *keys], use_threads=False).aggregate(
-            [("i", "min")] + [(c, "max") for c in lasts])
-    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
-        raise InvalidInputError(
-            f"field {spec.column!r}: lakelog cannot compare the nested-key fields "
-            f"{list(spec.nested_key)} (their types are not comparable)") from None
+    per_key = _per_nested_key(spec, g, rows, {"i": pa.array(pos), **lasts},
+                              [("i", "min")] + [(c, "max") for c in lasts])  # fmt: skip
     order = np.lexsort((per_key.column("i_min").to_numpy(), per_key.column("g").to_numpy()))
     fields = [take_or_null(rows.field(n), per_key.column(f"p{j}_max").to_numpy()[order])
               for j, n in enumerate(names)]
