@@ -24,7 +24,7 @@ import difflib
 import enum
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Generic, Optional, TypeVar, Union, cast
 
@@ -57,6 +57,7 @@ __all__ = [
     "RETENTION_KEYS",
     "IMMUTABLE_KEYS",
     "FIXED_AT_CREATION",
+    "changed_options",
     "AGGREGATE_FUNCTIONS",
     "SUPPORTED_AGGREGATE_FUNCTIONS",
     "find_option",
@@ -1664,14 +1665,19 @@ def check_alter(old: Mapping[str, str], new: Mapping[str, str], *, has_snapshots
     cannot be removed."""
     if has_snapshots:
         _check_bucket_change(old, new)
-    keys = (set(old) | set(new)) & (IMMUTABLE_KEYS if has_snapshots else FIXED_AT_CREATION)
-    for key in sorted(keys):
-        before, after = _normalized(key, old), _normalized(key, new)
-        if before != after:
-            raise OptionError(
-                f"option {key!r} cannot be changed once the table exists "
-                f"(from {old.get(key, '<unset>')!r} to {new.get(key, '<unset>')!r})"
-            )
+    changed = changed_options(old, new, IMMUTABLE_KEYS if has_snapshots else FIXED_AT_CREATION)
+    if changed:
+        key = changed[0]
+        raise OptionError(
+            f"option {key!r} cannot be changed once the table exists "
+            f"(from {old.get(key, '<unset>')!r} to {new.get(key, '<unset>')!r})"
+        )
+
+
+def changed_options(old: Mapping[str, str], new: Mapping[str, str], keys: Collection[str]) -> list[str]:
+    """The options among ``keys`` whose effective values differ between ``old`` and ``new`` (an
+    absent one is its default), sorted."""
+    return sorted(k for k in (set(old) | set(new)) & set(keys) if _normalized(k, old) != _normalized(k, new))
 
 
 def _check_bucket_change(old: Mapping[str, str], new: Mapping[str, str]) -> None:

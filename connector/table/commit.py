@@ -29,7 +29,7 @@ from lakelog.connector.format.commit_message import CommitMessage
 from lakelog.connector.format.index_file import DELETION_VECTORS_INDEX, IndexFileMeta, IndexManifestEntry
 from lakelog.connector.format.index_manifest import combine_index_entries
 from lakelog.connector.format.manifest import DataFileMeta, ManifestEntry, ManifestFileMeta, merge_entries
-from lakelog.connector.format.options import IMMUTABLE_KEYS, CoreOptions, LogSystem
+from lakelog.connector.format.options import IMMUTABLE_KEYS, CoreOptions, LogSystem, changed_options
 from lakelog.connector.format.schema import BucketMode
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
@@ -555,14 +555,9 @@ class TableCommit:
         if latest is None or latest.id == store.schema.id:
             return
         ours, theirs = store.schema, latest
-        keys = sorted(
-            k for k in (set(ours.options) | set(theirs.options)) & IMMUTABLE_KEYS
-            if ours.options.get(k) != theirs.options.get(k)
-        )
+        keys = changed_options(ours.options, theirs.options, IMMUTABLE_KEYS | {CoreOptions.BUCKET.key})
         if ours.primary_keys != theirs.primary_keys:
             keys.insert(0, "primary key")
-        if store.options.bucket != CoreOptions(theirs.options, strict=False).bucket:
-            keys.append("bucket")
         if keys:
             raise CommitConflictError(
                 f"cannot commit to {store.location}: its {', '.join(keys)} changed (schema {theirs.id}) "
