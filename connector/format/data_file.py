@@ -27,7 +27,7 @@ from lakelog.connector.format.file_index import (
     index_file_name,
 )
 from lakelog.connector.format.fileio import io_for, os_error_code, storage_errors
-from lakelog.connector.format.key_value import KEY_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, key_column
+from lakelog.connector.format.key_value import KEY_PREFIX, SEQUENCE_NUMBER, VALUE_KIND, RowKind, key_column
 from lakelog.connector.format.manifest import DataFileMeta, SimpleStats, local_now_millis
 from lakelog.connector.format.parquet_layout import PhysicalLayout, WriteLayout
 from lakelog.connector.format.parquet_read import conform, readable
@@ -627,6 +627,35 @@ def _check_columns(
         raise CorruptFileError(f"data file {path} lacks the column(s) {missing} of its schema")
 
 
+def may_hold_retractions(f: pq.ParquetFile) -> bool:
+    """Whether a key-value data file may hold retractions (``-U``, ``-D``), judged by the
+    statistics of its ``_VALUE_KIND`` column in the footer (already read): False only when every
+    row group's range shows inserts alone or updates alone. A file's manifest record counts its
+    retractions too (``deleteRowCount``), but pypaimon records 0 whatever it wrote (a
+    ``rowkind.field`` delete), so reads ask the file itself."""
+    md = f.metadata
+    schema = md.schema
+    index = next((i for i in range(len(schema)) if schema.column(i).path == VALUE_KIND), None)
+    if index is None:
+        return False  # not a key-value file
+    for g in range(md.num_row_groups):
+        st = md.row_group(g).column(index).statistics
+        if st is None or not st.has_min_max:
+            return True
+        inserts = st.min >= 0 and st.max <= RowKind.INSERT
+        updates = st.min == st.max == RowKind.UPDATE_AFTER
+        if not (inserts or updates):
+            return True
+    return False
+
+
+def _with_kinds(f: pq.ParquetFile, columns: Optional[list[str]], kinds: bool) -> Optional[list[str]]:
+    """``columns`` and ``_VALUE_KIND`` when ``kinds`` asks for it and the file may hold retractions."""
+    if not kinds or columns is None or VALUE_KIND in columns or not may_hold_retractions(f):
+        return columns
+    return columns + [VALUE_KIND]
+
+
 def read_data_file(
     path: str,
     columns: Optional[Sequence[str]] = None,
@@ -634,6 +663,7 @@ def read_data_file(
     expect: Optional[DataFileMeta] = None,
     schema: Optional[pa.Schema] = None,
     layout: Optional[FileLayout] = None,
+    kinds: bool = False,
 ) -> pa.Table:
     """Read a Parquet data file; a missing or undecodable file, or one that does not match its
     manifest record ``expect``, raises an error naming it.
@@ -642,12 +672,15 @@ def read_data_file(
     column comes back with its type whichever physical layout stored it (see
     :mod:`~lakelog.connector.format.parquet_read`); without it INT96 columns come back as
     ``timestamp[ns]``, and plain INT64 timestamps as integers. ``layout``: the columns the table's
-    schema says the file begins with (see :class:`FileLayout`).
+    schema says the file begins with (see :class:`FileLayout`). ``kinds``: also read
+    ``_VALUE_KIND`` (appended last) unless the file's statistics show that it holds no
+    retraction (see :func:`may_hold_retractions`).
     """
     cols = list(columns) if columns is not None else None
     with _named_errors(path):
         f = _open_checked(path, expect, layout)
         _check_columns(f, path, cols, expect)
+        cols = _with_kinds(f, cols, kinds)
         with readable(f, path, cols) as source:
             table = source.read(columns=cols, use_threads=True)
         return conform(table, schema, path)
@@ -663,14 +696,16 @@ def iter_row_groups_where(
     expect: Optional[DataFileMeta] = None,
     schema: Optional[pa.Schema] = None,
     layout: Optional[FileLayout] = None,
+    kinds: bool = False,
 ) -> Iterator[tuple[int, pa.Table]]:
     """(position of its first row, its rows) of each row group of a data file that ``where`` may
     match, judged by the row groups' statistics of ``stats_columns`` (typed by ``stats_schema``);
-    the others are not read. ``schema`` and ``layout`` as for :func:`read_data_file`."""
+    the others are not read. ``schema``, ``layout`` and ``kinds`` as for :func:`read_data_file`."""
     cols = list(columns) if columns is not None else None
     with _named_errors(path):
         f = _open_checked(path, expect, layout)
         _check_columns(f, path, cols, expect)
+        cols = _with_kinds(f, cols, kinds)
         md = f.metadata
         chosen = row_groups_matching(md, where, stats_schema, stats_columns)
         starts = [0]
@@ -690,13 +725,15 @@ def iter_data_file(
     expect: Optional[DataFileMeta] = None,
     schema: Optional[pa.Schema] = None,
     layout: Optional[FileLayout] = None,
+    kinds: bool = False,
 ) -> Iterator[pa.Table]:
-    """Read a Parquet data file in chunks of about ``batch_rows`` rows (bounded memory); ``schema``
-    and ``layout`` as for :func:`read_data_file`."""
+    """Read a Parquet data file in chunks of about ``batch_rows`` rows (bounded memory); ``schema``,
+    ``layout`` and ``kinds`` as for :func:`read_data_file`."""
     cols = list(columns) if columns is not None else None
     with _named_errors(path):
         f = _open_checked(path, expect, layout)
         _check_columns(f, path, cols, expect)
+        cols = _with_kinds(f, cols, kinds)
         with readable(f, path, cols) as source:
             for batch in source.iter_batches(batch_size=batch_rows, columns=cols):
                 yield conform(pa.Table.from_batches([batch]), schema, path)

@@ -27,12 +27,18 @@ from lakelog.connector.format.schema_evolution import evolve_table, physical_nam
 from lakelog.connector.format.store import TableStore, file_schema
 from lakelog.connector.format.types import DataType
 from lakelog.connector.lsm.deletion_vectors import DeletionVectorReader, keep_mask
-from lakelog.connector.lsm.kv import DEDUPLICATE, MergeFunction, comparable_value
+from lakelog.connector.lsm.kv import DEDUPLICATE, MergeFunction, comparable_value, drop_retractions
 from lakelog.connector.lsm.merge.engine import merge_function_for
+from lakelog.connector.lsm.newest import in_sequence_order, newest_masks
 from lakelog.connector.lsm.sort_merge import merge_streams
 from lakelog.connector.lsm.split import Split
 
 __all__ = ["referenced_columns", "key_decoder", "sections", "SplitRead"]
+
+
+def _live(t: pa.Table) -> pa.Table:
+    """``t`` without its retractions, when it carries ``_VALUE_KIND`` (see ``kinds``)."""
+    return drop_retractions(t) if VALUE_KIND in t.column_names else t
 
 
 def referenced_columns(expr: Optional[pc.Expression], names: Sequence[str]) -> list[str]:
@@ -139,9 +145,18 @@ class SplitRead:
             self._arrow_schemas[schema_id] = s
         return s
 
-    def read_file(self, split: Split, f: DataFileMeta, *, system: bool) -> pa.Table:
+    def read_file(
+        self,
+        split: Split,
+        f: DataFileMeta,
+        *,
+        system: bool | Sequence[str],
+        columns: Optional[Sequence[str]] = None,
+        kinds: bool = False,
+    ) -> pa.Table:
         """One data file's rows (see :meth:`iter_file`) as one table."""
-        chunks = list(self.iter_file(split, f, system=system, batch_rows=1 << 30))
+        whole = 1 << 30
+        chunks = list(self.iter_file(split, f, system=system, batch_rows=whole, columns=columns, kinds=kinds))
         return pa.concat_tables(chunks) if len(chunks) != 1 else chunks[0]
 
     def iter_file(
@@ -149,19 +164,22 @@ class SplitRead:
         split: Split,
         f: DataFileMeta,
         *,
-        system: bool,
+        system: bool | Sequence[str],
         batch_rows: int = 0,
         columns: Optional[Sequence[str]] = None,
         deleted: Optional[np.ndarray] = None,
+        kinds: bool = False,
     ) -> Iterator[pa.Table]:
-        """A data file's rows in chunks: system columns (when ``system``) and the read columns,
-        evolved to the current schema; without the rows at the positions ``deleted`` names (its
-        deletion vector)."""
+        """A data file's rows in chunks: system columns (all of them when ``system`` is True, or
+        those named) and the read columns (or ``columns``), evolved to the current schema; without
+        the rows at the positions ``deleted`` names (its deletion vector). ``kinds``: also
+        ``_VALUE_KIND``, last, unless the file's statistics show it holds no retraction."""
+        chunks = self._iter_file(split, f, system=system, batch_rows=batch_rows, columns=columns, kinds=kinds)
         if deleted is None or len(deleted) == 0:
-            yield from self._iter_file(split, f, system=system, batch_rows=batch_rows, columns=columns)
+            yield from chunks
             return
         start = 0
-        for chunk in self._iter_file(split, f, system=system, batch_rows=batch_rows, columns=columns):
+        for chunk in chunks:
             keep = keep_mask(deleted, start, chunk.num_rows)
             start += chunk.num_rows
             yield chunk if keep is None else chunk.filter(pa.array(keep))
@@ -171,30 +189,40 @@ class SplitRead:
         split: Split,
         f: DataFileMeta,
         *,
-        system: bool,
+        system: bool | Sequence[str],
         batch_rows: int = 0,
         columns: Optional[Sequence[str]] = None,
+        kinds: bool = False,
     ) -> Iterator[pa.Table]:
         path = self.store.data_file_path(split.partition, split.bucket, f.file_name, f.external_path)
-        sys_cols = self.key_names + [SEQUENCE_NUMBER, VALUE_KIND] if system else []
+        if isinstance(system, bool):
+            sys_cols = self.key_names + [SEQUENCE_NUMBER, VALUE_KIND] if system else []
+        else:
+            sys_cols = list(system)
         rows = batch_rows or self.batch_rows
         wanted = list(columns) if columns is not None else self.read_columns
         types = self._file_arrow_schema(f.schema_id)
         if f.schema_id == self.schema.id:
             if rows >= f.row_count:
-                yield read_data_file(path, sys_cols + wanted, expect=f, schema=types, layout=self._layout)
+                yield read_data_file(
+                    path, sys_cols + wanted, expect=f, schema=types, layout=self._layout, kinds=kinds
+                )
             else:
                 yield from iter_data_file(
-                    path, sys_cols + wanted, rows, expect=f, schema=types, layout=self._layout
+                    path, sys_cols + wanted, rows, expect=f, schema=types, layout=self._layout, kinds=kinds
                 )
             return
         old = self._file_schema(f.schema_id)
         mapping = physical_names(old, self.schema, wanted)
         phys = [p for p in (mapping[c] for c in wanted) if p is not None]
-        for data in iter_data_file(path, sys_cols + phys, rows, expect=f, schema=types, layout=self._layout):
+        for data in iter_data_file(
+            path, sys_cols + phys, rows, expect=f, schema=types, layout=self._layout, kinds=kinds
+        ):
             values = evolve_table(data.select(phys), old, self.schema, wanted)
             for i, c in enumerate(sys_cols):
                 values = values.add_column(i, data.schema.field(c), data.column(c))
+            if VALUE_KIND in data.column_names and VALUE_KIND not in sys_cols:
+                values = values.append_column(data.schema.field(VALUE_KIND), data.column(VALUE_KIND))
             yield values
 
     # ---- splits -----------------------------------------------------------------------------------
@@ -223,18 +251,52 @@ class SplitRead:
             return
         key_types = self._key_types
         for sec in sections(split.files, key_decoder(key_types)):
-            if len(sec) == 1 and sec[0].delete_row_count == 0:
-                for chunk in self.iter_file(split, sec[0], system=False, batch_rows=alone):
-                    yield self._finish(chunk)
+            if len(sec) == 1:  # merged already: only its retractions to drop
+                for chunk in self.iter_file(split, sec[0], system=False, batch_rows=alone, kinds=True):
+                    yield self._finish(_live(chunk))
                 continue
             # oldest first (top level down, then by sequence): each key's versions then arrive in
             # sequence order, which lets the merge keep its newest without sorting by sequence
             oldest_first = sorted(sec, key=lambda f: (-f.level, f.min_sequence_number))
+            newest = self._newest_rows(split, oldest_first) if whole_files else None
+            if newest is not None:
+                yield from newest
+                continue
             streams = [
                 self.iter_file(split, f, system=True, columns=self.merge_read_columns) for f in oldest_first
             ]
             for merged in merge_streams(streams, self.key_names, merge=self.merge_function):
                 yield self._finish(merged)
+
+    def _newest_rows(self, split: Split, files: Sequence[DataFileMeta]) -> Optional[list[pa.Table]]:
+        """A section of a deduplicate table merged in place, when it is read whole: each file's
+        rows that hold their key's newest version (see :mod:`~lakelog.connector.lsm.newest`),
+        filtered file by file, in no particular key order. Sequence numbers are not read: the
+        files' order (``files``, oldest first) gives each key's versions in order, which their
+        sequence ranges must confirm. A value column that is a key column is taken from the key
+        (the same values, read once), and ``_VALUE_KIND`` only from files that may hold
+        retractions.
+        None when this does not apply (another merge engine, an older schema's file, or files
+        whose sequence ranges leave the order open): the caller merges by sorting."""
+        if self.merge_function is not DEDUPLICATE or any(f.schema_id != self.schema.id for f in files):
+            return None
+        if not in_sequence_order(files, key_decoder(self._key_types)):
+            return None
+        from_key = {c: key_column(c) for c in self.read_columns if key_column(c) in self.key_names}
+        values = [c for c in self.read_columns if c not in from_key]
+        tables = [self.read_file(split, f, system=self.key_names, columns=values, kinds=True) for f in files]
+        out = []
+        for t, keep in zip(tables, newest_masks(tables, self.key_names)):
+            if VALUE_KIND in t.column_names:
+                kinds = t.column(VALUE_KIND)
+                live = pc.is_in(kinds, value_set=pa.array([0, 2], kinds.type))
+                keep &= np.asarray(live.to_numpy(zero_copy_only=False), dtype=bool)
+            if not keep.all():
+                t = t.filter(pa.array(keep))
+            for c, k in from_key.items():
+                t = t.append_column(c, t.column(k))
+            out.append(self._finish(t))
+        return out
 
     def _read_without_merge(self, split: Split, batch_rows: int) -> Iterator[pa.Table]:
         """Deletion-vector mode: every file above level 0 alone, without its deleted rows. A file
@@ -265,28 +327,30 @@ class SplitRead:
                 yield self._finish(merged)
 
     def _read_alone(self, split: Split, f: DataFileMeta, batch_rows: int) -> Iterator[pa.Table]:
-        deleted = self.deleted(split, f)
-        if f.delete_row_count == 0:
-            for chunk in self._iter_filtered(split, f, deleted, batch_rows):
-                yield self._finish(chunk)
-            return
-        for chunk in self.iter_file(split, f, system=True, deleted=deleted, batch_rows=batch_rows):
-            kinds = chunk.column(VALUE_KIND)
-            live = pc.is_in(kinds, value_set=pa.array([0, 2], kinds.type))
-            yield self._finish(chunk.filter(live).select(self.read_columns))
+        for chunk in self._iter_filtered(split, f, self.deleted(split, f), batch_rows, kinds=True):
+            yield self._finish(_live(chunk))
 
     def _iter_filtered(
-        self, split: Split, f: DataFileMeta, deleted: Optional[np.ndarray], batch_rows: int = 0
+        self,
+        split: Split,
+        f: DataFileMeta,
+        deleted: Optional[np.ndarray],
+        batch_rows: int = 0,
+        *,
+        kinds: bool = False,
     ) -> Iterator[pa.Table]:
-        """A file read alone (no merge), its columns only: with a filter, only its row groups whose
-        statistics the filter may match (files of older schemas are read whole)."""
+        """A file read alone (no merge), its columns only (and ``kinds`` as for :meth:`iter_file`):
+        with a filter, only its row groups whose statistics the filter may match (files of older
+        schemas are read whole)."""
         if self.filter is None or f.schema_id != self.schema.id or not self._filter_columns:
-            yield from self.iter_file(split, f, system=False, deleted=deleted, batch_rows=batch_rows)
+            yield from self.iter_file(
+                split, f, system=False, deleted=deleted, batch_rows=batch_rows, kinds=kinds
+            )
             return
         path = self.store.data_file_path(split.partition, split.bucket, f.file_name, f.external_path)
         for start, rows in iter_row_groups_where(
             path, self.read_columns, self.filter, self._stats_schema, self._filter_columns, expect=f,
-            schema=self._file_arrow_schema(f.schema_id), layout=self._layout,
+            schema=self._file_arrow_schema(f.schema_id), layout=self._layout, kinds=kinds,
         ):
             keep = keep_mask(deleted, start, rows.num_rows) if deleted is not None else None
             yield rows if keep is None else rows.filter(pa.array(keep))

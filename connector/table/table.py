@@ -315,6 +315,8 @@ class TableScan:
             raise
 
     def to_arrow(self) -> pa.Table:
+        """The scan's rows, in no particular order (a bucket whose sorted runs overlap is merged
+        file by file, without sorting its rows by key; :meth:`to_reader` streams key order)."""
         return self._attempt(lambda: self._read().read_splits(self.plan()))
 
     def to_reader(self, *, max_chunksize: Optional[int] = None) -> pa.RecordBatchReader:
