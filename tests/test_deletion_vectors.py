@@ -131,6 +131,37 @@ def test_updates_mark_rows_instead_of_rewriting_the_files_above(catalog: lakelog
     assert c[5] == c[77] == c[9_999] == "new" and c[4] == "x"
 
 
+
+def test_a_new_file_moves_up_as_it_is_unless_it_holds_a_retraction(catalog: lakelog.Catalog) -> None:
+    """A commit's level-0 file of distinct keys and no retraction is moved above level 0 without
+    a rewrite (its name stays), its keys' older rows marked; a file holding a delete is rewritten,
+    so that no file above level 0 holds a retraction (Paimon's readers rely on that)."""
+    t = catalog.create_table("db.t", SCHEMA, primary_key=["id"], options=DV)
+    t.write(rows(list(range(100))))
+    t.write(rows([3, 4, 200], "new"))
+    commit_files = {e.file.file_name for e in t.store.delta_entries(t.store.snapshot_manager.snapshot(3))
+                    if e.file.level == 0}
+    live = [f for s in plan_splits(t.store, t.latest_snapshot()) for f in s.files]
+    assert commit_files and commit_files <= {f.file_name for f in live if f.level > 0}  # moved, not rewritten
+    t.delete(keys([5]))
+    delete_files = {e.file.file_name for e in t.store.delta_entries(t.store.snapshot_manager.snapshot(5))
+                    if e.file.level == 0}
+    live = [f for s in plan_splits(t.store, t.latest_snapshot()) for f in s.files]
+    assert delete_files and not delete_files & {f.file_name for f in live}  # rewritten without the -D
+    assert all(f.level > 0 and f.delete_row_count == 0 for f in live)
+    for f in live:
+        kinds = pq_kinds(t, f)
+        assert set(kinds) <= {0}, f"{f.file_name} holds row kinds {set(kinds)}"
+    c = content(t)
+    assert len(c) == 100 and 5 not in c and c[3] == c[4] == c[200] == "new" and c[6] == "x"
+
+
+def pq_kinds(t: lakelog.Table, f: object) -> list[int]:
+    import pyarrow.parquet as pq
+
+    path = t.store.data_file_path(b"", 0, f.file_name, None)  # type: ignore[attr-defined]
+    return pq.read_table(path, columns=["_VALUE_KIND"]).column(0).to_pylist()
+
 def test_a_value_filter_skips_files_because_no_merge_is_needed(catalog: lakelog.Catalog) -> None:
     """Merge-on-read cannot skip a file by a value column (a newer version elsewhere may change
     the value); with deletion vectors each file is read alone, so value statistics prune."""

@@ -649,6 +649,16 @@ def may_hold_retractions(f: pq.ParquetFile) -> bool:
     return False
 
 
+def file_may_hold_retractions(path: str, expect: Optional[DataFileMeta] = None) -> bool:
+    """:func:`may_hold_retractions` of the data file at ``path`` (its footer only)."""
+    with _named_errors(path):
+        f = _open_checked(path, expect)
+        try:
+            return may_hold_retractions(f)
+        finally:
+            f.close(force=True)
+
+
 def _with_kinds(f: pq.ParquetFile, columns: Optional[list[str]], kinds: bool) -> Optional[list[str]]:
     """``columns`` and ``_VALUE_KIND`` when ``kinds`` asks for it and the file may hold retractions."""
     if not kinds or columns is None or VALUE_KIND in columns or not may_hold_retractions(f):

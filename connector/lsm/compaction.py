@@ -17,13 +17,14 @@ from typing import Any, Optional
 import numpy as np
 import pyarrow as pa
 
+from lakelog.connector.format.data_file import file_may_hold_retractions
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.manifest import DataFileMeta
 from lakelog.connector.format.options import ChangelogProducer
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.changelog import state_change, write_changelog
 from lakelog.connector.lsm.diff import semi_join
-from lakelog.connector.lsm.kv import DEDUPLICATE, comparable_value, sort_indices
+from lakelog.connector.lsm.kv import DEDUPLICATE, comparable_value, group_ends, sort_indices
 from lakelog.connector.lsm.levels import (
     CompactUnit,
     EarlyFullCompaction,
@@ -206,8 +207,16 @@ class BucketCompactor:
             return CompactResult([f], [f.upgrade(unit.output_level)])
         marks: dict[str, np.ndarray] = {}
         older: Optional[pa.Table] = None
-        if level0 and outside:
-            keys = pa.concat_tables([self.keys_of(f) for f in level0])
+        keys = pa.concat_tables([self.keys_of(f) for f in level0]) if level0 else None
+        if keys is not None and self._moves_up_as_is(unit, keys, vectors):
+            # one level-0 file of distinct keys and no retraction, of a deduplicate table: its
+            # rows all stay, so it moves up as it is (as Paimon's lookup compaction upgrades it)
+            # and only the older rows of its keys are marked
+            if outside:
+                marks, _ = self._older_rows(keys, vectors, outside, rows=False)
+            f = unit.files[0]
+            return CompactResult([f], [f.upgrade(unit.output_level)], dv_marks=marks)
+        if keys is not None and outside:
             keys = keys.group_by(self.store.key_names).aggregate([])
             marks, older = self._older_rows(keys, vectors, outside, rows=self.merge is not DEDUPLICATE)
         after = self._rewrite(unit.files, unit.output_level, True, vectors=vectors, older=older)
@@ -215,6 +224,21 @@ class BucketCompactor:
         for name in [n for n in self._key_cache if n not in live]:  # compacted away: never looked up again
             del self._key_cache[name]
         return CompactResult(list(unit.files), after, dv_marks=marks)
+
+    def _moves_up_as_is(self, unit: CompactUnit, keys: pa.Table, vectors: Mapping[str, np.ndarray]) -> bool:
+        """Whether ``unit`` is a single level-0 file that a rewrite would copy row for row: a
+        deduplicate table, no deletion vector on the file, no retraction in it (its record says
+        none and its footer agrees: pypaimon records 0 whatever it wrote), each key once
+        (``keys``: its keys in file order, which is key order)."""
+        if len(unit.files) != 1 or unit.output_level == 0 or self.merge is not DEDUPLICATE:
+            return False
+        f = unit.files[0]
+        if f.level != 0 or f.delete_row_count != 0 or len(vectors.get(f.file_name, ())):
+            return False
+        if keys.num_rows > 1 and not group_ends(keys, keys.column_names)[:-1].all():
+            return False  # a key twice
+        path = self.store.data_file_path(self.partition, self.bucket, f.file_name, f.external_path)
+        return not file_may_hold_retractions(path, f)
 
     def _older_rows(
         self, keys: pa.Table, vectors: Mapping[str, np.ndarray], files: Sequence[DataFileMeta], *, rows: bool
