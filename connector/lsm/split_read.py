@@ -1,9 +1,10 @@
 """Reading splits: merge-on-read of primary-key buckets, projection, exact filtering, schema evolution.
 
 A primary-key bucket holds sorted runs on several levels. The files are cut into *sections*: groups
-whose key ranges overlap. A section of one file without retractions is read as it is; a larger
-section is merged (newest sequence number wins). Sections are independent, so a streaming read
-holds one section at a time.
+whose key ranges overlap. A section of one file is read as it is (its retractions dropped); a
+larger section is merged (newest sequence number wins): in place, file by file, for a deduplicate
+table when it fits (see :mod:`~lakelog.connector.lsm.newest`), else by a sort merge that streams
+it in key order. Sections are independent, so a streaming read holds one section at a time.
 """
 
 from __future__ import annotations
@@ -236,7 +237,10 @@ class SplitRead:
     def read_split(self, split: Split, *, whole_files: bool = False) -> Iterator[pa.Table]:
         """Tables of the split's rows (chunks of sections), projected and filtered. A file read
         alone (no merge) comes in chunks of ``batch_rows``, or, with ``whole_files`` (the caller
-        keeps every row anyway), whole: one read decodes its row groups and columns in parallel."""
+        keeps every row anyway), whole: one read decodes its row groups and columns in parallel.
+        A deduplicate section is merged in place (:meth:`_newest_rows`: its rows then come out of
+        key order) with ``whole_files``, or when it holds no more rows than the sort merge would
+        hold (a chunk of each run); otherwise the sort merge streams it in key order."""
         if split.branch is not None and split.branch != self.store.branch:
             yield from self._read_other_branch(split, whole_files)
             return
@@ -258,7 +262,10 @@ class SplitRead:
             # oldest first (top level down, then by sequence): each key's versions then arrive in
             # sequence order, which lets the merge keep its newest without sorting by sequence
             oldest_first = sorted(sec, key=lambda f: (-f.level, f.min_sequence_number))
-            newest = self._newest_rows(split, oldest_first) if whole_files else None
+            # in place when read whole, or when holding the section costs no more than the sort
+            # merge's chunk of every run would
+            small = sum(f.row_count for f in sec) <= len(sec) * self.batch_rows
+            newest = self._newest_rows(split, oldest_first) if whole_files or small else None
             if newest is not None:
                 yield from newest
                 continue
