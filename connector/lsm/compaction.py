@@ -207,7 +207,8 @@ class BucketCompactor:
             return CompactResult([f], [f.upgrade(unit.output_level)])
         marks: dict[str, np.ndarray] = {}
         older: Optional[pa.Table] = None
-        keys = pa.concat_tables([self.keys_of(f) for f in level0]) if level0 else None
+        wanted = level0 and (outside or len(unit.files) == 1)  # to mark older rows, or to move up
+        keys = pa.concat_tables([self.keys_of(f) for f in level0]) if wanted else None
         if keys is not None and self._moves_up_as_is(unit, keys, vectors):
             # one level-0 file of distinct keys and no retraction, of a deduplicate table: its
             # rows all stay, so it moves up as it is (as Paimon's lookup compaction upgrades it)
