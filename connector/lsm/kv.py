@@ -28,6 +28,7 @@ __all__ = [
     "Deduplicate",
     "DEDUPLICATE",
     "merge_sorted",
+    "live_kinds",
     "drop_retractions",
 ]
 
@@ -237,10 +238,15 @@ def _deduplicate_int_key(table: pa.Table, key: str) -> pa.Table | None:
     return table.take(pa.array(order[last]))
 
 
+def live_kinds(kinds: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """Which of the row kinds ``kinds`` (``_VALUE_KIND`` values) are inserts or updates (not
+    ``-U`` or ``-D``)."""
+    return pc.is_in(kinds, value_set=pa.array([RowKind.INSERT, RowKind.UPDATE_AFTER], kinds.type))
+
+
 def drop_retractions(table: pa.Table) -> pa.Table:
     """Remove rows whose ``_VALUE_KIND`` is ``-U`` or ``-D``."""
-    kinds = table.column(VALUE_KIND)
-    keep = pc.is_in(kinds, value_set=pa.array([RowKind.INSERT, RowKind.UPDATE_AFTER], kinds.type))
+    keep = live_kinds(table.column(VALUE_KIND))
     if pc.all(keep).as_py() is not False:
         return table
     return table.filter(keep)

@@ -28,7 +28,13 @@ from lakelog.connector.format.schema_evolution import evolve_table, physical_nam
 from lakelog.connector.format.store import TableStore, file_schema
 from lakelog.connector.format.types import DataType
 from lakelog.connector.lsm.deletion_vectors import DeletionVectorReader, keep_mask
-from lakelog.connector.lsm.kv import DEDUPLICATE, MergeFunction, comparable_value, drop_retractions
+from lakelog.connector.lsm.kv import (
+    DEDUPLICATE,
+    MergeFunction,
+    comparable_value,
+    drop_retractions,
+    live_kinds,
+)
 from lakelog.connector.lsm.merge.engine import merge_function_for
 from lakelog.connector.lsm.newest import in_sequence_order, newest_masks
 from lakelog.connector.lsm.sort_merge import merge_streams
@@ -294,8 +300,7 @@ class SplitRead:
         out = []
         for t, keep in zip(tables, newest_masks(tables, self.key_names)):
             if VALUE_KIND in t.column_names:
-                kinds = t.column(VALUE_KIND)
-                live = pc.is_in(kinds, value_set=pa.array([0, 2], kinds.type))
+                live = live_kinds(t.column(VALUE_KIND))
                 keep &= np.asarray(live.to_numpy(zero_copy_only=False), dtype=bool)
             if not keep.all():
                 t = t.filter(pa.array(keep))
