@@ -34,6 +34,7 @@ __all__ = [
     "remove_orphan_files",
     "rollback_to",
     "rollback_target",
+    "referenced_by_others",
     "referenced_files",
 ]
 
@@ -107,6 +108,23 @@ def _other_references(store: TableStore) -> list[Snapshot]:
             path = os.path.join(changelog_dir, name)
             out.append(Snapshot.from_json(fio.read_bytes(path), path))
     return out
+
+
+def referenced_by_others(store: TableStore) -> tuple[set[str], set[str]]:
+    """:func:`referenced_files` of :func:`_other_references`. Another branch expires its snapshots
+    under its own lock, so one listed here may be gone, with its manifests, before it is read: the
+    references are listed and read again then. A file missing from snapshots that stayed the same
+    is damage, and raises."""
+    seen: frozenset[tuple[str, ...]] | None = None
+    while True:
+        others = _other_references(store)
+        listed = frozenset(tuple(_manifest_lists(s)) for s in others)
+        try:
+            return referenced_files(store, others)
+        except MissingFileError:
+            if listed == seen:
+                raise
+            seen = listed
 
 
 def _listed_snapshots(sm: SnapshotManager) -> list[Snapshot]:
@@ -286,8 +304,9 @@ def remove_orphan_files(
     if older_than_seconds is None:
         older_than_seconds = store.options.orphan_clean_older_than.seconds
     sm = store.snapshot_manager
-    snaps = sm.snapshots() + list(store.tag_manager.list().values()) + _other_references(store)
-    data, meta = referenced_files(store, snaps)
+    data, meta = referenced_files(store, sm.snapshots() + list(store.tag_manager.list().values()))
+    other_data, other_meta = referenced_by_others(store)
+    data, meta = data | other_data, meta | other_meta
     canon = os.path.realpath if store.file_io.is_local else location
     keep = {canon(p) for p in data} | {canon(os.path.join(store.manifest_dir, m)) for m in meta}
     cutoff = time.time() - older_than_seconds
@@ -382,10 +401,11 @@ def rollback_to(store: TableStore, *, snapshot_id: Optional[int] = None, tag: Op
         kept = [s for s in sm.snapshots() if s.id <= target.id]
         if all(s.id != target.id for s in kept):
             kept.append(target)  # brought back from its tag below
-        others = list(tm.list().values()) + _other_references(store)
         # what to delete is known before anything changes: a damaged table fails here, untouched
         cand_data, cand_meta = referenced_files(store, removed)
-        live_data, live_meta = referenced_files(store, kept + others)
+        live_data, live_meta = referenced_files(store, kept + list(tm.list().values()))
+        other_data, other_meta = referenced_by_others(store)
+        live_data, live_meta = live_data | other_data, live_meta | other_meta
         # 1. the LATEST hint first, then the removed snapshots newest first: a crash in between
         #    leaves a table whose latest snapshot is still one of the removed ones, never a gap
         if not sm.snapshot_exists(target.id):
