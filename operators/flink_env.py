@@ -159,6 +159,46 @@ def stop_idle_flushers() -> int:
     return stopped
 
 
+# the planner's metadata ThreadLocal and the provider to put in it, per JVM (by gateway)
+_planner_thread_providers: dict[int, tuple[Any, Any]] = {}
+
+
+def pin_planner_thread(t_env: Any) -> None:
+    """Make the Java thread that serves this Python thread's next Py4J call ready to plan SQL.
+
+    Flink's planner keeps a metadata provider in a ThreadLocal (Calcite's
+    ``RelMetadataQueryBase.THREAD_PROVIDERS``) that only the thread creating the table environment
+    gets. PyFlink's Py4J client serves each call on a pooled connection, one Java thread each, and
+    opens another connection when a call comes while one is in flight (another Python thread's, a
+    callback's): from then on a statement may be planned on a thread without the provider and fail
+    with ``NullPointerException: metadataHandlerProvider``. Flink's SQL gateway sets the
+    ThreadLocal before each operation for the same reason; this does the same, on the connection
+    that the next call of this Python thread takes (the pool hands back the connection used last).
+    """
+    gateway = get_gateway()
+    cached = _planner_thread_providers.get(id(gateway))
+    if cached is None:
+        jvm = gateway.jvm
+        loader = t_env._j_tenv.getPlanner().getClass().getClassLoader()
+
+        def cls(name: str) -> Any:
+            return jvm.java.lang.Class.forName(name, True, loader)
+
+        query_base = cls("org.apache.calcite.rel.metadata.RelMetadataQueryBase")
+        local = query_base.getField("THREAD_PROVIDERS").get(None)
+        flink = cls("org.apache.flink.table.planner.plan.metadata.FlinkDefaultRelMetadataProvider")
+        instance = flink.getMethod("INSTANCE", None).invoke(None, None)
+        janino = cls("org.apache.calcite.rel.metadata.JaninoRelMetadataProvider")
+        types = gateway.new_array(jvm.java.lang.Class, 1)
+        types[0] = cls("org.apache.calcite.rel.metadata.RelMetadataProvider")
+        args = gateway.new_array(jvm.java.lang.Object, 1)
+        args[0] = instance
+        cached = (local, janino.getMethod("of", types).invoke(None, args))
+        _planner_thread_providers[id(gateway)] = cached
+    local, provider = cached
+    local.set(provider)
+
+
 def _repo_conf_dir() -> Optional[str]:
     here = Path(__file__).resolve().parent.parent / "flink-conf"
     return str(here) if any((here / f).is_file() for f in CONFIG_FILES) else None

@@ -47,6 +47,7 @@ from lakelog.operators.flink_env import (
     flink_environment,
     is_remote,
     load_settings,
+    pin_planner_thread,
     runtime_mode,
 )
 from lakelog.operators.lookup import register_lookup_function, register_route_function, routed_by_column
@@ -231,6 +232,7 @@ class LakelogSql:
         if self._env_stale and st.kind not in ("SET", "RESET"):
             self._make_env(self.mode, force=True)
         mark = len(self._transformations())
+        pin_planner_thread(self.t_env)  # another thread's Py4J call may have moved this one's
         try:
             res = self._dispatch(st)
         except SqlError:
