@@ -51,6 +51,7 @@ from pyflink.table import Table as FlinkTable
 
 from lakelog.connector.errors import OptionError
 from lakelog.connector.format.consumers import record_progress
+from lakelog.connector.format.key_value import SEQUENCE_NUMBER
 from lakelog.connector.format.options import CoreOptions, LogSystem, StartupMode
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.format.types import with_nullable
@@ -395,6 +396,7 @@ def _stream(
     interval_s, consumer, ignore = follow_settings(plan)
     config = FollowerConfig(plan, consumer, interval_s, ignore)
     if _reads_log(plan):
+        plan.check_log_read()
         # the log: ticks often (each one drains what arrived), so changes flow within milliseconds
         tick_stream, _ = ticks(env, LOG_TICK_S)
         follower: Any = LogFollower(config)
@@ -444,7 +446,9 @@ def read_lakelog_table(
     plan.upsert = upsert = mode == "streaming" and _upsert_read(plan)
     ds = _stream(env, plan, mode, parallelism)
     shape = plan.shape
-    schema = _declared_schema(path, kwargs.get("columns"), shape, computed, watermark, upsert)
+    schema = _declared_schema(
+        path, kwargs.get("columns"), shape, computed, watermark, upsert, sequence_number=plan.sequence_number
+    )
     if mode == "streaming" and shape == "rows":
         if upsert:
             return t_env.from_changelog_stream(ds, schema, ChangelogMode.upsert())
@@ -459,15 +463,20 @@ def _declared_schema(
     computed: Sequence[tuple[str, str]],
     watermark: Optional[tuple[str, str]],
     upsert: bool = False,
+    *,
+    sequence_number: bool = False,
 ) -> Schema:
     """The exact Flink schema of a read's rows (Paimon's types; java.sql bridges for the values the
-    DataStream carries), its computed columns and watermark; with ``upsert`` its primary key."""
+    DataStream carries), its computed columns and watermark; with ``upsert`` its primary key;
+    ``sequence_number``: ``_SEQUENCE_NUMBER`` after ``rowkind``."""
     table_schema = TableStore(path).schema
     fields = {f.name: f.type for f in table_schema.fields}
     names = list(columns) if columns is not None else list(fields)
     b = Schema.new_builder()
     if shape != "rows":
         b = b.column("rowkind", DataTypes.STRING())
+    if sequence_number:
+        b = b.column(SEQUENCE_NUMBER, DataTypes.BIGINT().not_null())
     for n in names:
         t = fields[n]
         if shape == "binlog":
@@ -489,6 +498,7 @@ def _check_streaming_start(plan: ReadPlan) -> None:
     start from) are refused when the job is built, not by a failing job that restarts."""
     store = plan.store()
     if _reads_log(plan):
+        plan.check_log_read()
         if _LOG_SCAN_MODES.get(plan.opts.startup_mode) is None:
             raise OptionError(
                 f"scan.mode {plan.opts.startup_mode.value!r} cannot read {plan.table_path} from its Kafka "

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.connector.errors import OptionError, SchemaError, SnapshotNotFoundError
+from lakelog.connector.format.key_value import SEQUENCE_NUMBER
 from lakelog.connector.format.options import ChangelogProducer, CoreOptions, IncrementalBetweenScanMode
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.split import Split
@@ -131,11 +132,35 @@ class ReadPlan:
         self.filter = filter
         parse_filter(filter, self.schema)  # fail early on a bad filter
         self.opts = scan_options(store, self.options)
+        self.sequence_number = self._sequence_number(store)
         self.output_schema = pa.schema([self.schema.field(c) for c in self.columns])
+        if self.sequence_number:
+            self.output_schema = self.output_schema.insert(0, pa.field(SEQUENCE_NUMBER, pa.int64(), False))
         if self.shape == "audit_log":
             self.output_schema = self.output_schema.insert(0, pa.field("rowkind", pa.string(), False))
         elif self.shape == "binlog":
             self.output_schema = binlog_schema(self.output_schema)
+
+    def _sequence_number(self, store: TableStore) -> bool:
+        """Whether the rows carry ``_SEQUENCE_NUMBER`` after ``rowkind``: audit-log and binlog reads
+        of a primary-key table with ``table-read.sequence-number.enabled``, a table option only
+        (Paimon: it cannot be set by SQL hints)."""
+        key = CoreOptions.TABLE_READ_SEQUENCE_NUMBER_ENABLED.key
+        if key in self.options:
+            raise OptionError(
+                f"option {key!r} cannot be set by a read's dynamic options (a SQL hint) of "
+                f"{self.table_path}: set it on the table (ALTER TABLE ... SET ('{key}' = 'true'))"
+            )
+        return self.audit and store.is_primary_key_table and store.options.table_read_sequence_number
+
+    def check_log_read(self) -> None:
+        """Refuse a streaming read from the table's Kafka log that should carry sequence numbers:
+        the log's rows have none."""
+        if self.sequence_number:
+            raise OptionError(
+                f"'table-read.sequence-number.enabled' on {self.table_path}: the rows of its Kafka log "
+                "carry no sequence numbers; read its files ('streaming-read-mode' = 'file')"
+            )
 
     def store(self) -> TableStore:
         adopt_lock(self.table_path, self.lock)
@@ -174,17 +199,19 @@ class ReadPlan:
         return plan_splits(store, snap, filter=self.expr(), entries=published_entries(store, snap))
 
     def reader(self, store: TableStore) -> SplitRead:
-        return SplitRead(store, columns=self.columns, filter=self.expr())
+        seq = self.sequence_number
+        return SplitRead(store, columns=self.columns, filter=self.expr(), sequence_number=seq)
 
     def changes(self, store: TableStore, from_id: int, to_id: int) -> pa.Table:
         """What changed after ``from_id`` up to ``to_id`` (a streaming read), as an audit log."""
         overwrite = self.opts.streaming_read_overwrite  # the read's (a hint or SET), else the table's
+        seq = self.sequence_number
         try:
-            t = diff_snapshots(store, from_id, to_id, read_overwrite=overwrite)
+            t = diff_snapshots(store, from_id, to_id, read_overwrite=overwrite, sequence_number=seq)
         except SnapshotNotFoundError:
             # the snapshot before ``to_id`` expired (a consumer only protects ``to_id`` on): read
             # what the snapshots wrote, with the row kinds they were written with (Paimon's delta read)
-            t = delta_rows(store, from_id, to_id, read_overwrite=overwrite)
+            t = delta_rows(store, from_id, to_id, read_overwrite=overwrite, sequence_number=seq)
         return self._project(t)
 
     def incremental(self, store: TableStore, from_id: int, to_id: int) -> pa.Table:
@@ -193,31 +220,32 @@ class ReadPlan:
         wrote (with the kinds written), ``changelog`` their changelog files, ``diff`` the difference
         of the two snapshots; ``auto`` is ``changelog`` for tables with a changelog producer, else
         ``delta``."""
+        seq = self.sequence_number
         if to_id <= from_id:
-            return self._project(diff_snapshots(store, to_id, to_id))
+            return self._project(diff_snapshots(store, to_id, to_id, sequence_number=seq))
         mode = self.opts.get(CoreOptions.INCREMENTAL_BETWEEN_SCAN_MODE)
         producer = store.options.changelog_producer if store.is_primary_key_table else ChangelogProducer.NONE
         if mode == IncrementalBetweenScanMode.AUTO:
             has_changelog = producer != ChangelogProducer.NONE
             mode = IncrementalBetweenScanMode.CHANGELOG if has_changelog else IncrementalBetweenScanMode.DELTA
         if mode == IncrementalBetweenScanMode.DELTA:
-            t = delta_rows(store, from_id, to_id)
+            t = delta_rows(store, from_id, to_id, sequence_number=seq)
         elif mode == IncrementalBetweenScanMode.CHANGELOG:
             if producer == ChangelogProducer.NONE:
                 raise OptionError(
                     f"'incremental-between-scan-mode' = 'changelog' reads changelog files; table "
                     f"{self.table_path} has 'changelog-producer' = 'none'"
                 )
-            t = read_changelog(store, from_id, to_id)
+            t = read_changelog(store, from_id, to_id, sequence_number=seq)
         else:
-            t = diff_snapshots(store, from_id, to_id)
+            t = diff_snapshots(store, from_id, to_id, sequence_number=seq)
         return self._project(t)
 
     def _project(self, t: pa.Table) -> pa.Table:
         expr = self.expr()
         if expr is not None and t.num_rows:
             t = t.filter(expr)
-        return t.select(["rowkind", *self.columns])
+        return t.select(["rowkind", *([SEQUENCE_NUMBER] if self.sequence_number else []), *self.columns])
 
     def shaped(self, audit: pa.Table, *, streaming: bool) -> pa.Table:
         """An audit log (leading ``rowkind``) in this read's shape (binlog: arrays, and in

@@ -911,6 +911,11 @@ class CoreOptions:
     STREAMING_READ_OVERWRITE: ClassVar[ConfigOption[bool]] = _opt(
         "streaming-read-overwrite", bool, False,
         "Streaming reads also read the changes of overwrites (primary-key tables).")
+    TABLE_READ_SEQUENCE_NUMBER_ENABLED: ClassVar[ConfigOption[bool]] = _opt(
+        "table-read.sequence-number.enabled", bool, False,
+        "Whether reads of the audit_log and binlog system tables include the _SEQUENCE_NUMBER column "
+        "after rowkind (primary-key tables). A table option: a read's dynamic options (SQL hints) "
+        "cannot set it.")
     READ_BATCH_SIZE: ClassVar[ConfigOption[int]] = _opt(
         "read.batch-size", int, 1024, "Read batch size.", validator=_at_least(1),
         unsupported="readers return merged key ranges; size batches with to_reader(max_chunksize=...)")
@@ -1120,6 +1125,10 @@ class CoreOptions:
     @property
     def streaming_read_overwrite(self) -> bool:
         return self.get(self.STREAMING_READ_OVERWRITE)
+
+    @property
+    def table_read_sequence_number(self) -> bool:
+        return self.get(self.TABLE_READ_SEQUENCE_NUMBER_ENABLED)
 
     @property
     def bucket_key(self) -> list[str] | None:

@@ -95,7 +95,10 @@ class SplitRead:
         columns: Optional[Sequence[str]] = None,
         filter: Optional[pc.Expression] = None,
         batch_rows: int = 128 * 1024,
+        sequence_number: bool = False,
     ) -> None:
+        """``sequence_number``: a primary-key table's rows come with a leading ``_SEQUENCE_NUMBER``
+        column, the sequence number of the row each key's merge kept (the largest it merged)."""
         self.store = store
         self.schema: TableSchema = store.schema
         full = self.schema.arrow_schema()
@@ -111,7 +114,13 @@ class SplitRead:
         # Columns read from files: the projection plus whatever the filter needs, in schema order.
         need = set(self.columns) | set(filter_cols)
         self.read_columns = [n for n in full.names if n in need]
-        self.output_schema = pa.schema([full.field(c) for c in self.columns])
+        self.sequence_number = sequence_number and store.is_primary_key_table
+        # the leading system columns of the output
+        self._sys_out = [SEQUENCE_NUMBER] if self.sequence_number else []
+        self.output_schema = pa.schema(
+            [pa.field(SEQUENCE_NUMBER, pa.int64(), False)] * len(self._sys_out)
+            + [full.field(c) for c in self.columns]
+        )
         self.key_names = [key_column(k) for k in store.key_names]
         self._key_types = store.key_types
         self._schemas: dict[int, TableSchema] = {self.schema.id: self.schema}
@@ -262,7 +271,8 @@ class SplitRead:
         key_types = self._key_types
         for sec in sections(split.files, key_decoder(key_types)):
             if len(sec) == 1:  # merged already: only its retractions to drop
-                for chunk in self.iter_file(split, sec[0], system=False, batch_rows=alone, kinds=True):
+                chunks = self.iter_file(split, sec[0], system=self._sys_out, batch_rows=alone, kinds=True)
+                for chunk in chunks:
                     yield self._finish(_live(chunk))
                 continue
             # oldest first (top level down, then by sequence): each key's versions then arrive in
@@ -296,7 +306,8 @@ class SplitRead:
             return None
         from_key = {c: key_column(c) for c in self.read_columns if key_column(c) in self.key_names}
         values = [c for c in self.read_columns if c not in from_key]
-        tables = [self.read_file(split, f, system=self.key_names, columns=values, kinds=True) for f in files]
+        system = self.key_names + self._sys_out
+        tables = [self.read_file(split, f, system=system, columns=values, kinds=True) for f in files]
         out = []
         for t, keep in zip(tables, newest_masks(tables, self.key_names)):
             if VALUE_KIND in t.column_names:
@@ -355,13 +366,13 @@ class SplitRead:
         schemas are read whole)."""
         if self.filter is None or f.schema_id != self.schema.id or not self._filter_columns:
             yield from self.iter_file(
-                split, f, system=False, deleted=deleted, batch_rows=batch_rows, kinds=kinds
+                split, f, system=self._sys_out, deleted=deleted, batch_rows=batch_rows, kinds=kinds
             )
             return
         path = self.store.data_file_path(split.partition, split.bucket, f.file_name, f.external_path)
         for start, rows in iter_row_groups_where(
-            path, self.read_columns, self.filter, self._stats_schema, self._filter_columns, expect=f,
-            schema=self._file_arrow_schema(f.schema_id), layout=self._layout, kinds=kinds,
+            path, self._sys_out + self.read_columns, self.filter, self._stats_schema, self._filter_columns,
+            expect=f, schema=self._file_arrow_schema(f.schema_id), layout=self._layout, kinds=kinds,
         ):
             keep = keep_mask(deleted, start, rows.num_rows) if deleted is not None else None
             yield rows if keep is None else rows.filter(pa.array(keep))
@@ -378,7 +389,9 @@ class SplitRead:
         read = self._other_branches.get(split.branch)
         if read is None:
             store = TableStore(branch_location(self.store.path, split.branch), self.store.file_io)
-            read = SplitRead(store, columns=self.columns, filter=self.filter)
+            read = SplitRead(
+                store, columns=self.columns, filter=self.filter, sequence_number=self.sequence_number
+            )
             self._other_branches[split.branch] = read
         for t in read.read_split(dataclasses.replace(split, branch=None), whole_files=whole_files):
             yield t.cast(self.output_schema) if t.schema != self.output_schema else t
@@ -386,8 +399,13 @@ class SplitRead:
     def _finish(self, t: pa.Table) -> pa.Table:
         if self.filter is not None and t.num_rows:
             t = t.filter(self.filter)
-        t = t.select(self.columns)
+        t = t.select(self.output_names)
         return t.cast(self.output_schema) if t.schema != self.output_schema else t
+
+    @property
+    def output_names(self) -> list[str]:
+        """The output's columns: ``_SEQUENCE_NUMBER`` first when asked for, then the read's."""
+        return self._sys_out + self.columns
 
     def read_splits(self, splits: Sequence[Split]) -> pa.Table:
         """All rows of ``splits`` as one table (splits read in parallel)."""

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakelog.connector.errors import MissingFileError, SnapshotNotFoundError
-from lakelog.connector.format.key_value import VALUE_KIND, RowKind
+from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, RowKind
 from lakelog.connector.format.manifest import KIND_ADD, ManifestEntry
 from lakelog.connector.format.options import ChangelogProducer
 from lakelog.connector.format.snapshot import Snapshot
@@ -172,7 +172,7 @@ def _read_entry_rows(read: SplitRead, snapshot_id: int, e: ManifestEntry, *, kin
     split = Split(snapshot_id, e.partition, e.bucket, e.total_buckets, [e.file])
     t = read.read_file(split, e.file, system=kinds)
     codes = t.column(VALUE_KIND).to_numpy() if kinds else np.zeros(t.num_rows, dtype=np.int64)
-    return with_row_kinds(t.select(read.columns).cast(read.output_schema), codes)
+    return with_row_kinds(t.select(read.output_names).cast(read.output_schema), codes)
 
 
 def delta_rows(
@@ -183,12 +183,14 @@ def delta_rows(
     columns: Optional[Sequence[str]] = None,
     filter: Optional[pc.Expression] = None,
     read_overwrite: Optional[bool] = None,
+    sequence_number: bool = False,
 ) -> pa.Table:
     """The rows the snapshots after ``from_id`` up to ``to_id`` added, as an audit log with the
     kinds they were written with (+I for append tables), in commit order (``read_overwrite``: a
-    read's ``streaming-read-overwrite``, see :func:`reads_overwrite`). Raises
+    read's ``streaming-read-overwrite``, see :func:`reads_overwrite`; ``sequence_number``: each
+    row's ``_SEQUENCE_NUMBER`` after ``rowkind``, primary-key tables). Raises
     :class:`~lakelog.connector.errors.SnapshotNotFoundError` when one of them has expired."""
-    read = SplitRead(store, columns=columns)
+    read = SplitRead(store, columns=columns, sequence_number=sequence_number)
     pk = store.is_primary_key_table
     parts: list[pa.Table] = []
     for snap in snapshots_between(store, from_id, to_id):
@@ -205,10 +207,15 @@ def delta_rows(
 
 
 def read_changelog(
-    store: TableStore, from_id: int, to_id: int, *, read_overwrite: Optional[bool] = None
+    store: TableStore,
+    from_id: int,
+    to_id: int,
+    *,
+    read_overwrite: Optional[bool] = None,
+    sequence_number: bool = False,
 ) -> pa.Table:
     """The changelog files of the snapshots after ``from_id`` up to ``to_id``, as an audit log."""
-    read = SplitRead(store)
+    read = SplitRead(store, sequence_number=sequence_number)
     parts: list[pa.Table] = []
     for snap in snapshots_between(store, from_id, to_id):
         if snap.commit_kind == _OVERWRITE and reads_overwrite(store, read_overwrite):
@@ -220,27 +227,38 @@ def read_changelog(
     return _audit_log(read, parts)
 
 
-def _state(store: TableStore, snap: Optional[Snapshot], keep: Optional[set[tuple[bytes, int]]]) -> pa.Table:
-    splits: list[Split] = plan_splits(store, snap) if snap is not None else []
+def _state(read: SplitRead, snap: Optional[Snapshot], keep: Optional[set[tuple[bytes, int]]]) -> pa.Table:
+    splits: list[Split] = plan_splits(read.store, snap) if snap is not None else []
     if keep is not None:
         splits = [s for s in splits if (s.partition, s.bucket) in keep]
-    return SplitRead(store).read_splits(splits)
+    return read.read_splits(splits)
 
 
 def diff_snapshots(
-    store: TableStore, from_id: int, to_id: Optional[int] = None, *, read_overwrite: Optional[bool] = None
+    store: TableStore,
+    from_id: int,
+    to_id: Optional[int] = None,
+    *,
+    read_overwrite: Optional[bool] = None,
+    sequence_number: bool = False,
 ) -> pa.Table:
     """What changed after snapshot ``from_id`` up to ``to_id`` (default: the latest), as an audit
-    log (see the module docstring; ``read_overwrite``: a read's ``streaming-read-overwrite``)."""
+    log (see the module docstring; ``read_overwrite``: a read's ``streaming-read-overwrite``;
+    ``sequence_number``: each row's ``_SEQUENCE_NUMBER`` after ``rowkind``, primary-key tables,
+    where a changed row's ``-U`` has its old number and its ``+U`` its new one, and a row whose
+    values stayed is no change whatever its number)."""
     sm = store.snapshot_manager
     to_snap = sm.snapshot(to_id) if to_id is not None else sm.latest()
+    seq = sequence_number and store.is_primary_key_table
     if to_snap is None:
-        return with_row_kinds(store.schema.arrow_schema().empty_table(), np.zeros(0, dtype=np.int64))
+        empty = SplitRead(store, sequence_number=seq).output_schema.empty_table()
+        return with_row_kinds(empty, np.zeros(0, dtype=np.int64))
     if from_id < 0 or from_id > to_snap.id:
         raise ValueError(f"from_snapshot_id {from_id} must be between 0 and {to_snap.id}")
     from_snap = sm.snapshot(from_id) if from_id > 0 else None
     if store.is_primary_key_table and store.options.changelog_producer != ChangelogProducer.NONE:
-        return read_changelog(store, from_id, to_snap.id, read_overwrite=read_overwrite)  # its changelog
+        # its changelog
+        return read_changelog(store, from_id, to_snap.id, read_overwrite=read_overwrite, sequence_number=seq)
     if not store.is_primary_key_table:
         if from_id == 0:  # everything up to to_snap, even when its history has expired
             read = SplitRead(store)
@@ -251,12 +269,13 @@ def diff_snapshots(
     overwrites = [s for s in _kinds_between(store, from_id, to_snap.id) if s.commit_kind == _OVERWRITE]
     parts: list[pa.Table] = []
     start, start_snap = from_id, from_snap
+    read = SplitRead(store, sequence_number=seq)
     for o in overwrites:
-        parts.append(_diff(store, start, start_snap, o.id - 1))
+        parts.append(_diff(read, start, start_snap, o.id - 1))
         if reads_overwrite(store, read_overwrite):
-            parts.append(overwrite_rows(store, o))
+            parts.append(overwrite_rows(store, o, read))
         start, start_snap = o.id, o
-    parts.append(_diff(store, start, start_snap, to_snap.id))
+    parts.append(_diff(read, start, start_snap, to_snap.id))
     parts = [p for p in parts if p.num_rows] or parts[:1]
     return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
@@ -270,15 +289,18 @@ def _kinds_between(store: TableStore, from_id: int, to_id: int) -> list[Snapshot
         return []
 
 
-def _diff(store: TableStore, from_id: int, from_snap: Optional[Snapshot], to_id: int) -> pa.Table:
-    """The state difference of primary-key snapshots ``from_id`` and ``to_id`` (touched buckets)."""
+def _diff(read: SplitRead, from_id: int, from_snap: Optional[Snapshot], to_id: int) -> pa.Table:
+    """The state difference of primary-key snapshots ``from_id`` and ``to_id`` (touched buckets),
+    in ``read``'s columns (its sequence numbers compared with nothing)."""
     if to_id <= from_id:
-        return with_row_kinds(SplitRead(store).output_schema.empty_table(), np.zeros(0, dtype=np.int64))
+        return with_row_kinds(read.output_schema.empty_table(), np.zeros(0, dtype=np.int64))
+    store = read.store
     to_snap = store.snapshot_manager.snapshot(to_id)
     keep = touched_buckets(store, from_id, to_id)
-    old = _state(store, from_snap, keep)
-    new = _state(store, to_snap, keep)
-    rows, kinds = diff_by_key(old, new, list(store.schema.primary_keys))
+    old = _state(read, from_snap, keep)
+    new = _state(read, to_snap, keep)
+    ignore = [SEQUENCE_NUMBER] if read.sequence_number else []
+    rows, kinds = diff_by_key(old, new, list(store.schema.primary_keys), ignore=ignore)
     return with_row_kinds(rows, kinds)
 
 

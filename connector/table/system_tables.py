@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakelog.connector.errors import CorruptFileError, SchemaError
+from lakelog.connector.format.key_value import SEQUENCE_NUMBER
 from lakelog.connector.format.manifest import FILE_SOURCE_COMPACT, DataFileMeta, ManifestEntry
 from lakelog.connector.format.snapshot import Snapshot
 from lakelog.connector.format.store import TableStore
@@ -490,7 +491,9 @@ def read_optimized_entries(store: TableStore, snapshot: Optional[Snapshot]) -> l
 def binlog_of(audit: pa.Table, *, pack_updates: bool) -> pa.Table:
     """``t$binlog`` rows from an audit log (a leading ``rowkind`` column): every column becomes an
     array of its values; with ``pack_updates`` (streaming reads) a ``-U`` row directly followed by
-    a ``+U`` row becomes one ``+U`` row holding ``[before, after]``, as Paimon packs them."""
+    a ``+U`` row becomes one ``+U`` row holding ``[before, after]``, as Paimon packs them. A
+    ``_SEQUENCE_NUMBER`` column (``table-read.sequence-number.enabled``) stays one number: the
+    ``+U`` row's for a pair."""
     kinds = audit.column(0).to_numpy(zero_copy_only=False).astype(str)
     n = len(kinds)
     starts = np.arange(n + 1, dtype=np.int32)
@@ -508,6 +511,10 @@ def binlog_of(audit: pa.Table, *, pack_updates: bool) -> pa.Table:
     fields = [pa.field(audit.schema.field(0).name, pa.string())]
     for f, col in zip(list(audit.schema)[1:], audit.columns[1:]):
         values = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if f.name == SEQUENCE_NUMBER:
+            columns.append(values.take(pa.array(starts[1:] - 1)))
+            fields.append(f)
+            continue
         item = pa.field("element", f.type, True)
         columns.append(pa.ListArray.from_arrays(offsets, values, type=pa.list_(item)))
         fields.append(pa.field(f.name, pa.list_(item)))
@@ -517,7 +524,10 @@ def binlog_of(audit: pa.Table, *, pack_updates: bool) -> pa.Table:
 def binlog_schema(schema: pa.Schema, rowkind: str = "rowkind") -> pa.Schema:
     """The schema of ``t$binlog`` for a table of ``schema``."""
     fields = [pa.field(rowkind, pa.string())]
-    fields += [pa.field(f.name, pa.list_(pa.field("element", f.type, True))) for f in schema]
+    fields += [
+        f if f.name == SEQUENCE_NUMBER else pa.field(f.name, pa.list_(pa.field("element", f.type, True)))
+        for f in schema
+    ]
     return pa.schema(fields)
 
 

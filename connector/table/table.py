@@ -570,12 +570,14 @@ class Table:
 
     def changes(self, from_snapshot_id: int, to_snapshot_id: Optional[int] = None) -> pa.Table:
         """What changed after ``from_snapshot_id`` up to ``to_snapshot_id`` (default latest), as rows
-        with a leading ``rowkind`` column (+I, -U, +U, -D), like Paimon's ``$audit_log``."""
+        with a leading ``rowkind`` column (+I, -U, +U, -D), like Paimon's ``$audit_log`` (then
+        ``_SEQUENCE_NUMBER`` when the table sets ``table-read.sequence-number.enabled``)."""
         from lakelog.connector.table.changes import diff_snapshots
 
         start = arg.integer("from_snapshot_id", from_snapshot_id, minimum=0)
         end = arg.optional_integer("to_snapshot_id", to_snapshot_id, minimum=0)
-        return diff_snapshots(self._store, start, end)
+        seq = self._store.options.table_read_sequence_number
+        return diff_snapshots(self._store, start, end, sequence_number=seq)
 
     def subscribe(self, **options: Any) -> Subscription:
         """The table's changes as they happen, as Arrow batches with a leading ``rowkind`` column

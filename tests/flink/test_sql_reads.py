@@ -318,3 +318,36 @@ def test_show_partitions_with_a_partition_spec_lists_the_matching_ones(tmp_path:
     assert query(sql, "SHOW PARTITIONS p PARTITION (dt = 'c')") == []
     refused(sql, "SHOW PARTITIONS p PARTITION (zz = 'a')", "zz")
     refused(sql, "SHOW PARTITIONS p PARTITION (dt)", "expected PARTITION (column = value")
+
+
+def test_audit_log_and_binlog_with_sequence_numbers_as_paimons_page_shows(tmp_path: Path) -> None:
+    """Issue 24, Paimon's system-tables page: ``ALTER TABLE my_table SET
+    ('table-read.sequence-number.enabled' = 'true')`` puts ``_SEQUENCE_NUMBER`` after ``rowkind``
+    in ``$audit_log`` and ``$binlog`` (batch and streaming); a hint cannot set it."""
+    wh = str(tmp_path / "wh")
+    sql = session()
+    sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='file://{wh}')")
+    sql.execute("USE CATALOG lk")
+    sql.execute("CREATE DATABASE db")
+    sql.execute("USE db")
+    sql.execute("CREATE TABLE my_table (k BIGINT PRIMARY KEY NOT ENFORCED, v STRING) WITH ('bucket' = '1')")
+    sql.execute("INSERT INTO my_table VALUES (1, 'a'), (2, 'b')")  # sequence numbers 0, 1
+    assert [f.name for f in lakelog.Catalog(wh).get_table("db.my_table").schema] == ["k", "v"]
+    sql.execute("ALTER TABLE my_table SET ('table-read.sequence-number.enabled' = 'true')")
+    sql.execute("INSERT INTO my_table VALUES (2, 'B')")  # 2
+    assert query(sql, "SELECT * FROM my_table$audit_log") == [("+I", 0, 1, "a"), ("+I", 2, 2, "B")]
+    assert query(sql, "SELECT rowkind, _SEQUENCE_NUMBER, k[1], v[1] FROM my_table$binlog") == [
+        ("+I", 0, 1, "a"), ("+I", 2, 2, "B")]
+    assert query(sql, "SELECT k, v FROM my_table") == [(1, "a"), (2, "B")]  # the table itself: no such column
+    refused(sql, "SELECT * FROM my_table$audit_log /*+ OPTIONS('table-read.sequence-number.enabled' = 'false') */",
+            "cannot be set by a read's dynamic options")
+    # streaming: the changes of later commits, each with the number of its row
+    stream = session("streaming")
+    stream.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='file://{wh}')")
+    res = stream.execute(
+        "SELECT * FROM lk.db.my_table$binlog /*+ OPTIONS('continuous.discovery-interval' = '100 ms') */")
+    t = lakelog.Catalog(wh).get_table("db.my_table")
+    schema = pa.schema([pa.field("k", pa.int64(), False), ("v", pa.string())])
+    got = stream_changes(res, 3, then=(2, lambda: t.write(pa.table({"k": [1], "v": ["A"]}, schema))))
+    assert sorted(got[:2]) == [("INSERT", ("+I", 0, [1], ["a"])), ("INSERT", ("+I", 2, [2], ["B"]))], got
+    assert got[2:] == [("INSERT", ("+U", 3, [1, 1], ["a", "A"]))], got
