@@ -25,7 +25,7 @@ from lakelog.connector.format.branches import MAIN, branch_location, check_branc
 from lakelog.connector.format.options import LogSystem
 from lakelog.connector.format.snapshot import Snapshot, SnapshotManager
 from lakelog.connector.format.store import TableStore
-from lakelog.connector.table.maintenance import referenced_by_others, referenced_files
+from lakelog.connector.table.maintenance import referenced_files, referenced_with_others
 
 __all__ = ["create_branch", "delete_branch", "fast_forward"]
 
@@ -151,9 +151,7 @@ def fast_forward(store: TableStore, name: str) -> int:
                 store.consumer_manager.reset(consumer, latest + 1)
         # 5. the files only the replaced snapshots referenced
         tags = list(store.tag_manager.list().values())
-        live_data, live_meta = referenced_files(store, sm.snapshots() + tags)
-        other_data, other_meta = referenced_by_others(store)
-        live_data, live_meta = live_data | other_data, live_meta | other_meta
+        live_data, live_meta = referenced_with_others(store, sm.snapshots() + tags)
         for path in sorted(cand_data - live_data):
             fio.delete(path)
         for meta in sorted(cand_meta - live_meta):

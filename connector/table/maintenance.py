@@ -36,6 +36,7 @@ __all__ = [
     "rollback_target",
     "referenced_by_others",
     "referenced_files",
+    "referenced_with_others",
 ]
 
 log = logging.getLogger(__name__)
@@ -125,6 +126,13 @@ def referenced_by_others(store: TableStore) -> tuple[set[str], set[str]]:
             if listed == seen:
                 raise
             seen = listed
+
+
+def referenced_with_others(store: TableStore, snapshots: Iterable[Snapshot]) -> tuple[set[str], set[str]]:
+    """:func:`referenced_files` of ``snapshots`` and of every other branch (:func:`referenced_by_others`)."""
+    data, meta = referenced_files(store, snapshots)
+    other_data, other_meta = referenced_by_others(store)
+    return data | other_data, meta | other_meta
 
 
 def _listed_snapshots(sm: SnapshotManager) -> list[Snapshot]:
@@ -304,9 +312,7 @@ def remove_orphan_files(
     if older_than_seconds is None:
         older_than_seconds = store.options.orphan_clean_older_than.seconds
     sm = store.snapshot_manager
-    data, meta = referenced_files(store, sm.snapshots() + list(store.tag_manager.list().values()))
-    other_data, other_meta = referenced_by_others(store)
-    data, meta = data | other_data, meta | other_meta
+    data, meta = referenced_with_others(store, sm.snapshots() + list(store.tag_manager.list().values()))
     canon = os.path.realpath if store.file_io.is_local else location
     keep = {canon(p) for p in data} | {canon(os.path.join(store.manifest_dir, m)) for m in meta}
     cutoff = time.time() - older_than_seconds
@@ -403,9 +409,7 @@ def rollback_to(store: TableStore, *, snapshot_id: Optional[int] = None, tag: Op
             kept.append(target)  # brought back from its tag below
         # what to delete is known before anything changes: a damaged table fails here, untouched
         cand_data, cand_meta = referenced_files(store, removed)
-        live_data, live_meta = referenced_files(store, kept + list(tm.list().values()))
-        other_data, other_meta = referenced_by_others(store)
-        live_data, live_meta = live_data | other_data, live_meta | other_meta
+        live_data, live_meta = referenced_with_others(store, kept + list(tm.list().values()))
         # 1. the LATEST hint first, then the removed snapshots newest first: a crash in between
         #    leaves a table whose latest snapshot is still one of the removed ones, never a gap
         if not sm.snapshot_exists(target.id):
