@@ -321,6 +321,30 @@ class MergeMap(Agg):
         return [(k, v) for k, v in dict(acc).items() if k not in drop]
 
 
+class MergeMapWithKeyTime(Agg):
+    """Paimon's FieldMergeMapWithKeyTimeAgg, row by row: a key's first map is taken whole; in later
+    maps a null value removes the key, a null timestamp is skipped, a timestamp replaces the held
+    entry if that has none or a smaller one (Java's String.compareTo: UTF-16 code units)."""
+
+    def __init__(self, root: str, opts: dict[str, Any]) -> None:
+        super().__init__(root, opts)
+        self.ts = opts.get("ts_field", "ts")
+
+    def agg(self, acc: Any, x: Any) -> Any:
+        if acc is None or x is None:
+            return x if acc is None else acc
+        out = dict(acc)
+        for k, row in x:
+            if row is None:
+                out.pop(k, None)
+            elif row[self.ts] is not None:
+                held = out.get(k)
+                if held is None or held[self.ts] is None or (
+                        row[self.ts].encode("utf-16-be") > held[self.ts].encode("utf-16-be")):
+                    out[k] = row
+        return list(out.items())
+
+
 class NestedUpdate(Agg):
     """Paimon's FieldNestedUpdateAgg (1.4+: existing keys are updated at the count limit), rows in
     the order their keys first arrived (Paimon's HashMap has no order)."""
@@ -402,6 +426,7 @@ AGGS: dict[str, type[Agg]] = {
     "sum": Sum, "product": Product, "count": Count, "max": Max, "min": Min, "last_value": LastValue,
     "last_non_null_value": LastNonNull, "first_value": FirstValue, "first_non_null_value": FirstNonNull,
     "bool_and": BoolAnd, "bool_or": BoolOr, "listagg": ListAgg, "collect": Collect, "merge_map": MergeMap,
+    "merge_map_with_keytime": MergeMapWithKeyTime,
     "primary-key": PrimaryKey, "nested_update": NestedUpdate, "nested_partial_update": NestedPartialUpdate,
 }
 

@@ -368,6 +368,59 @@ def test_merge_map() -> None:
     assert kind == INS and dict(value) == {"b": 3, "c": 4}
 
 
+KEYTIME = "MAP<STRING, ROW<v STRING, ts STRING>>"
+
+
+def test_merge_map_with_keytime_as_paimons_page_shows_it() -> None:
+    """The aggregation page's example, with timestamps that also compare right as strings: the newest
+    entry of each key wins, whichever order the rows come in."""
+    def entries(*items: tuple[str, str, str]) -> list:
+        return [(k, {"v": v, "ts": ts}) for k, v, ts in items]
+
+    rows = [(INS, entries(("product_name", "iPhone", "100"), ("color", "Black", "100"))),
+            (INS, entries(("product_name", "iPad", "200"), ("price", "999", "200"))),
+            (INS, entries(("color", "White", "050")))]
+    kind, value = agg_run(KEYTIME, "merge_map_with_keytime", rows, **{"fields.v.ts-field": "ts"})
+    assert kind == INS and dict(value) == {"product_name": {"v": "iPad", "ts": "200"},
+                                           "color": {"v": "Black", "ts": "100"},
+                                           "price": {"v": "999", "ts": "200"}}
+    # as Paimon's code compares them, the page's own "50" is newer than "100" (strings)
+    rows[2] = (INS, entries(("color", "White", "50")))
+    assert dict(agg_run(KEYTIME, "merge_map_with_keytime", rows)[1])["color"] == {"v": "White", "ts": "50"}
+    # a null value removes the key, a null timestamp is skipped, a tie keeps the held entry; the
+    # first map is taken whole, its null timestamps too
+    rows = [(INS, [("a", {"v": "1", "ts": None}), ("b", {"v": "1", "ts": "5"}), ("c", None)]),
+            (INS, [("b", None), ("a", {"v": "2", "ts": None}), ("d", {"v": "2", "ts": "1"})]),
+            (INS, [("d", {"v": "3", "ts": "1"}), ("b", {"v": "3", "ts": "0"})])]
+    assert dict(agg_run(KEYTIME, "merge_map_with_keytime", rows)[1]) == {
+        "a": {"v": "1", "ts": None}, "b": {"v": "3", "ts": "0"}, "c": None, "d": {"v": "2", "ts": "1"}}
+    # Java orders strings by UTF-16 code units: U+FFFD comes after U+1F600 (a surrogate pair there)
+    rows = [(INS, [("e", {"v": "1", "ts": "\U0001F600"})]), (INS, [("e", {"v": "2", "ts": "\uFFFD"})])]
+    assert dict(agg_run(KEYTIME, "merge_map_with_keytime", rows)[1])["e"]["v"] == "2"
+    with pytest.raises(InvalidInputError, match="retract"):
+        agg_run(KEYTIME, "merge_map_with_keytime", [(INS, []), (UB, [])])
+
+
+def test_merge_map_with_keytime_refusals() -> None:
+    def make(col_type: str, **opts: str) -> None:
+        cols: Cols = [("k", "INT NOT NULL"), ("m", col_type)]
+        options = {"merge-engine": "aggregation", "fields.m.aggregate-function": "merge_map_with_keytime", **opts}
+        merge_function(make_schema(cols, options), CoreOptions(options))
+
+    make(KEYTIME)
+    make("MAP<INT, ROW<ts STRING, v INT>>", **{"fields.m.ts-field": "ts"})
+    with pytest.raises(OptionError, match="'m'.*must be ROW, not INT"):
+        make("MAP<STRING, INT>")
+    with pytest.raises(OptionError, match="at least 2 fields"):
+        make("MAP<STRING, ROW<ts STRING>>")
+    with pytest.raises(OptionError, match="'fields.m.ts-field' names 'time', not a field"):
+        make(KEYTIME, **{"fields.m.ts-field": "time"})
+    with pytest.raises(OptionError, match="'ts' of 'm'.* is BIGINT.*as strings"):
+        make("MAP<STRING, ROW<v STRING, ts BIGINT>>")
+    with pytest.raises(OptionError, match="needs MAP"):
+        make("ARRAY<ROW<v STRING, ts STRING>>")
+
+
 def test_aggregation_remove_record_on_delete() -> None:
     cols: Cols = [("k", "INT NOT NULL"), ("s", "INT"), ("n", "INT NOT NULL")]
     opts = {"merge-engine": "aggregation", "fields.s.aggregate-function": "sum",
@@ -393,7 +446,7 @@ def test_aggregation_validation() -> None:
     with pytest.raises(OptionError, match="'s' of type VARCHAR .* it needs VARBINARY"):
         make({"fields.s.aggregate-function": "hll_sketch"})
     with pytest.raises(OptionError, match="not supported by lakelog"):
-        make({"fields.s.aggregate-function": "merge_map_with_keytime"})
+        make({"fields.s.aggregate-function": "rbm64"})
     with pytest.raises(OptionError):
         make({"fields.s.aggregate-function": "no_such_function"})
     with pytest.raises(OptionError, match="sequence field"):
@@ -465,6 +518,11 @@ def random_value(rng: np.random.Generator, t: str, null_p: float = 0.25) -> Any:
             "i": None if rng.random() < 0.05 else int(rng.integers(0, 4)),
             "s": None if rng.random() < 0.3 else str(rng.choice(["x", "y"]))}
             for _ in range(int(rng.integers(0, 4)))]
+    if t.startswith(KEYTIME):  # removals, null and tied timestamps, "10" < "9" as strings
+        chosen = rng.choice(list("wxyz"), size=int(rng.integers(0, 3)), replace=False)
+        return [(str(k), None if rng.random() < 0.15 else {
+            "v": str(rng.choice(["p", "q"])), "ts": None if rng.random() < 0.1 else str(rng.choice(["1", "10", "9"]))})
+            for k in chosen]
     if base == "MAP<STRING,":
         chosen = rng.choice(list("wxyz"), size=int(rng.integers(0, 3)), replace=False)
         return [(str(k), int(rng.integers(0, 9))) for k in chosen]
@@ -558,6 +616,7 @@ AGG_CASES = [
     ("INT", "first_value"), ("INT", "first_non_null_value"), ("STRING", "listagg"), ("BOOLEAN", "bool_and"),
     ("BOOLEAN", "bool_or"), ("ARRAY<INT>", "collect"), ("MAP<STRING, INT>", "merge_map"),
     ("ARRAY<ROW<i INT, s STRING>>", "nested_update"), ("ARRAY<ROW<i INT, s STRING>>", "nested_partial_update"),
+    (KEYTIME, "merge_map_with_keytime"),
 ]
 
 
@@ -713,11 +772,12 @@ def test_random_partial_update_sequence_groups(seed: int) -> None:
 
 
 @pytest.mark.parametrize("func", ["first_value", "first_non_null_value", "listagg", "last_non_null_value",
-                                  "count", "collect", "merge_map"])
+                                  "count", "collect", "merge_map", "merge_map_with_keytime"])
 def test_partial_update_older_rows_first(func: str) -> None:
     """A retraction advances the group's sequence, so the first aggregated row is an older one
     (aggReversed on an uninitialized aggregator); blank strings exercise listagg's edge cases."""
-    ctype = {"listagg": "STRING", "count": "INT", "collect": "ARRAY<INT>", "merge_map": "MAP<STRING, INT>"}
+    ctype = {"listagg": "STRING", "count": "INT", "collect": "ARRAY<INT>", "merge_map": "MAP<STRING, INT>",
+             "merge_map_with_keytime": KEYTIME}
     cols: Cols = [("k", "INT NOT NULL"), ("c", ctype.get(func, "STRING")), ("g", "INT")]
     options = {"merge-engine": "partial-update", "fields.g.sequence-group": "c",
                "fields.c.aggregate-function": func, "fields.c.ignore-retract": "true"}

@@ -372,6 +372,7 @@ HONOURED_BY: dict[str, str] = {
     "fields.*.list-agg-delimiter": "tests/test_merge_engine.py::test_aggregate_options",
     "fields.*.nested-key": "tests/test_merge_engine.py::test_random_aggregation",
     "fields.*.count-limit": "tests/test_merge_engine.py::test_random_aggregation",
+    "fields.*.ts-field": "tests/test_merge_engine.py::test_merge_map_with_keytime_as_paimons_page_shows_it",
     "fields.*.sequence-group": "tests/test_merge_engine.py::test_partial_update_sequence_group_doc_example",
     "fields.*.default-value": "tests/test_table.py::test_default_values_fill_nulls_and_missing_columns_on_write",
     "file-index.bitmap.columns":

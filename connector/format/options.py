@@ -496,7 +496,7 @@ AGGREGATE_FUNCTIONS = frozenset(
 
 
 SUPPORTED_AGGREGATE_FUNCTIONS = AGGREGATE_FUNCTIONS - {
-    "avg", "rbm64", "merge_map_with_keytime",
+    "avg", "rbm64",
 }
 """The aggregate functions lakelog's merge implements (``lsm/merge/aggregators.py`` checks it)."""
 
@@ -976,6 +976,10 @@ class CoreOptions:
         "nested_update: key fields of the nested rows (a later row replaces the row of its key).")
     FIELD_COUNT_LIMIT: ClassVar[PatternOption] = PatternOption(
         "fields.*.count-limit", int, None, "nested_update: maximum number of nested rows.", _at_least(1))
+    FIELD_TS_FIELD: ClassVar[PatternOption] = PatternOption(
+        "fields.*.ts-field", str, None,
+        "merge_map_with_keytime: the field of the map's ROW values holding each entry's timestamp "
+        "(default: the last field).")
     KAFKA_PROPERTIES: ClassVar[PatternOption] = PatternOption(
         "kafka.*", str, None, "Properties of the Kafka log system's clients.")
     FIELD_STATS_MODE: ClassVar[PatternOption] = PatternOption(
@@ -1081,6 +1085,10 @@ class CoreOptions:
     def field_count_limit(self, field: str) -> Optional[int]:
         v = self._field_option(self.FIELD_COUNT_LIMIT, field)
         return None if v is None else int(v)
+
+    def field_ts_field(self, field: str) -> Optional[str]:
+        v = self._field_option(self.FIELD_TS_FIELD, field)
+        return None if v is None or not str(v).strip() else str(v).strip()
 
     def sequence_groups(self) -> dict[tuple[str, ...], list[str]]:
         """Partial-update sequence groups: ``{(sequence fields...): [fields in the group]}``."""

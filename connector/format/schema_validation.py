@@ -40,6 +40,7 @@ FIELD_OPTION_PATTERNS = (
     CoreOptions.FIELD_LIST_AGG_DELIMITER,
     CoreOptions.FIELD_NESTED_KEY,
     CoreOptions.FIELD_COUNT_LIMIT,
+    CoreOptions.FIELD_TS_FIELD,
     CoreOptions.FIELD_STATS_MODE,
     CoreOptions.FIELD_DEFAULT_VALUE,
 )

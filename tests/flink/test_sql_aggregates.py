@@ -143,3 +143,35 @@ def test_the_nested_update_example_of_paimons_aggregation_page(tmp_path: Path) -
   FROM order_wide, UNNEST(sub_orders) AS so(sub_order_id, product_name, price)"""))
     assert got == sorted([(1, "ann", "a st", 1, "pen", 3), (1, "ann", "a st", 2, "ink", 5),
                           (2, "bob", "b st", 1, "cup", 7)], key=repr)  # fmt: skip
+
+
+def test_the_merge_map_with_keytime_example_of_paimons_aggregation_page(tmp_path: Path) -> None:
+    """The page's table as written; its three records as one batch ``INSERT`` each. Paimon compares
+    the timestamps as strings, so its own example's "50" is newer than "100" (Paimon 1.4's Java code
+    agrees: tests/test_interop_paimon_java.py); a fourth record with "300" shows the newest winning."""
+    wh = str(tmp_path / "wh")
+    sql = session("batch")
+    sql.execute(f"CREATE CATALOG lk WITH ('type'='lakelog', 'warehouse'='{wh}')")
+    sql.execute("USE CATALOG lk")
+    sql.execute("""
+  CREATE TABLE my_table (
+      biz_order_id STRING,
+      key_value_map MAP<STRING, ROW<`value` STRING, `ts` STRING>>,
+      PRIMARY KEY (biz_order_id) NOT ENFORCED
+  ) WITH (
+      'merge-engine' = 'aggregation',
+      'fields.key_value_map.aggregate-function' = 'merge_map_with_keytime',
+      'fields.key_value_map.ts-field' = 'ts'
+  )""")
+    for entries in ("'product_name', ROW('iPhone', '100'), 'color', ROW('Black', '100')",
+                    "'product_name', ROW('iPad', '200'), 'price', ROW('999', '200')",
+                    "'color', ROW('White', '50')",
+                    "'price', ROW('899', '300'), 'color', ROW('Red', '0')"):
+        sql.execute(f"INSERT INTO my_table VALUES ('1', MAP[{entries}])")
+    [row] = lakelog.Catalog(wh).get_table("default.my_table").to_arrow().to_pylist()
+    assert dict(row["key_value_map"]) == {
+        "product_name": {"value": "iPad", "ts": "200"},
+        "color": {"value": "White", "ts": "50"},
+        "price": {"value": "899", "ts": "300"},
+    }
+    assert rows(sql.execute("SELECT key_value_map['price'].`value` FROM my_table")) == [("899",)]

@@ -60,6 +60,7 @@ _TYPE_RULES: dict[str, tuple[Optional[frozenset[str]], str]] = {
     "bool_or": (frozenset({"BOOLEAN"}), "BOOLEAN"),
     "collect": (frozenset({"ARRAY"}), "ARRAY"),
     "merge_map": (frozenset({"MAP"}), "MAP"),
+    "merge_map_with_keytime": (frozenset({"MAP"}), "MAP<key, ROW<value fields..., ts STRING>>"),
     "nested_update": (frozenset({"ARRAY"}), "ARRAY<ROW<...>>"),
     "nested_partial_update": (frozenset({"ARRAY"}), "ARRAY<ROW<...>>"),
     "rbm32": (frozenset({"VARBINARY"}), "VARBINARY / BYTES"),
@@ -88,6 +89,7 @@ class AggregateSpec:
     delimiter: str = ","
     nested_key: tuple[str, ...] = ()  # nested_update
     count_limit: Optional[int] = None  # nested_update
+    ts_index: int = -1  # merge_map_with_keytime: the timestamp's field in the map's ROW values
 
 
 def aggregate_spec(name: str, f: DataField, options: CoreOptions) -> AggregateSpec:
@@ -126,9 +128,41 @@ def aggregate_spec(name: str, f: DataField, options: CoreOptions) -> AggregateSp
             raise OptionError(
                 f"option {CoreOptions.FIELD_NESTED_KEY.key_for(f.name)!r} names {unknown}, not fields of the "
                 f"nested rows of {f.name!r} ({', '.join(names)})")
+    ts_index = _keytime_ts_index(f, options, key) if name == "merge_map_with_keytime" else -1
     return AggregateSpec(name, f.name, options.field_ignore_retract(f.name), options.field_distinct(f.name),
                          options.field_list_agg_delimiter(f.name), nested_key,
-                         options.field_count_limit(f.name))
+                         options.field_count_limit(f.name), ts_index)
+
+
+def _keytime_ts_index(f: DataField, options: CoreOptions, key: str) -> int:
+    """merge_map_with_keytime: the index of the timestamp field in the map's ROW values, checked as
+    Paimon's factory checks it (a ROW of at least two fields; ``fields.<f>.ts-field`` or the last
+    field). Paimon compares the timestamps as strings (``getString``), so lakelog asks for a string
+    field up front where Paimon's merge would fail on another type at its first compaction."""
+    value = f.type.value
+    if value is None or value.root != "ROW":
+        inner = value.root if value is not None else "?"
+        raise OptionError(f"aggregate function 'merge_map_with_keytime' does not fit field {f.name!r} "
+                          f"(option {key!r}): the map's values must be ROW, not {inner}")
+    fields = list(value.fields or ())
+    if len(fields) < 2:
+        raise OptionError(f"aggregate function 'merge_map_with_keytime' of field {f.name!r} needs ROW values "
+                          f"of at least 2 fields (a value and a timestamp), not {len(fields)}")
+    names = [x.name for x in fields]
+    chosen = options.field_ts_field(f.name)
+    if chosen is None:
+        index = len(fields) - 1
+    elif chosen in names:
+        index = names.index(chosen)
+    else:
+        raise OptionError(f"option {CoreOptions.FIELD_TS_FIELD.key_for(f.name)!r} names {chosen!r}, not a "
+                          f"field of the ROW values of {f.name!r} ({', '.join(names)})")
+    if fields[index].type.root not in ("CHAR", "VARCHAR"):
+        raise OptionError(
+            f"the timestamp field {names[index]!r} of {f.name!r} (merge_map_with_keytime) is "
+            f"{fields[index].type.root}: Paimon compares these timestamps as strings, so it must be "
+            "CHAR, VARCHAR or STRING")
+    return index
 
 
 def _check_retract(spec: AggregateSpec, op: np.ndarray) -> np.ndarray:
@@ -748,6 +782,112 @@ def _fold_merge_map(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: Mer
     return list_array(arr.type, offsets, child.take(pa.array(chosen)), null)
 
 
+def _fold_merge_map_keytime(
+    spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext
+) -> pa.Array:
+    # Paimon's FieldMergeMapWithKeyTimeAgg. agg(acc, in): a null side gives the other as it is, so a
+    # key's first map is taken whole (entries with a null value or timestamp too); then each entry
+    # of each later map in turn: a null value removes its key, a null timestamp is skipped, and
+    # otherwise it replaces the held entry if there is none, or it has a null value or timestamp, or
+    # a smaller timestamp. So after a key's last removal the largest timestamp wins, the first of a
+    # tie. No retraction. Older sequence-group rows and record resets fold row by row.
+    valid = valid_mask(arr)
+    if (ctx.final & valid & ((op == AGG_REV) | (op == SET))).any():
+        return _merge_map_keytime_sequential(spec, arr, op, ctx)
+    ins = ctx.final & valid & (op == AGG)
+    null = ~ctx.any(ins)
+    base_row = ctx.first(ins)
+    child, parent, pos = _explode(arr, np.flatnonzero(ins))
+    n = len(parent)
+    if not n:
+        return list_array(arr.type, np.zeros(ctx.g + 1, dtype=np.int64), child, null)
+    g = ctx.gid[parent]
+    kid = _value_ids(child.field(0), spec.column)
+    value = child.field(1)
+    has_row = valid_mask(value)
+    stamp = value.field(spec.ts_index)
+    has_ts = has_row & valid_mask(stamp)
+    order = np.lexsort((pos, parent, kid, g))  # each (key, map key) run in the order of arrival
+    run_start = np.ones(n, dtype=bool)
+    run_start[1:] = (g[order][1:] != g[order][:-1]) | (kid[order][1:] != kid[order][:-1])
+    run_id = np.cumsum(run_start) - 1
+    nruns = int(run_id[-1]) + 1
+    at = np.arange(n)
+    base = (parent == base_row[g])[order]
+
+    def last_where(mask: np.ndarray) -> np.ndarray:
+        out = np.full(nruns, -1, dtype=np.int64)
+        np.maximum.at(out, run_id[mask], at[mask])
+        return out
+
+    last_base = last_where(base)  # the first map's own repeats of a key: its last one counts (a put)
+    last_removal = last_where(~base & ~has_row[order])
+    rank = _java_string_rank(stamp)[order]
+    cand = (~base | (at == last_base[run_id])) & has_ts[order] & (at > last_removal[run_id])
+    best = np.full(nruns, -1, dtype=np.int64)
+    np.maximum.at(best, run_id[cand], rank[cand])
+    first_best = np.full(nruns, n, dtype=np.int64)
+    top = cand & (rank == best[run_id])
+    np.minimum.at(first_best, run_id[top], at[top])
+    held = (last_removal < 0) & (last_base >= 0)  # no candidate: the first map's entry stays as it is
+    pick = np.where(first_best < n, first_best, np.where(held, last_base, -1))
+    present = pick >= 0
+    chosen = order[pick[present]]
+    first_seen = order[np.flatnonzero(run_start)][present]  # entries in the order their keys came
+    chosen = chosen[np.lexsort((pos[first_seen], parent[first_seen]))]
+    counts = np.bincount(g[chosen], minlength=ctx.g)
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    return list_array(arr.type, offsets, child.take(pa.array(chosen)), null)
+
+
+def _java_string_rank(strings: pa.Array) -> np.ndarray:
+    """Dense ranks of strings in Java's ``String.compareTo`` order (UTF-16 code units; nulls get any
+    rank). Arrow orders by UTF-8 bytes, the code point order, which differs only where a character
+    above U+FFFF meets one in U+E000..U+FFFF: those rare arrays are ranked in Python."""
+    if pc.any(pc.match_substring_regex(strings, "[\\x{E000}-\\x{10FFFF}]")).as_py():
+        texts = strings.to_pylist()
+        keys = sorted({t.encode("utf-16-be") for t in texts if t is not None})
+        where = {k: i for i, k in enumerate(keys)}
+        return np.array([-1 if t is None else where[t.encode("utf-16-be")] for t in texts], dtype=np.int64)
+    ranks = pc.rank(strings.fill_null(""), sort_keys="ascending", tiebreaker="dense")
+    return np.asarray(ranks.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _merge_map_keytime_sequential(
+    spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext
+) -> pa.Array:
+    """merge_map_with_keytime folded row by row, as Paimon's agg / aggReversed, per key."""
+    ts_name = arr.type.item_type[spec.ts_index].name
+    values = arr.to_pylist()
+
+    def agg(acc: Optional[list], x: Optional[list]) -> Optional[list]:
+        if acc is None or x is None:
+            return x if acc is None else acc
+        out = {_hashable(k): (k, v) for k, v in acc}
+        for k, row in x:
+            if row is None:
+                out.pop(_hashable(k), None)
+                continue
+            ts = row[ts_name]
+            if ts is None:
+                continue
+            held = out.get(_hashable(k), (k, None))[1]
+            if held is None or held[ts_name] is None or _java_newer(ts, held[ts_name]):
+                out[_hashable(k)] = (k, row)
+        return list(out.values())
+
+    return pa.array(_fold_row_by_row(values, op, ctx, agg), type=arr.type)
+
+
+def _java_newer(a: str, b: str) -> bool:
+    """``a.compareTo(b) > 0`` in Java (UTF-16 code units)."""
+    return a.encode("utf-16-be") > b.encode("utf-16-be")
+
+
+def _hashable(k: Any) -> Any:
+    return repr(k) if isinstance(k, (dict, list)) else k
+
+
 # ---- nested_update --------------------------------------------------------------------------------
 
 
@@ -876,21 +1016,30 @@ def _nested_update_sequential(
         keys = {key(r) for r in gone}
         return [r for r in acc if r is not None and key(r) not in keys]
 
-    out: list[Optional[list]] = []
+    return pa.array(_fold_row_by_row(values, op, ctx, agg, retract), type=arr.type)
+
+
+def _fold_row_by_row(
+    values: list, op: np.ndarray, ctx: MergeContext, agg: Callable[[Any, Any], Any],
+    retract: Optional[Callable[[Any, Any], Any]] = None,
+) -> list:
+    """Each key's final segment folded in order, as Paimon calls agg / aggReversed (``agg(x, acc)``) /
+    retract, starting from a null accumulator: one value per key."""
+    out: list = []
     for g in range(ctx.g):
-        acc: Optional[list] = None
+        acc: Any = None
         for r in range(int(ctx.fstart[g]), int(ctx.ends[g])):
             o, x = op[r], values[r]
             if o == AGG:
                 acc = agg(acc, x)
             elif o == AGG_REV:
                 acc = agg(x, acc)
-            elif o == RETRACT:
+            elif o == RETRACT and retract is not None:
                 acc = retract(acc, x)
             elif o == SET:
                 acc = x
         out.append(acc)
-    return pa.array(out, type=arr.type)
+    return out
 
 
 # ---- set unions: rbm32, hll_sketch, theta_sketch --------------------------------------------------
@@ -930,6 +1079,7 @@ _FOLDS: dict[str, Callable[[AggregateSpec, pa.Array, np.ndarray, MergeContext], 
     "bool_or": _fold_bool,
     "collect": _fold_collect,
     "merge_map": _fold_merge_map,
+    "merge_map_with_keytime": _fold_merge_map_keytime,
     "nested_update": _fold_nested_update,
     "nested_partial_update": _fold_nested_partial_update,
     "rbm32": _fold_union,
