@@ -23,7 +23,7 @@ import numpy as np
 
 from lakelog.connector.errors import CorruptFileError
 
-__all__ = ["encode_roaring32", "decode_roaring32"]
+__all__ = ["encode_roaring32", "decode_roaring32", "containers", "read_container"]
 
 _COOKIE_NO_RUNS = 12346
 _COOKIE_RUNS = 12347
@@ -35,15 +35,44 @@ _BITMAP_BYTES = 8192
 def encode_roaring32(positions: np.ndarray, *, run_optimize: bool = False) -> bytes:
     """The portable Roaring serialization of sorted, unique values below 2**32."""
     pos = np.asarray(positions, dtype=np.uint32)
-    high = (pos >> 16).astype(np.uint16)
+    keys, cards, as_run, bodies = containers(pos.astype(np.uint64), run_optimize=run_optimize)
+    n = len(keys)
+    desc = np.empty(2 * n, dtype="<u2")
+    desc[0::2] = keys
+    desc[1::2] = cards - 1
+    if as_run.any():
+        flags = np.packbits(as_run, bitorder="little").tobytes()
+        header = struct.pack("<I", _COOKIE_RUNS | ((n - 1) << 16)) + flags
+        with_offsets = n >= _NO_OFFSET_THRESHOLD
+    else:
+        header = struct.pack("<II", _COOKIE_NO_RUNS, n)
+        with_offsets = True
+    offsets = b""
+    if with_offsets:
+        first_body = len(header) + 4 * n + 4 * n
+        sizes = np.array([len(b) for b in bodies], dtype=np.int64)
+        offsets = (first_body + np.concatenate([[0], np.cumsum(sizes)[:-1]]) if n else np.empty(0)).astype(
+            "<u4").tobytes()
+    return header + desc.tobytes() + offsets + b"".join(bodies)
+
+
+def containers(
+    values: np.ndarray, *, run_optimize: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[bytes]]:
+    """The Roaring containers of sorted, unique ``uint64`` values: (each container's key, the values
+    above the lower 16 bits; its cardinality; whether it is a list of runs; its body). A body is an
+    array of the lower 16 bits (at most 4,096 values), a 65,536-bit bitmap, or, with
+    ``run_optimize`` and where strictly smaller, ``<count> (<start> <length - 1>)*``; all
+    little-endian, the same bytes in the 32-bit portable format and Java's 64-bit containers."""
+    high = values >> np.uint64(16)
     keys, starts = np.unique(high, return_index=True)
-    ends = np.append(starts[1:], len(pos)).astype(np.int64)
+    ends = np.append(starts[1:], len(values)).astype(np.int64)
     n = len(keys)
     cards = (ends - starts).astype(np.int64)
-    low_all = (pos & 0xFFFF).astype(np.int64)
+    low_all = (values & np.uint64(0xFFFF)).astype(np.int64)
     # runs per container: a run starts wherever a value is not its predecessor + 1
-    run_start = np.ones(len(pos), dtype=bool)
-    if len(pos) > 1:
+    run_start = np.ones(len(values), dtype=bool)
+    if len(values) > 1:
         run_start[1:] = low_all[1:] != low_all[:-1] + 1
     run_start[starts] = True
     nruns = np.add.reduceat(run_start.astype(np.int64), starts) if n else np.zeros(0, np.int64)
@@ -65,23 +94,7 @@ def encode_roaring32(positions: np.ndarray, *, run_optimize: bool = False) -> by
             bodies.append(np.packbits(bits, bitorder="little").tobytes())
         else:
             bodies.append(low.astype("<u2").tobytes())
-    desc = np.empty(2 * n, dtype="<u2")
-    desc[0::2] = keys
-    desc[1::2] = cards - 1
-    if as_run.any():
-        flags = np.packbits(as_run, bitorder="little").tobytes()
-        header = struct.pack("<I", _COOKIE_RUNS | ((n - 1) << 16)) + flags
-        with_offsets = n >= _NO_OFFSET_THRESHOLD
-    else:
-        header = struct.pack("<II", _COOKIE_NO_RUNS, n)
-        with_offsets = True
-    offsets = b""
-    if with_offsets:
-        first_body = len(header) + 4 * n + 4 * n
-        sizes = np.array([len(b) for b in bodies], dtype=np.int64)
-        offsets = (first_body + np.concatenate([[0], np.cumsum(sizes)[:-1]]) if n else np.empty(0)).astype(
-            "<u4").tobytes()
-    return header + desc.tobytes() + offsets + b"".join(bodies)
+    return keys, cards, np.asarray(as_run, dtype=bool), bodies
 
 
 def decode_roaring32(data: bytes, where: str, what: str = "deletion vector") -> tuple[np.ndarray, int]:
@@ -116,23 +129,33 @@ def _decode_roaring32(buf: memoryview) -> tuple[np.ndarray, int]:
     keys, cards = desc[0::2], desc[1::2] + 1
     parts = []
     for i in range(n):
-        base = keys[i] << np.uint64(16)
-        if runs is not None and runs[i]:
-            (count,) = struct.unpack_from("<H", buf, at)
-            pairs = np.frombuffer(buf, dtype="<u2", count=2 * count, offset=at + 2).astype(np.int64)
-            at += 2 + 4 * count
-            starts, lengths = pairs[0::2], pairs[1::2] + 1
-            total = int(lengths.sum())
-            # each run start..start+length-1, without a Python loop over the runs
-            offs = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-            low = np.repeat(starts, lengths) + offs
-        elif cards[i] > _ARRAY_MAX:
-            bits = np.frombuffer(buf, dtype=np.uint8, count=_BITMAP_BYTES, offset=at)
-            at += _BITMAP_BYTES
-            low = np.flatnonzero(np.unpackbits(bits, bitorder="little"))
-        else:
-            low = np.frombuffer(buf, dtype="<u2", count=int(cards[i]), offset=at)
-            at += 2 * int(cards[i])
-        parts.append(base + low.astype(np.uint64))
+        kind = RUN if runs is not None and runs[i] else BITMAP if cards[i] > _ARRAY_MAX else ARRAY
+        low, at = read_container(buf, at, kind, int(cards[i]))
+        parts.append((keys[i] << np.uint64(16)) + low)
     out = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
     return out, at
+
+
+RUN, BITMAP, ARRAY = "run", "bitmap", "array"
+
+
+def read_container(buf: memoryview, at: int, kind: str, card: int) -> tuple[np.ndarray, int]:
+    """(the lower 16 bits it holds, as sorted ``uint64``; the offset after it) of the container body
+    at ``at`` (the layouts of :func:`containers`)."""
+    if kind == RUN:
+        (count,) = struct.unpack_from("<H", buf, at)
+        pairs = np.frombuffer(buf, dtype="<u2", count=2 * count, offset=at + 2).astype(np.int64)
+        at += 2 + 4 * count
+        starts, lengths = pairs[0::2], pairs[1::2] + 1
+        total = int(lengths.sum())
+        # each run start..start+length-1, without a Python loop over the runs
+        offs = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        low = np.repeat(starts, lengths) + offs
+    elif kind == BITMAP:
+        bits = np.frombuffer(buf, dtype=np.uint8, count=_BITMAP_BYTES, offset=at)
+        at += _BITMAP_BYTES
+        low = np.flatnonzero(np.unpackbits(bits, bitorder="little"))
+    else:
+        low = np.frombuffer(buf, dtype="<u2", count=card, offset=at)
+        at += 2 * card
+    return low.astype(np.uint64), at
