@@ -1,8 +1,8 @@
 """Flink SQL functions that make and read the values of the set-union aggregate functions.
 
-Paimon's pages for ``rbm32``, ``hll_sketch`` and ``theta_sketch`` register user-written Java
-functions (``TO_BITMAP``, ``HLL_SKETCH``, ``HLL_SKETCH_COUNT``...). These are the same functions in
-Python, on :mod:`lakelog.sketches`; register the ones you need by their path::
+Paimon's pages for ``rbm32``, ``rbm64``, ``hll_sketch`` and ``theta_sketch`` register user-written
+Java functions (``TO_BITMAP``, ``TO_BITMAP64``, ``HLL_SKETCH``, ``HLL_SKETCH_COUNT``...). These are
+the same functions in Python, on :mod:`lakelog.sketches`; register the ones you need by their path::
 
     CREATE TEMPORARY FUNCTION TO_BITMAP AS 'lakelog.operators.set_functions.to_bitmap' LANGUAGE PYTHON;
     CREATE TEMPORARY FUNCTION HLL_SKETCH AS 'lakelog.operators.set_functions.hll_sketch' LANGUAGE PYTHON;
@@ -23,6 +23,9 @@ __all__ = [
     "to_bitmap",
     "bitmap_count",
     "bitmap_contains",
+    "to_bitmap64",
+    "bitmap64_count",
+    "bitmap64_contains",
     "hll_sketch",
     "hll_sketch_count",
     "theta_sketch",
@@ -48,6 +51,28 @@ def bitmap_contains(data: Optional[bytes], value: Optional[int]) -> Optional[boo
     if data is None or value is None:
         return None
     values = sketches.bitmap32_values(data)
+    i = int(values.searchsorted(value))
+    return i < len(values) and int(values[i]) == value
+
+
+@udf(result_type=DataTypes.BYTES())
+def to_bitmap64(*values: Optional[int]) -> bytes:
+    """An ``rbm64`` value of the non-null integer arguments."""
+    return sketches.bitmap64([v for v in values if v is not None])
+
+
+@udf(result_type=DataTypes.BIGINT())
+def bitmap64_count(data: Optional[bytes]) -> Optional[int]:
+    """How many values an ``rbm64`` value holds (null for null)."""
+    return None if data is None else len(sketches.bitmap64_values(data))
+
+
+@udf(result_type=DataTypes.BOOLEAN())
+def bitmap64_contains(data: Optional[bytes], value: Optional[int]) -> Optional[bool]:
+    """Whether an ``rbm64`` value holds ``value``."""
+    if data is None or value is None:
+        return None
+    values = sketches.bitmap64_values(data)
     i = int(values.searchsorted(value))
     return i < len(values) and int(values[i]) == value
 

@@ -462,6 +462,65 @@ def test_set_unions_merge_the_same_in_paimon_java(paimon_java: PaimonOracle, tmp
             assert base64.b64decode(bm) == sk.bitmap32(sorted(union[r["id"]])), r["id"]
 
 
+def test_rbm64_bitmaps_merge_the_same_in_paimon_java(paimon_14: PaimonOracle, tmp_path: Any) -> None:
+    """Issue 24: ``rbm64`` values (the Java library's dump of a ``Roaring64Bitmap``) written by both
+    sides and united by both sides' merges and compactions in turns. The sets reach over the whole
+    range of a long, so the trees hold every node type (up to 80 keys differing in their first byte)
+    and leaves at every depth, and the containers are runs, arrays and bitmaps."""
+    from lakelog import sketches as sk
+
+    wh, name, pj = str(tmp_path / "wh"), "db.rbm64", paimon_14
+    schema = pa.schema([pa.field("id", pa.int32(), False), ("b", pa.binary())])
+    options = {"bucket": "1", "merge-engine": "aggregation", "fields.b.aggregate-function": "rbm64"}
+    lakelog.Catalog(wh).create_table(name, schema, primary_key=["id"], options=options)
+    rnd = random.Random(64)
+    union: dict[int, set[int]] = {}
+
+    def values() -> set[int]:
+        base = rnd.choice([0, -(2**40), 2**33 + 7 * 2**16, 2**62])
+        dense = set(range(base + rnd.randrange(9) * 1000, base + 9000))  # a run, or a bitmap container
+        scattered = {rnd.randrange(-(2**63), 2**63) for _ in range(rnd.randrange(80))}
+        near = {base + rnd.randrange(2**20) for _ in range(rnd.randrange(30))}  # keys sharing a prefix
+        return set() if rnd.random() < 0.15 else dense | scattered | near
+
+    def write(side: str, ids: range) -> None:
+        data: dict[str, list[Any]] = {"id": [], "b": []}
+        for i in ids:
+            vals = values()
+            union.setdefault(i, set()).update(vals)
+            data["id"].append(i)
+            data["b"].append(sk.bitmap64(sorted(vals)) if vals else None)
+        batch = pa.table(data, schema=schema)
+        if side == "lakelog":
+            lakelog.Catalog(wh).get_table(name).write(batch)
+        else:
+            pj.write(wh, name, batch)
+
+    def sets(rows: list[dict]) -> dict[int, list[int]]:
+        import base64
+
+        def raw(v: Any) -> bytes:
+            return base64.b64decode(v) if isinstance(v, str) else v
+
+        return {r["id"]: [] if r["b"] is None else sk.bitmap64_values(raw(r["b"])).tolist() for r in rows}
+
+    def check(what: str) -> None:
+        want = {i: sorted(v) for i, v in union.items()}
+        assert sets(arrow_to_rows(lakelog.Catalog(wh).get_table(name).to_arrow())) == want, f"lakelog's read {what}"
+        assert sets(pj.read(wh, name)) == want, f"Paimon Java's read {what}"
+
+    write("lakelog", range(0, 20))
+    write("java", range(0, 20, 2))
+    check("after one write by each side")  # Paimon's merge read unites lakelog's values
+    pj.compact(wh, name, full=True)  # its files now hold Java's own serialization
+    write("lakelog", range(5, 25))
+    lakelog.Catalog(wh).get_table(name).compact(full=True)  # lakelog unites Java's bitmaps
+    check("after both sides compacted")
+    write("java", range(0, 25, 3))
+    pj.compact(wh, name, full=True)
+    check("after Paimon compacted lakelog's unions")
+
+
 def _in_turns(
     pj: PaimonOracle, wh: str, name: str, write: Callable[[str], None], check: Callable[[list[dict], str], None]
 ) -> None:

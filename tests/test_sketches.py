@@ -1,4 +1,4 @@
-"""The set-union aggregate functions (issue 24): ``rbm32``, ``hll_sketch`` and ``theta_sketch``.
+"""The set-union aggregate functions (issue 24): ``rbm32``, ``rbm64``, ``hll_sketch`` and ``theta_sketch``.
 
 Their values are serialized sets; a key's values are united on merge. Paimon's Java code merges the
 same bytes (tests/test_interop_paimon_java.py); here the merge is checked against a dict oracle over
@@ -21,9 +21,16 @@ from lakelog.connector.errors import InvalidInputError, MissingDependencyError, 
 from lakelog.connector.format.roaring import decode_roaring32, encode_roaring32
 
 SCHEMA = pa.schema([pa.field("id", pa.int32(), False), ("bm", pa.binary()), ("uv", pa.binary()),
-                    ("th", pa.binary())])  # fmt: skip
+                    ("th", pa.binary()), ("b64", pa.binary())])  # fmt: skip
 AGG = {"merge-engine": "aggregation", "fields.bm.aggregate-function": "rbm32",
-       "fields.uv.aggregate-function": "hll_sketch", "fields.th.aggregate-function": "theta_sketch"}
+       "fields.uv.aggregate-function": "hll_sketch", "fields.th.aggregate-function": "theta_sketch",
+       "fields.b64.aggregate-function": "rbm64"}
+
+
+def wide(values: list[int]) -> list[int]:
+    """Small integers (0..199) spread over the range of a Java long, for the ``rbm64`` column:
+    negative ones, ones far beyond 32 bits, and pairs sharing a container."""
+    return [(v // 2) * 9 * 10**16 - 2**62 + v % 2 for v in values]
 
 
 def table(tmp_path: Any, **options: str) -> lakelog.Table:
@@ -36,14 +43,17 @@ def rows(ids: list[int], sets: list[Optional[set[int]]]) -> pa.Table:
         return [None if s is None else make(sorted(s)) for s in sets]
 
     return pa.table({"id": pa.array(ids, pa.int32()), "bm": col(sk.bitmap32), "uv": col(sk.hll_sketch),
-                     "th": col(sk.theta_sketch)}, schema=SCHEMA)  # fmt: skip
+                     "th": col(sk.theta_sketch), "b64": col(lambda s: sk.bitmap64(wide(s)))},
+                    schema=SCHEMA)  # fmt: skip
 
 
 def contents(t: lakelog.Table) -> dict[int, tuple[list[int], int, int]]:
     out = {}
     for r in t.to_arrow().to_pylist():
-        out[r["id"]] = (sk.bitmap32_values(r["bm"]).tolist() if r["bm"] is not None else [],
-                        round(sk.hll_estimate(r["uv"])) if r["uv"] is not None else 0,
+        bm = sk.bitmap32_values(r["bm"]).tolist() if r["bm"] is not None else []
+        b64 = sk.bitmap64_values(r["b64"]).tolist() if r["b64"] is not None else []
+        assert b64 == sorted(set(wide(bm))), r["id"]  # the rbm64 column holds the same sets, spread
+        out[r["id"]] = (bm, round(sk.hll_estimate(r["uv"])) if r["uv"] is not None else 0,
                         round(sk.theta_estimate(r["th"])) if r["th"] is not None else 0)  # fmt: skip
     return out
 
@@ -82,6 +92,35 @@ def test_helpers_make_and_read_values() -> None:
         sk.theta_estimate(sk.hll_sketch([1]))
 
 
+def test_rbm64_values_hold_any_set_of_longs_in_the_java_librarys_layout() -> None:
+    """``rbm64`` values (the layout is in connector/format/roaring64.py; Paimon's Java code reads and
+    unites them in tests/test_interop_paimon_java.py): random sets over the whole range of a long
+    read back, whatever the tree's node types; the library's unsigned order shows in the layout."""
+    from lakelog.connector.format.roaring64 import decode_roaring64
+
+    rng = np.random.default_rng(64)
+    assert sk.bitmap64([]) == b"\x00" and sk.bitmap64_values(b"\x00").tolist() == []
+    lone = sk.bitmap64([5])  # a tree of one leaf: type 4, six key bytes, container 0
+    assert lone[:9] == b"\x01" + (1).to_bytes(8, "little") and lone[9] == 4 and lone[13:19] == bytes(6)
+    for trial in range(60):
+        n_first = int(rng.choice([1, 3, 10, 40, 200]))  # how many distinct first bytes: every node type
+        firsts = rng.choice(256, size=min(n_first, 256), replace=False).astype(np.int64)
+        spread = (firsts - 128) << 56 | rng.integers(0, 1 << 40, len(firsts))
+        dense = np.arange(int(rng.integers(0, 70_000))) + int(rng.integers(-(2**62), 2**62))
+        values = np.concatenate([spread, dense, rng.integers(-(2**63), 2**63 - 1, int(rng.integers(0, 50)))])
+        got = sk.bitmap64_values(sk.bitmap64(values))
+        assert got.tolist() == sorted(set(values.tolist())), trial
+        raw, _ = decode_roaring64(sk.bitmap64(values), "test")
+        assert (raw.view(np.uint64)[1:] > raw.view(np.uint64)[:-1]).all()  # unsigned order
+    with pytest.raises(InvalidInputError, match="-2\\*\\*63 to 2\\*\\*63 - 1"):
+        sk.bitmap64([2**63])
+    good = sk.bitmap64([1, 2**40, -7])
+    for bad, why in [(good[:-3], "not a serialized Roaring64Bitmap"), (b"\x02", "first byte 2"),
+                     (good + b"\x00", "followed by 1 more bytes"), (sk.bitmap32([1]), "not a serialized")]:
+        with pytest.raises(InvalidInputError, match=why):
+            sk.bitmap64_values(bad)
+
+
 # ---- the merge against a dict oracle ----------------------------------------------------------------------
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_every_key_holds_the_union_of_its_sets(tmp_path: Any, seed: int) -> None:
@@ -89,7 +128,7 @@ def test_every_key_holds_the_union_of_its_sets(tmp_path: Any, seed: int) -> None
     a dict of the sets written; a retraction is refused where it is not."""
     rnd = random.Random(seed)
     t = table(tmp_path, **{"fields.bm.ignore-retract": "true", "fields.uv.ignore-retract": "true",
-                           "fields.th.ignore-retract": "true"})  # fmt: skip
+                           "fields.th.ignore-retract": "true", "fields.b64.ignore-retract": "true"})  # fmt: skip
     want: dict[int, set[int]] = {}
     for step in range(25):
         op = rnd.random()
@@ -118,9 +157,9 @@ def test_a_lone_value_is_kept_as_written_and_unions_take_the_smallest_lg_k(tmp_p
     t = table(tmp_path)
     lone = sk.hll_sketch(range(50), lg_k=10)
     t.write(pa.table({"id": pa.array([1, 2], pa.int32()), "bm": [None, None], "uv": [lone, sk.hll_sketch([1])],
-                      "th": [None, None]}, schema=SCHEMA))  # fmt: skip
+                      "th": [None, None], "b64": [None, None]}, schema=SCHEMA))  # fmt: skip
     t.write(pa.table({"id": pa.array([2], pa.int32()), "bm": [None], "uv": [sk.hll_sketch([2], lg_k=8)],
-                      "th": [None]}, schema=SCHEMA))  # fmt: skip
+                      "th": [None], "b64": [None]}, schema=SCHEMA))  # fmt: skip
     got = {r["id"]: r["uv"] for r in t.to_arrow().to_pylist()}
     assert got[1] == lone
     united = ds.hll_sketch.deserialize(got[2])
@@ -148,7 +187,7 @@ def test_unions_in_a_partial_update_sequence_group(tmp_path: Any) -> None:
 
 
 # ---- bad input ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("column", ["bm", "uv", "th"])
+@pytest.mark.parametrize("column", ["bm", "uv", "th", "b64"])
 def test_a_value_that_is_not_a_set_is_refused_at_write_and_nothing_is_written(tmp_path: Any, column: str) -> None:
     """Paimon would store it and fail every later compaction of the bucket; lakelog refuses the
     write, naming the column and the row."""
@@ -170,9 +209,9 @@ def test_types_and_unsupported_functions_are_refused_at_create(tmp_path: Any) ->
     with pytest.raises(OptionError, match="'hll_sketch' does not fit field 's' of type VARCHAR"):
         cat.create_table("db.a", schema, primary_key=["id"], options={
             "merge-engine": "aggregation", "fields.s.aggregate-function": "hll_sketch"})
-    with pytest.raises(OptionError, match="'rbm64' is not supported by lakelog \\(Paimon stores its values"):
+    with pytest.raises(OptionError, match="'avg' is not supported by lakelog"):
         cat.create_table("db.b", SCHEMA, primary_key=["id"], options={
-            "merge-engine": "aggregation", "fields.bm.aggregate-function": "rbm64"})
+            "merge-engine": "aggregation", "fields.bm.aggregate-function": "avg"})
     assert not cat.table_exists("db.a") and not cat.table_exists("db.b")
 
 

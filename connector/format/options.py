@@ -495,16 +495,8 @@ AGGREGATE_FUNCTIONS = frozenset(
 """Aggregate function names Paimon knows (``fields.<name>.aggregate-function``)."""
 
 
-SUPPORTED_AGGREGATE_FUNCTIONS = AGGREGATE_FUNCTIONS - {
-    "avg", "rbm64",
-}
+SUPPORTED_AGGREGATE_FUNCTIONS = AGGREGATE_FUNCTIONS - {"avg"}
 """The aggregate functions lakelog's merge implements (``lsm/merge/aggregators.py`` checks it)."""
-
-
-_UNSUPPORTED_AGGREGATE_WHY = {
-    "rbm64": (" (Paimon stores its values as the Java RoaringBitmap library's internal dump of a "
-              "Roaring64Bitmap, a layout only that library reads, not the portable 64-bit format)"),
-}
 
 
 def _aggregate_function(v: str) -> str | None:
@@ -513,8 +505,7 @@ def _aggregate_function(v: str) -> str | None:
         return None
     supported = ", ".join(sorted(SUPPORTED_AGGREGATE_FUNCTIONS))
     if name in AGGREGATE_FUNCTIONS:
-        why = _UNSUPPORTED_AGGREGATE_WHY.get(name, "")
-        return f"the aggregate function {name!r} is not supported by lakelog{why}; supported: {supported}"
+        return f"the aggregate function {name!r} is not supported by lakelog; supported: {supported}"
     return "expected an aggregate function, one of " + supported
 
 

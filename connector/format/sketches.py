@@ -1,12 +1,16 @@
-"""Sets serialized into VARBINARY values: what the ``rbm32``, ``hll_sketch`` and ``theta_sketch``
-aggregate functions unite.
+"""Sets serialized into VARBINARY values: what the ``rbm32``, ``rbm64``, ``hll_sketch`` and
+``theta_sketch`` aggregate functions unite.
 
 Paimon's aggregation engine keeps such a value per key and unites a key's values on merge
-(``FieldRoaringBitmap32Agg``, ``FieldHllSketchAgg``, ``FieldThetaSketchAgg``). The bytes are the
+(``FieldRoaringBitmap32Agg``, ``FieldRoaringBitmap64Agg``, ``FieldHllSketchAgg``,
+``FieldThetaSketchAgg``). The bytes are the
 libraries' own layouts, so Paimon's readers and lakelog's merge each other's values:
 
 * ``rbm32``: a 32-bit Roaring bitmap in the portable serialization, run-optimised as Paimon's
   ``RoaringBitmap32.serialize`` writes it (the codec is :mod:`lakelog.connector.format.roaring`);
+* ``rbm64``: a 64-bit Roaring bitmap of Java ``long`` values as Paimon's ``RoaringBitmap64`` writes
+  it, the Java library's own dump of a ``Roaring64Bitmap``, run-optimised (the codec is
+  :mod:`lakelog.connector.format.roaring64`);
 * ``hll_sketch``: an Apache DataSketches HLL sketch (compact). A union takes the smallest ``lg_k``
   of its inputs and yields an ``HLL_4`` sketch, as ``HllSketchUtil.union`` does;
 * ``theta_sketch``: an Apache DataSketches compact Theta sketch (serial version 3). A union uses
@@ -32,11 +36,14 @@ import numpy as np
 
 from lakelog.connector.errors import CorruptFileError, InvalidInputError, MissingDependencyError
 from lakelog.connector.format.roaring import decode_roaring32, encode_roaring32
+from lakelog.connector.format.roaring64 import decode_roaring64, encode_roaring64
 
 __all__ = [
     "UNION_FUNCTIONS",
     "bitmap32",
     "bitmap32_values",
+    "bitmap64",
+    "bitmap64_values",
     "hll_sketch",
     "hll_estimate",
     "theta_sketch",
@@ -47,7 +54,7 @@ __all__ = [
     "require_datasketches",
 ]
 
-UNION_FUNCTIONS = frozenset({"rbm32", "hll_sketch", "theta_sketch"})
+UNION_FUNCTIONS = frozenset({"rbm32", "rbm64", "hll_sketch", "theta_sketch"})
 """Aggregate functions whose values are serialized sets united on merge."""
 
 DEFAULT_LG_K = 12  # DataSketches' default for HLL sketches and Theta unions (4,096 nominal entries)
@@ -83,6 +90,19 @@ def bitmap32(values: Iterable[int] | np.ndarray) -> bytes:
 def bitmap32_values(data: bytes) -> np.ndarray:
     """The sorted values (``uint64``) of an ``rbm32`` value."""
     return _bitmap(data, "bitmap32_values()")
+
+
+def bitmap64(values: Iterable[int] | np.ndarray) -> bytes:
+    """An ``rbm64`` value: the set of ``values`` (integers in -2**63 .. 2**63 - 1, Java longs)."""
+    arr = np.asarray(list(values) if not isinstance(values, np.ndarray) else values)
+    if arr.size and (arr.dtype.kind not in "iu" or int(arr.min()) < -(1 << 63) or int(arr.max()) >= 1 << 63):
+        raise InvalidInputError("bitmap64() takes integers from -2**63 to 2**63 - 1")
+    return encode_roaring64(arr.astype(np.int64))
+
+
+def bitmap64_values(data: bytes) -> np.ndarray:
+    """The values (``int64``) of an ``rbm64`` value, sorted as signed numbers."""
+    return np.sort(_bitmap64(data, "bitmap64_values()"))
 
 
 def hll_sketch(values: Iterable[Value], lg_k: int = DEFAULT_LG_K) -> bytes:
@@ -142,10 +162,23 @@ def _bitmap(data: bytes, where: str) -> np.ndarray:
     return values
 
 
+def _bitmap64(data: bytes, where: str) -> np.ndarray:
+    try:
+        values, used = decode_roaring64(data, where)
+    except CorruptFileError as e:
+        raise InvalidInputError(str(e)) from None
+    if used != len(data):
+        raise InvalidInputError(f"the value in {where} is a Roaring64Bitmap followed by {len(data) - used} "
+                                "more bytes")
+    return values
+
+
 def check_value(function: str, data: bytes, where: str) -> None:
     """Refuse (:class:`InvalidInputError` naming ``where``) a value that ``function`` cannot read."""
     if function == "rbm32":
         _bitmap(data, where)
+    elif function == "rbm64":
+        _bitmap64(data, where)
     elif function == "hll_sketch":
         _hll(data, where)
     else:
@@ -165,6 +198,8 @@ def unite(function: str, values: Sequence[bytes], where: str) -> bytes:
     if function == "rbm32":
         sets = [_bitmap(v, where) for v in values]
         return encode_roaring32(np.unique(np.concatenate(sets)), run_optimize=True)
+    if function == "rbm64":
+        return encode_roaring64(np.concatenate([_bitmap64(v, where) for v in values]))
     ds = _datasketches(function)
     if function == "hll_sketch":
         sketches = [_hll(v, where) for v in values]

@@ -64,6 +64,7 @@ _TYPE_RULES: dict[str, tuple[Optional[frozenset[str]], str]] = {
     "nested_update": (frozenset({"ARRAY"}), "ARRAY<ROW<...>>"),
     "nested_partial_update": (frozenset({"ARRAY"}), "ARRAY<ROW<...>>"),
     "rbm32": (frozenset({"VARBINARY"}), "VARBINARY / BYTES"),
+    "rbm64": (frozenset({"VARBINARY"}), "VARBINARY / BYTES"),
     "hll_sketch": (frozenset({"VARBINARY"}), "VARBINARY / BYTES"),
     "theta_sketch": (frozenset({"VARBINARY"}), "VARBINARY / BYTES"),
     "last_value": (None, ""),
@@ -1042,7 +1043,7 @@ def _fold_row_by_row(
     return out
 
 
-# ---- set unions: rbm32, hll_sketch, theta_sketch --------------------------------------------------
+# ---- set unions: rbm32, rbm64, hll_sketch, theta_sketch --------------------------------------------------
 
 
 def _fold_union(spec: AggregateSpec, arr: pa.Array, op: np.ndarray, ctx: MergeContext) -> pa.Array:
@@ -1083,6 +1084,7 @@ _FOLDS: dict[str, Callable[[AggregateSpec, pa.Array, np.ndarray, MergeContext], 
     "nested_update": _fold_nested_update,
     "nested_partial_update": _fold_nested_partial_update,
     "rbm32": _fold_union,
+    "rbm64": _fold_union,
     "hll_sketch": _fold_union,
     "theta_sketch": _fold_union,
     "primary-key": _fold_primary_key,
