@@ -100,8 +100,8 @@ def test_merge_engines_give_the_newest_number_they_merged(tmp_path: Path, engine
     put(t, {2: "c"})  # 2
     put(t, {1: "d"})  # 3
     got = by_key(batch(t))
-    if engine == "first-row":  # the first row stays, with the largest number merged (Paimon: its own)
-        assert got == {1: (3, "a"), 2: (2, "b")}
+    if engine == "first-row":  # the first row stays, with its own number (as Paimon keeps it)
+        assert got == {1: (0, "a"), 2: (1, "b")}
     else:
         values = {"deduplicate": ("d", "c"), "partial-update": ("d", "c"), "aggregation": ("a,d", "b,c")}[engine]
         assert got == {1: (3, values[0]), 2: (2, values[1])}

@@ -117,6 +117,9 @@ class KeyValueBucketWriter:
         # level-0 files (written by an earlier writer: their keys are read back when compacted)
         self._lookup = tw.changelog_producer == ChangelogProducer.LOOKUP and not tw.write_only
         self._pending_keys: list[tuple[int, pa.Table]] = []
+        # the last sequence number given out when each of this writer's level-0 files was written:
+        # its rows may hold smaller ones (first-row keeps a key's first row, and its number)
+        self._level0_upto: dict[str, int] = {}
         self._ready_keys: list[pa.Table] = []
         self._changelog_base = [f for f in committed if f.level > 0]
         self._changelog_base_dv = self.dv.view() if self.dv is not None else None
@@ -164,6 +167,8 @@ class KeyValueBucketWriter:
             writer.abort()
             raise
         self.new_files += files
+        if self._lookup:
+            self._level0_upto.update((f.file_name, self.next_seq - 1) for f in files)
         self.levels.add(files)
         self._maybe_compact()
 
@@ -350,7 +355,7 @@ class KeyValueBucketWriter:
         gone = [f for f in before if f.level == 0]
         if not gone:
             return
-        upto = max(f.max_sequence_number for f in gone)
+        upto = max(self._level0_upto.pop(f.file_name, f.max_sequence_number) for f in gone)
         keep: list[tuple[int, pa.Table]] = []
         for last_seq, keys in self._pending_keys:
             if last_seq <= upto:

@@ -53,10 +53,14 @@ def _is_insert(kinds: np.ndarray) -> np.ndarray:
 
 
 def _output(table: pa.Table, ctx: MergeContext, kind: np.ndarray, rows: np.ndarray,
-            values: dict[str, pa.Array]) -> pa.Table:
-    """One row per key: key columns from the key's last row, max sequence, ``kind``, merged values."""
+            values: dict[str, pa.Array], *, own_sequence: bool = False) -> pa.Table:
+    """One row per key: key columns from the key's last row, max sequence (``own_sequence``: the
+    chosen row's, as Paimon's first-row engine keeps its first row whole), ``kind``, merged values."""
     seq = np.asarray(table.column(SEQUENCE_NUMBER).to_numpy(), dtype=np.int64)
-    max_seq = np.maximum.reduceat(seq, ctx.starts) if ctx.n else seq
+    if own_sequence:
+        max_seq = seq[rows]
+    else:
+        max_seq = np.maximum.reduceat(seq, ctx.starts) if ctx.n else seq
     rows_arr = pa.array(rows)
     cols: list[pa.Array] = []
     for f in table.schema:
@@ -124,7 +128,7 @@ class FirstRowMergeFunction:
         first = ctx.first(ins)
         kind = np.where(first >= 0, RowKind.INSERT, RowKind.DELETE).astype(np.int8)
         rows = np.where(first >= 0, first, ctx.ends - 1)
-        return _output(table, ctx, kind, rows, {})
+        return _output(table, ctx, kind, rows, {}, own_sequence=True)
 
 
 @dataclass
