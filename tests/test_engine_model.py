@@ -314,6 +314,8 @@ class Model:
             assert got == self.written, "input changelog: " + self.context(step)
         if self.t.options.get("changelog-producer.row-deduplicate") == "true":
             assert not identical_update_pairs(changes, self.cfg.names), self.context(step)
+        if self.cfg.name == "first-row":  # "it will generate insert only changelog" (Paimon's page)
+            assert set(changes.column("rowkind").to_pylist()) <= {"+I"}, "first-row changelog: " + self.context(step)
 
 
 def _kind_name(kind: int) -> str:

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from lakelog.connector.format.key_value import SEQUENCE_NUMBER, VALUE_KIND, key_column
 from lakelog.connector.format.manifest import DataFileMeta
+from lakelog.connector.format.options import MergeEngine
 from lakelog.connector.format.store import TableStore
 from lakelog.connector.lsm.diff import diff_by_key, semi_join
 from lakelog.connector.lsm.split import Split
@@ -94,7 +95,9 @@ def state_change(
         old,
         new,
         store.key_names,
-        dedupe=opts.changelog_producer_row_deduplicate,
+        # first-row: a key's row never changes, so its changelog is inserts only (as Paimon's page
+        # says); a key written again is no -U/+U pair of the same row
+        dedupe=opts.changelog_producer_row_deduplicate or opts.merge_engine == MergeEngine.FIRST_ROW,
         ignore=opts.get(opts.CHANGELOG_PRODUCER_ROW_DEDUPLICATE_IGNORE_FIELDS) or (),
     )
     return to_kv_layout(store, rows, kinds, seq)
