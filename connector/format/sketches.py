@@ -3,8 +3,8 @@
 
 Paimon's aggregation engine keeps such a value per key and unites a key's values on merge
 (``FieldRoaringBitmap32Agg``, ``FieldRoaringBitmap64Agg``, ``FieldHllSketchAgg``,
-``FieldThetaSketchAgg``). The bytes are the
-libraries' own layouts, so Paimon's readers and lakelog's merge each other's values:
+``FieldThetaSketchAgg``). The bytes are the libraries' own layouts, so Paimon's readers and
+lakelog's merge each other's values:
 
 * ``rbm32``: a 32-bit Roaring bitmap in the portable serialization, run-optimised as Paimon's
   ``RoaringBitmap32.serialize`` writes it (the codec is :mod:`lakelog.connector.format.roaring`);
