@@ -50,9 +50,7 @@ def bitmap_contains(data: Optional[bytes], value: Optional[int]) -> Optional[boo
     """Whether an ``rbm32`` value holds ``value``."""
     if data is None or value is None:
         return None
-    values = sketches.bitmap32_values(data)
-    i = int(values.searchsorted(value))
-    return i < len(values) and int(values[i]) == value
+    return _holds(sketches.bitmap32_values(data), value)
 
 
 @udf(result_type=DataTypes.BYTES())
@@ -72,7 +70,11 @@ def bitmap64_contains(data: Optional[bytes], value: Optional[int]) -> Optional[b
     """Whether an ``rbm64`` value holds ``value``."""
     if data is None or value is None:
         return None
-    values = sketches.bitmap64_values(data)
+    return _holds(sketches.bitmap64_values(data), value)
+
+
+def _holds(values: Any, value: int) -> bool:
+    """Whether the sorted ``values`` (a numpy array) hold ``value``."""
     i = int(values.searchsorted(value))
     return i < len(values) and int(values[i]) == value
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from lakelog.connector.errors import CorruptFileError
 
-__all__ = ["encode_roaring32", "decode_roaring32", "containers", "read_container"]
+__all__ = ["encode_roaring32", "decode_roaring32", "containers", "container_kinds", "read_container"]
 
 _COOKIE_NO_RUNS = 12346
 _COOKIE_RUNS = 12347
@@ -128,8 +128,8 @@ def _decode_roaring32(buf: memoryview) -> tuple[np.ndarray, int]:
         at += 4 * n
     keys, cards = desc[0::2], desc[1::2] + 1
     parts = []
-    for i in range(n):
-        kind = RUN if runs is not None and runs[i] else BITMAP if cards[i] > _ARRAY_MAX else ARRAY
+    kinds = container_kinds(cards, runs if runs is not None else np.zeros(n, dtype=bool))
+    for i, kind in enumerate(kinds):
         low, at = read_container(buf, at, kind, int(cards[i]))
         parts.append((keys[i] << np.uint64(16)) + low)
     out = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
@@ -137,6 +137,12 @@ def _decode_roaring32(buf: memoryview) -> tuple[np.ndarray, int]:
 
 
 RUN, BITMAP, ARRAY = "run", "bitmap", "array"
+
+
+def container_kinds(cards: np.ndarray, as_run: np.ndarray) -> list[str]:
+    """Each container's kind: its run flag, else a bitmap above 4,096 values, else an array."""
+    return [RUN if run else BITMAP if card > _ARRAY_MAX else ARRAY
+            for card, run in zip(np.asarray(cards).tolist(), np.asarray(as_run).tolist())]
 
 
 def read_container(buf: memoryview, at: int, kind: str, card: int) -> tuple[np.ndarray, int]:

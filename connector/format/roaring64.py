@@ -41,7 +41,7 @@ import struct
 import numpy as np
 
 from lakelog.connector.errors import CorruptFileError
-from lakelog.connector.format.roaring import ARRAY, BITMAP, RUN, containers, read_container
+from lakelog.connector.format.roaring import ARRAY, BITMAP, RUN, container_kinds, containers, read_container
 
 __all__ = ["encode_roaring64", "decode_roaring64"]
 
@@ -65,9 +65,8 @@ def encode_roaring64(values: np.ndarray) -> bytes:
     out += struct.pack("<q", n)
     _write_node(out, key_bytes, 0, n, 0)
     out += struct.pack("<ibi", 1, _NOT_TRIMMED, n)
-    kinds = np.where(as_run, _KIND_CODE[RUN], np.where(cards > 4096, _KIND_CODE[BITMAP], _KIND_CODE[ARRAY]))
-    for kind, card, body in zip(kinds.tolist(), cards.tolist(), bodies):
-        out += struct.pack("<bbi", 1, kind, card)
+    for kind, card, body in zip(container_kinds(cards, as_run), cards.tolist(), bodies):
+        out += struct.pack("<bbi", 1, _KIND_CODE[kind], card)
         out += body
     out += struct.pack("<qii", n, 0, n - 1)
     return bytes(out)

@@ -29,7 +29,7 @@ Public helpers make and read such values from Python (``lakelog.sketches``)::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Union
 
 import numpy as np
@@ -152,24 +152,23 @@ def _theta(data: bytes, where: str) -> Any:
 
 
 def _bitmap(data: bytes, where: str) -> np.ndarray:
-    try:
-        values, used = decode_roaring32(data, where, "the value")
-    except CorruptFileError as e:
-        raise InvalidInputError(str(e)) from None
-    if used != len(data):
-        raise InvalidInputError(f"the value in {where} is a Roaring bitmap followed by {len(data) - used} "
-                                "more bytes")
-    return values
+    return _whole(decode_roaring32, data, where, "Roaring bitmap")
 
 
 def _bitmap64(data: bytes, where: str) -> np.ndarray:
+    return _whole(decode_roaring64, data, where, "Roaring64Bitmap")
+
+
+def _whole(
+    decode: Callable[[bytes, str, str], tuple[np.ndarray, int]], data: bytes, where: str, what: str
+) -> np.ndarray:
+    """The values of a bitmap that fills ``data``; anything else is :class:`InvalidInputError`."""
     try:
-        values, used = decode_roaring64(data, where)
+        values, used = decode(data, where, "the value")
     except CorruptFileError as e:
         raise InvalidInputError(str(e)) from None
     if used != len(data):
-        raise InvalidInputError(f"the value in {where} is a Roaring64Bitmap followed by {len(data) - used} "
-                                "more bytes")
+        raise InvalidInputError(f"the value in {where} is a {what} followed by {len(data) - used} more bytes")
     return values
 
 
